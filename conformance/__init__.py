@@ -1,0 +1,1 @@
+"""upsertmat.conformance — the reusable conformance suite (see docs/conformance.md)."""

@@ -1,0 +1,78 @@
+"""LEGACY: the original design — one value per context key holding the whole row list.
+
+Every event reads the key's list, scans it, and writes it back: O(n) work and O(n) bytes
+moved per event for a history of n rows, which is why long histories collapse throughput.
+Kept because it is the baseline the other strategies are measured against, and because it
+is what existing state looks like before a migration.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from ..spec import Change, Keys, Row, RowKind
+from .settings import Settings
+from .state import HeapValueState, ValueState
+
+log = logging.getLogger("upsertmat")
+
+
+class LegacyMaterializer:
+    """The LEGACY strategy over any ``ValueState[list[Row]]``.
+
+    Per event: 1 state read, at most 1 state write or delete, and one match-key computation
+    per stored row scanned.
+    """
+
+    def __init__(self, keys: Keys, state: ValueState[list[Row]]) -> None:
+        self.keys = keys
+        self.retract_misses = 0
+        self._state = state
+        self._now = 0
+
+    def process(self, change: Change) -> Change | None:
+        """Rules 1-11 on the key's stored list."""
+        context = self.keys.context_key(change.row)
+        rows = self._state.get(context) or []
+        wanted = self.keys.match_key(change.row)
+        if change.kind.is_add:
+            emitted = Change(RowKind.UPDATE_AFTER if rows else RowKind.INSERT, change.row)
+            index = self._find(rows, wanted) if self.keys.has_upsert_key else -1
+            if index < 0:
+                rows.append(change.row)
+            else:
+                rows[index] = change.row
+            self._state.put(context, rows)
+            return emitted
+        index = self._find(rows, wanted)
+        if index < 0:
+            self.retract_misses += 1
+            log.warning("retraction matched no stored row: %r", change)
+            return None
+        removed_last = index == len(rows) - 1
+        del rows[index]
+        if not rows:
+            self._state.delete(context)
+            return Change(RowKind.DELETE, change.row)
+        self._state.put(context, rows)
+        return Change(RowKind.UPDATE_AFTER, rows[-1]) if removed_last else None
+
+    def _find(self, rows: list[Row], wanted: bytes) -> int:
+        """Index of the first row whose match key is ``wanted``, or -1. O(len(rows))."""
+        match_key = self.keys.match_key
+        for index, row in enumerate(rows):
+            if match_key(row) == wanted:
+                return index
+        return -1
+
+    def advance_time(self, now: int) -> None:
+        """Record the clock; LEGACY without TTL has nothing time-dependent."""
+        self._now = max(self._now, now)
+
+    def close(self) -> None:
+        """Heap state needs no release."""
+
+
+def create_heap(keys: Keys, settings: Settings) -> LegacyMaterializer:
+    """LEGACY on the heap backend."""
+    return LegacyMaterializer(keys, HeapValueState[list[Row]]())

@@ -1,0 +1,106 @@
+"""The registry: one factory that builds an implementation from its names.
+
+Names accepted by :func:`resolve`: ``STRATEGY/backend`` (``LEGACY/heap``, case-insensitive
+strategy), the design discussion's aliases (``legacy-list``, ``linked-map``,
+``rocksdb-sorted-iterator``, ``lmdb``), and, for third-party implementations,
+``package.module:factory`` — a callable ``(Keys, Settings) -> Materializer``.
+Built-in implementations are imported lazily, so a missing optional engine only fails the
+implementations that need it.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import replace
+
+from ..spec import Keys, Materializer
+from .settings import Backend, Settings, Strategy
+
+Factory = Callable[[Keys, Settings], Materializer]
+
+
+class UnknownImplementation(LookupError):
+    """No implementation answers to the given name or (strategy, backend) pair."""
+
+
+# (strategy, backend) -> "module:function", relative to this package.
+_BUILTIN: dict[tuple[Strategy, Backend], str] = {
+    (Strategy.LEGACY, Backend.HEAP): ".legacy:create_heap",
+}
+_REGISTERED: dict[tuple[Strategy, Backend], Factory] = {}
+
+ALIASES: dict[str, tuple[Strategy, Backend]] = {
+    "legacy-list": (Strategy.LEGACY, Backend.HEAP),
+    "linked-map": (Strategy.MAP, Backend.HEAP),
+    "rocksdb-sorted-iterator": (Strategy.SORTED, Backend.ROCKSDB),
+    "lmdb": (Strategy.MAP, Backend.LMDB),
+}
+
+
+def register(strategy: Strategy, backend: Backend, factory: Factory) -> None:
+    """Add (or replace) the implementation of ``strategy`` on ``backend``."""
+    _REGISTERED[(strategy, backend)] = factory
+
+
+def available() -> list[tuple[Strategy, Backend]]:
+    """Every (strategy, backend) pair the registry can build, in a stable order."""
+    pairs = set(_BUILTIN) | set(_REGISTERED)
+    return sorted(pairs, key=lambda pair: (list(Strategy).index(pair[0]), list(Backend).index(pair[1])))
+
+
+def implementation_names() -> list[str]:
+    """``STRATEGY/backend`` names of :func:`available`."""
+    return [f"{strategy.value}/{backend.value}" for strategy, backend in available()]
+
+
+def resolve(name: str) -> tuple[Strategy, Backend]:
+    """(strategy, backend) for ``STRATEGY/backend`` or an alias. UnknownImplementation otherwise."""
+    if name in ALIASES:
+        return ALIASES[name]
+    strategy_name, sep, backend_name = name.partition("/")
+    try:
+        if not sep:
+            raise ValueError
+        return Strategy(strategy_name.upper()), Backend(backend_name.lower())
+    except ValueError:
+        choices = ", ".join([*implementation_names(), *ALIASES])
+        raise UnknownImplementation(f"unknown implementation {name!r}; known: {choices}") from None
+
+
+def factory_for(strategy: Strategy, backend: Backend) -> Factory:
+    """The factory of a pair. UnknownImplementation if there is none."""
+    if (strategy, backend) in _REGISTERED:
+        return _REGISTERED[(strategy, backend)]
+    target = _BUILTIN.get((strategy, backend))
+    if target is None:
+        choices = ", ".join(implementation_names())
+        raise UnknownImplementation(
+            f"no implementation of strategy {strategy.value} on backend {backend.value}; available: {choices}"
+        )
+    return load_factory(target, package=__package__)
+
+
+def load_factory(target: str, package: str | None = None) -> Factory:
+    """Import ``module:attribute`` and return the attribute (a factory)."""
+    module_name, sep, attribute = target.partition(":")
+    if not sep:
+        raise UnknownImplementation(f"expected 'module:factory', got {target!r}")
+    module = importlib.import_module(module_name, package)
+    factory: Factory = getattr(module, attribute)
+    return factory
+
+
+def create(keys: Keys, settings: Settings | None = None) -> Materializer:
+    """Build the implementation ``settings`` selects (strategy and backend) for ``keys``."""
+    settings = settings or Settings()
+    return factory_for(settings.strategy, settings.backend)(keys, settings)
+
+
+def create_named(name: str, keys: Keys, settings: Settings | None = None) -> Materializer:
+    """Build an implementation by name: ``STRATEGY/backend``, an alias, or ``module:factory``."""
+    settings = settings or Settings()
+    if ":" in name:
+        return load_factory(name)(keys, settings)
+    strategy, backend = resolve(name)
+    return create(keys, replace(settings, strategy=strategy, backend=backend))

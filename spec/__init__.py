@@ -1,0 +1,34 @@
+"""upsertmat.spec — the executable specification of sink upsert materialization.
+
+Types (:class:`Change`, :class:`RowKind`, rows as tuples of JSON values), the equalizer
+abstraction, the operator's :class:`Keys`, the :class:`Materializer` contract and the
+reference model :class:`ModelMaterializer`. Nothing here imports the rest of the project.
+"""
+
+from .changes import Change, Row, RowKind, delete, insert, update_after, update_before
+from .contract import Materializer
+from .encoding import JsonValue, canonical, project
+from .equalizer import DEFAULT_EQUALIZER, CanonicalEqualizer, Equalizer
+from .keys import Keys
+from .model import ModelMaterializer, apply_to_history, run_model
+
+__all__ = [
+    "DEFAULT_EQUALIZER",
+    "CanonicalEqualizer",
+    "Change",
+    "Equalizer",
+    "JsonValue",
+    "Keys",
+    "Materializer",
+    "ModelMaterializer",
+    "Row",
+    "RowKind",
+    "apply_to_history",
+    "canonical",
+    "delete",
+    "insert",
+    "project",
+    "run_model",
+    "update_after",
+    "update_before",
+]
