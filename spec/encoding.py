@@ -12,7 +12,7 @@ import json
 from collections.abc import Sequence
 from typing import TypeAlias
 
-JsonValue: TypeAlias = None | bool | int | float | str | list["JsonValue"] | dict[str, "JsonValue"]
+JsonValue: TypeAlias = bool | int | float | str | list["JsonValue"] | dict[str, "JsonValue"] | None
 
 
 def canonical(values: Sequence[JsonValue]) -> bytes:
