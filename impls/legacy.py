@@ -9,6 +9,7 @@ is what existing state looks like before a migration.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable, Iterator
 
 from ..spec import Change, Keys, Row, RowKind
 from .settings import Settings
@@ -18,13 +19,13 @@ log = logging.getLogger("upsertmat")
 
 
 class LegacyMaterializer:
-    """The LEGACY strategy over any ``ValueState[list[Row]]``.
+    """The LEGACY strategy over any ``ValueState`` holding the key's list of rows.
 
     Per event: 1 state read, at most 1 state write or delete, and one match-key computation
     per stored row scanned.
     """
 
-    def __init__(self, keys: Keys, state: ValueState[list[Row]]) -> None:
+    def __init__(self, keys: Keys, state: ValueState) -> None:
         self.keys = keys
         self.retract_misses = 0
         self._state = state
@@ -33,7 +34,7 @@ class LegacyMaterializer:
     def process(self, change: Change) -> Change | None:
         """Rules 1-11 on the key's stored list."""
         context = self.keys.context_key(change.row)
-        rows = self._state.get(context) or []
+        rows: list[Row] = [tuple(row) for row in self._state.get(context) or ()]
         wanted = self.keys.match_key(change.row)
         if change.kind.is_add:
             emitted = Change(RowKind.UPDATE_AFTER if rows else RowKind.INSERT, change.row)
@@ -69,10 +70,23 @@ class LegacyMaterializer:
         """Record the clock; LEGACY without TTL has nothing time-dependent."""
         self._now = max(self._now, now)
 
+    def histories(self) -> Iterator[tuple[bytes, list[Row]]]:
+        """Every non-empty context key with its rows in insertion order (a full scan)."""
+        for context in self._state.contexts():
+            yield context, [tuple(row) for row in self._state.get(context) or ()]
+
+    def load_histories(self, histories: Iterable[tuple[bytes, list[Row]]]) -> None:
+        """Replace the stored rows of each given context key (used to restore state)."""
+        for context, rows in histories:
+            if rows:
+                self._state.put(context, [tuple(row) for row in rows])
+            else:
+                self._state.delete(context)
+
     def close(self) -> None:
         """Heap state needs no release."""
 
 
 def create_heap(keys: Keys, settings: Settings) -> LegacyMaterializer:
     """LEGACY on the heap backend."""
-    return LegacyMaterializer(keys, HeapValueState[list[Row]]())
+    return LegacyMaterializer(keys, HeapValueState())

@@ -6,7 +6,7 @@ reference model :class:`ModelMaterializer`. Nothing here imports the rest of the
 """
 
 from .changes import Change, Row, RowKind, delete, insert, update_after, update_before
-from .contract import Materializer
+from .contract import HistoryAccess, Materializer
 from .encoding import JsonValue, canonical, project
 from .equalizer import DEFAULT_EQUALIZER, CanonicalEqualizer, Equalizer
 from .keys import Keys
@@ -17,6 +17,7 @@ __all__ = [
     "CanonicalEqualizer",
     "Change",
     "Equalizer",
+    "HistoryAccess",
     "JsonValue",
     "Keys",
     "Materializer",

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from typing import Protocol, runtime_checkable
 
-from .changes import Change
+from .changes import Change, Row
 
 
 @runtime_checkable
@@ -25,3 +26,21 @@ class Materializer(Protocol):
     def advance_time(self, now: int) -> None: ...
 
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class HistoryAccess(Protocol):
+    """Optional: export and import the whole state as per-key histories.
+
+    The canonical (backend-independent) view of the state: for every non-empty context key,
+    its stored rows in insertion order. What ``replay --state-dir`` persists for heap
+    implementations, and the seed of the savepoint format.
+    """
+
+    def histories(self) -> Iterator[tuple[bytes, list[Row]]]:
+        """Every non-empty context key with its rows in insertion order."""
+        ...
+
+    def load_histories(self, histories: Iterable[tuple[bytes, list[Row]]]) -> None:
+        """Set the rows of each given context key (an empty list removes the key)."""
+        ...

@@ -95,6 +95,14 @@ class ModelMaterializer:
         for context, rows in self._histories.items():
             yield context, list(rows)
 
+    def load_histories(self, histories: Iterable[tuple[bytes, list[Row]]]) -> None:
+        """Set the rows of each given context key (an empty list removes the key)."""
+        for context, rows in histories:
+            if rows:
+                self._histories[context] = [tuple(row) for row in rows]
+            else:
+                self._histories.pop(context, None)
+
     def close(self) -> None:
         """Nothing to release; part of the contract."""
 

@@ -1,6 +1,6 @@
 """Keyed state that strategies are written against, per backend."""
 
-from .base import ValueState
+from .base import MapState, SortedMapState, StateBackend, Value, ValueState
 from .heap import HeapValueState
 
-__all__ = ["HeapValueState", "ValueState"]
+__all__ = ["HeapValueState", "MapState", "SortedMapState", "StateBackend", "Value", "ValueState"]

@@ -1,31 +1,110 @@
 """The keyed-state interfaces strategies are written against.
 
-A *context key* is the canonical encoding (bytes) of the sink-PK projection. Every call is
-one state access; backends count nothing themselves, wrappers may.
+A *context key* is the canonical encoding (bytes) of the sink-PK projection; *user keys*
+inside a map are bytes too (match keys, order-preserving encodings of sequence numbers).
+Values are plain msgpack-able structures (None, bool, int, float, str, bytes, lists, dicts);
+byte backends serialize them with msgpack, never pickle, and hand back lists where a
+tuple was stored. Each method call is one state access (what complexity tests count).
+
+A backend groups the writes of one input (or a batch of inputs) into one atomic unit:
+strategies call :meth:`StateBackend.commit` when an input is fully applied, and reads
+between commits see the uncommitted writes (read-your-writes).
 """
 
 from __future__ import annotations
 
-from typing import Protocol, TypeVar
+from collections.abc import Iterator
+from typing import Any, Protocol
 
-V = TypeVar("V")
+Value = Any  # a msgpack-able structure
 
 
-class ValueState(Protocol[V]):
+class ValueState(Protocol):
     """One value per context key."""
 
-    def get(self, context: bytes) -> V | None:
-        """The value of ``context``, or None if it has none. One state read."""
+    def get(self, context: bytes) -> Value | None:
+        """The value of ``context``, or None if it has none. One read."""
         ...
 
-    def put(self, context: bytes, value: V) -> None:
-        """Set the value of ``context``. One state write."""
+    def put(self, context: bytes, value: Value) -> None:
+        """Set the value of ``context``. One write."""
         ...
 
     def delete(self, context: bytes) -> None:
-        """Remove the value of ``context`` (no-op if absent). One state write."""
+        """Remove the value of ``context`` (no-op if absent). One write."""
         ...
 
-    def __len__(self) -> int:
-        """How many context keys hold a value."""
+    def contexts(self) -> Iterator[bytes]:
+        """Every context key holding a value (scan; not for the hot path)."""
+        ...
+
+
+class MapState(Protocol):
+    """A map of user key -> value per context key; iteration order unspecified."""
+
+    def get(self, context: bytes, key: bytes) -> Value | None:
+        """One read."""
+        ...
+
+    def put(self, context: bytes, key: bytes, value: Value) -> None:
+        """One write."""
+        ...
+
+    def delete(self, context: bytes, key: bytes) -> None:
+        """One write; no-op if absent."""
+        ...
+
+    def items(self, context: bytes) -> Iterator[tuple[bytes, Value]]:
+        """Every entry of ``context`` (scan)."""
+        ...
+
+    def clear(self, context: bytes) -> None:
+        """Remove every entry of ``context``."""
+        ...
+
+    def contexts(self) -> Iterator[bytes]:
+        """Every context key holding at least one entry (scan; not for the hot path)."""
+        ...
+
+
+class SortedMapState(MapState, Protocol):
+    """A MapState whose entries iterate in ascending byte order of the user key."""
+
+    def last(self, context: bytes) -> tuple[bytes, Value] | None:
+        """The entry with the greatest user key (a reverse seek). One read."""
+        ...
+
+    def first(self, context: bytes) -> tuple[bytes, Value] | None:
+        """The entry with the smallest user key. One read."""
+        ...
+
+    def before(self, context: bytes, key: bytes) -> tuple[bytes, Value] | None:
+        """The entry with the greatest user key strictly below ``key``. One read."""
+        ...
+
+
+class StateBackend(Protocol):
+    """Creates the named states of one operator instance and commits their writes."""
+
+    name: str
+    supports_ordered: bool
+
+    def value_state(self, name: str) -> ValueState:
+        """The value state called ``name`` (created on first use)."""
+        ...
+
+    def map_state(self, name: str) -> MapState:
+        """The map state called ``name``."""
+        ...
+
+    def sorted_map_state(self, name: str) -> SortedMapState:
+        """The ordered map state called ``name``; only where ``supports_ordered``."""
+        ...
+
+    def commit(self) -> None:
+        """Make every write since the last commit durable, atomically."""
+        ...
+
+    def close(self) -> None:
+        """Commit nothing further, release files and locks."""
         ...

@@ -2,23 +2,22 @@
 
 from __future__ import annotations
 
-from typing import Generic, TypeVar
+from collections.abc import Iterator
 
-V = TypeVar("V")
+from .base import Value
 
 
-class HeapValueState(Generic[V]):
-    """``ValueState`` in a dict. Values are stored by reference: callers must not mutate a
-    value after ``put`` unless they mean to (strategies treat ``get`` results as owned)."""
+class HeapValueState:
+    """``ValueState`` in a dict. Values are stored by reference (no copy): O(1) per call."""
 
     def __init__(self) -> None:
-        self._values: dict[bytes, V] = {}
+        self._values: dict[bytes, Value] = {}
 
-    def get(self, context: bytes) -> V | None:
+    def get(self, context: bytes) -> Value | None:
         """O(1)."""
         return self._values.get(context)
 
-    def put(self, context: bytes, value: V) -> None:
+    def put(self, context: bytes, value: Value) -> None:
         """O(1)."""
         self._values[context] = value
 
@@ -26,5 +25,6 @@ class HeapValueState(Generic[V]):
         """O(1)."""
         self._values.pop(context, None)
 
-    def __len__(self) -> int:
-        return len(self._values)
+    def contexts(self) -> Iterator[bytes]:
+        """Context keys in first-put order."""
+        return iter(list(self._values))
