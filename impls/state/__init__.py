@@ -1,6 +1,53 @@
-"""Keyed state that strategies are written against, per backend."""
+"""Keyed state that strategies are written against, per backend.
 
+:func:`open_backend` is the entry point: it builds the backend ``settings.backend`` names.
+Byte backends (rocksdb, lmdb) keep their database in ``settings.state_dir / <backend> /
+<name>`` (locked while open), or in a temporary directory removed on close when
+``state_dir`` is None.
+"""
+
+from __future__ import annotations
+
+from ..settings import Backend, Settings
 from .base import MapState, SortedMapState, StateBackend, Value, ValueState
-from .heap import HeapValueState
+from .counting import Counters, CountingBackend
+from .errors import BackendUnavailableError, CorruptStateError, StateError, StateLockedError
+from .heap import HeapBackend, HeapMapState, HeapSortedMapState, HeapValueState
 
-__all__ = ["HeapValueState", "MapState", "SortedMapState", "StateBackend", "Value", "ValueState"]
+__all__ = [
+    "BackendUnavailableError",
+    "CorruptStateError",
+    "Counters",
+    "CountingBackend",
+    "HeapBackend",
+    "HeapMapState",
+    "HeapSortedMapState",
+    "HeapValueState",
+    "MapState",
+    "SortedMapState",
+    "StateBackend",
+    "StateError",
+    "StateLockedError",
+    "Value",
+    "ValueState",
+    "open_backend",
+]
+
+
+def open_backend(settings: Settings, *, name: str = "materializer") -> StateBackend:
+    """Open the state backend ``settings.backend`` for the operator instance ``name``.
+
+    heap: a fresh :class:`HeapBackend` (``state_dir`` is ignored: heap state does not persist).
+    rocksdb / lmdb: the database in ``settings.state_dir / <backend> / name`` (created if
+    missing, locked: :class:`StateLockedError` if another backend holds it), or a temporary
+    one when ``state_dir`` is None. spark: :class:`BackendUnavailableError` (Spark state lives
+    in the Spark pipeline, not in this process).
+    """
+    if settings.backend is Backend.HEAP:
+        return HeapBackend()
+    if settings.backend is Backend.SPARK:
+        raise BackendUnavailableError(
+            "backend 'spark' keeps state in Spark's state store and runs only inside the PySpark "
+            "pipeline; use heap, rocksdb or lmdb here"
+        )
+    raise BackendUnavailableError(f"backend {settings.backend.value!r} is not available yet")

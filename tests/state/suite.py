@@ -1,0 +1,396 @@
+"""The shared keyed-state suite: every backend's test file subclasses :class:`StateBackendTests`.
+
+A subclass sets ``persistent`` and implements ``open(path)``. Persistent (byte) backends also
+run the reopen, durability and codec checks. The Hypothesis machine (``machine_for``) compares
+a backend with a pure-dict model through puts, deletes, clears, commits and (persistent
+backends) close-and-reopen, where uncommitted writes must vanish.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+
+from upsertmat.impls.state import SortedMapState, StateBackend
+
+Opener = Callable[[Path | None], StateBackend]
+
+
+def same(left: Any, right: Any) -> bool:
+    """Type-exact deep equality (``1``, ``1.0`` and ``True`` differ; lists vs lists only)."""
+    if type(left) is not type(right):
+        return False
+    if isinstance(left, list):
+        return len(left) == len(right) and all(same(a, b) for a, b in zip(left, right, strict=True))
+    if isinstance(left, dict):
+        return left.keys() == right.keys() and all(same(v, right[k]) for k, v in left.items())
+    return bool(left == right)
+
+
+# Keys chosen to be prefixes of each other, to hold 0x00 and 0xff, and to be empty.
+TRICKY_KEYS = [b"", b"\x00", b"a", b"a\x00", b"a\xff", b"ab", b"b", b"\xff", b"\xff\xff"]
+TRICKY_CONTEXTS = [b"", b"a", b"a\x00", b"ab", b"\x00", b"\xff", b"[1]", b'["1"]']
+
+
+class StateBackendTests:
+    """Behaviour every ``StateBackend`` must have; subclasses supply ``open``."""
+
+    persistent: ClassVar[bool] = False
+
+    def open(self, path: Path | None) -> StateBackend:
+        """A backend on ``path`` (None: a temporary or in-memory one)."""
+        raise NotImplementedError
+
+    @pytest.fixture
+    def backend(self, tmp_path: Path) -> Iterator[StateBackend]:
+        backend = self.open(tmp_path / "state")
+        yield backend
+        backend.close()
+
+    # ---- value state
+
+    def test_value_state_point_calls(self, backend: StateBackend) -> None:
+        state = backend.value_state("v")
+        assert state.get(b"k") is None
+        state.put(b"k", [1, "a"])
+        assert state.get(b"k") == [1, "a"]
+        state.put(b"k", 7)
+        assert same(state.get(b"k"), 7)
+        state.delete(b"k")
+        assert state.get(b"k") is None
+        state.delete(b"k")  # absent: no-op
+        assert list(state.contexts()) == []
+
+    def test_value_state_contexts_are_distinct(self, backend: StateBackend) -> None:
+        state = backend.value_state("v")
+        for index, context in enumerate(TRICKY_CONTEXTS):
+            state.put(context, index)
+        for index, context in enumerate(TRICKY_CONTEXTS):
+            assert same(state.get(context), index)
+        assert sorted(state.contexts()) == sorted(TRICKY_CONTEXTS)
+        backend.commit()
+        assert sorted(state.contexts()) == sorted(TRICKY_CONTEXTS)
+
+    def test_falsy_values_are_not_absent(self, backend: StateBackend) -> None:
+        state = backend.value_state("v")
+        falsy: list[Any] = [0, False, "", [], {}, 0.0, b""]
+        for value in falsy:
+            state.put(b"k", value)
+            assert same(state.get(b"k"), value)
+            backend.commit()
+            assert same(state.get(b"k"), value)
+
+    # ---- map state
+
+    def test_map_state_point_calls(self, backend: StateBackend) -> None:
+        state = backend.map_state("m")
+        assert state.get(b"c", b"k") is None
+        state.put(b"c", b"k", "x")
+        state.put(b"c", b"j", "y")
+        assert state.get(b"c", b"k") == "x"
+        assert dict(state.items(b"c")) == {b"k": "x", b"j": "y"}
+        state.delete(b"c", b"k")
+        state.delete(b"c", b"absent")
+        assert dict(state.items(b"c")) == {b"j": "y"}
+        state.clear(b"c")
+        assert list(state.items(b"c")) == []
+        assert list(state.contexts()) == []
+
+    def test_map_contexts_never_interleave(self, backend: StateBackend) -> None:
+        state = backend.map_state("m")
+        for ci, context in enumerate(TRICKY_CONTEXTS):
+            for ki, key in enumerate(TRICKY_KEYS):
+                state.put(context, key, [ci, ki])
+        for commit in (False, True):
+            if commit:
+                backend.commit()
+            for ci, context in enumerate(TRICKY_CONTEXTS):
+                assert dict(state.items(context)) == {key: [ci, ki] for ki, key in enumerate(TRICKY_KEYS)}
+            assert sorted(state.contexts()) == sorted(TRICKY_CONTEXTS)
+        state.clear(b"a")
+        assert list(state.items(b"a")) == []
+        assert len(dict(state.items(b"a\x00"))) == len(TRICKY_KEYS)
+        assert len(dict(state.items(b"ab"))) == len(TRICKY_KEYS)
+        assert len(dict(state.items(b""))) == len(TRICKY_KEYS)
+
+    def test_states_are_separate_by_name(self, backend: StateBackend) -> None:
+        first, second = backend.map_state("a"), backend.map_state("ab")
+        values = backend.value_state("a\x00")
+        first.put(b"c", b"k", 1)
+        second.put(b"c", b"k", 2)
+        values.put(b"c", 3)
+        backend.commit()
+        assert (first.get(b"c", b"k"), second.get(b"c", b"k"), values.get(b"c")) == (1, 2, 3)
+        first.clear(b"c")
+        assert second.get(b"c", b"k") == 2
+        assert list(first.contexts()) == []
+        assert list(second.contexts()) == [b"c"]
+
+    def test_same_name_returns_the_same_state(self, backend: StateBackend) -> None:
+        backend.map_state("m").put(b"c", b"k", 1)
+        assert backend.map_state("m").get(b"c", b"k") == 1
+
+    # ---- sorted map state
+
+    def test_sorted_items_and_seeks(self, backend: StateBackend) -> None:
+        if not backend.supports_ordered:
+            pytest.skip("no ordered iteration")
+        state = backend.sorted_map_state("s")
+        assert state.last(b"c") is None and state.first(b"c") is None
+        assert state.before(b"c", b"\xff") is None
+        for index, key in enumerate(reversed(TRICKY_KEYS)):
+            state.put(b"c", key, index)
+        state.put(b"b", b"zz", "other")
+        state.put(b"c\x00", b"", "other")
+        expected = sorted(TRICKY_KEYS)
+        for commit in (False, True):
+            if commit:
+                backend.commit()
+            assert [key for key, _ in state.items(b"c")] == expected
+            assert state.first(b"c") == (expected[0], len(expected) - 1)
+            last = state.last(b"c")
+            assert last is not None and last[0] == expected[-1]
+            for position, key in enumerate(expected):
+                found = state.before(b"c", key)
+                assert (found[0] if found else None) == (expected[position - 1] if position else None)
+            assert state.before(b"c", b"\xff\xff\xff")[0] == b"\xff\xff"  # type: ignore[index]
+            assert state.before(b"c", b"a\x00\x00")[0] == b"a\x00"  # type: ignore[index]
+
+    @pytest.mark.parametrize("interleave", [False, True])
+    def test_sorted_overlay_over_committed(self, backend: StateBackend, interleave: bool) -> None:
+        """Pending deletes hide committed entries and pending puts show, for every seek."""
+        if not backend.supports_ordered:
+            pytest.skip("no ordered iteration")
+        state = backend.sorted_map_state("s")
+        neighbours = [b"b", b"c\x00", b"c\xff", b"d"]
+        for key in (b"1", b"3", b"5", b"7"):
+            state.put(b"c", key, key.decode())
+            if interleave:
+                for context in neighbours:
+                    state.put(context, key, "n")
+        backend.commit()
+        state.delete(b"c", b"7")  # committed last deleted: last must fall back to 5
+        assert state.last(b"c") == (b"5", "5")
+        state.delete(b"c", b"5")
+        assert state.last(b"c") == (b"3", "3")
+        state.put(b"c", b"4", "4p")  # pending put between committed entries
+        assert state.last(b"c") == (b"4", "4p")
+        assert state.before(b"c", b"7") == (b"4", "4p")
+        assert state.before(b"c", b"4") == (b"3", "3")
+        state.delete(b"c", b"1")
+        assert state.first(b"c") == (b"3", "3")
+        state.put(b"c", b"0", "0p")
+        assert state.first(b"c") == (b"0", "0p")
+        state.delete(b"c", b"3")
+        assert state.before(b"c", b"4") == (b"0", "0p")
+        state.put(b"c", b"3", "3p")  # re-put of a pending-deleted committed key
+        assert state.before(b"c", b"4") == (b"3", "3p")
+        state.put(b"c", b"9", "9p")
+        state.delete(b"c", b"9")  # pending put then pending delete
+        assert state.last(b"c") == (b"4", "4p")
+        assert list(state.items(b"c")) == [(b"0", "0p"), (b"3", "3p"), (b"4", "4p")]
+        for commit in (False, True):
+            if commit:
+                backend.commit()
+            assert state.last(b"c") == (b"4", "4p")
+            assert state.first(b"c") == (b"0", "0p")
+            assert state.before(b"c", b"0") is None
+            if interleave:
+                for context in neighbours:
+                    assert [key for key, _ in state.items(context)] == [b"1", b"3", b"5", b"7"]
+                    assert state.last(context) == (b"7", "n")
+
+    def test_sorted_clear_then_put(self, backend: StateBackend) -> None:
+        if not backend.supports_ordered:
+            pytest.skip("no ordered iteration")
+        state = backend.sorted_map_state("s")
+        for key in (b"1", b"2", b"3"):
+            state.put(b"c", key, 0)
+            state.put(b"d", key, 0)
+        backend.commit()
+        state.clear(b"c")
+        assert state.last(b"c") is None and state.first(b"c") is None
+        assert state.before(b"c", b"9") is None
+        state.put(b"c", b"2", 1)
+        assert state.last(b"c") == (b"2", 1) == state.first(b"c")
+        assert list(state.items(b"c")) == [(b"2", 1)]
+        assert state.last(b"d") == (b"3", 0)
+        backend.commit()
+        assert list(state.items(b"c")) == [(b"2", 1)]
+        assert sorted(state.contexts()) == [b"c", b"d"]
+
+    def test_sorted_state_is_a_map_state(self, backend: StateBackend) -> None:
+        if not backend.supports_ordered:
+            pytest.skip("no ordered iteration")
+        state: SortedMapState = backend.sorted_map_state("s")
+        state.put(b"c", b"k", {"x": [1, 2.5]})
+        assert state.get(b"c", b"k") == {"x": [1, 2.5]}
+        assert state.get(b"c", b"j") is None
+
+    # ---- persistence (byte backends)
+
+    def test_reopen_sees_committed_writes_only(self, tmp_path: Path) -> None:
+        if not self.persistent:
+            pytest.skip("not persistent")
+        backend = self.open(tmp_path / "db")
+        backend.value_state("v").put(b"c", 1)
+        backend.map_state("m").put(b"c", b"k", "kept")
+        backend.sorted_map_state("s").put(b"c", b"\x01", "a")
+        backend.commit()
+        backend.value_state("v").put(b"c", 2)  # never committed
+        backend.map_state("m").delete(b"c", b"k")
+        backend.sorted_map_state("s").put(b"c", b"\x02", "lost")
+        backend.close()
+        backend = self.open(tmp_path / "db")
+        try:
+            assert backend.value_state("v").get(b"c") == 1
+            assert backend.map_state("m").get(b"c", b"k") == "kept"
+            assert backend.sorted_map_state("s").last(b"c") == (b"\x01", "a")
+        finally:
+            backend.close()
+
+    def test_values_keep_their_exact_types(self, backend: StateBackend) -> None:
+        values: list[Any] = [
+            1, 1.0, True, False, None, 0, -1, 2**63 - 1, -(2**63), 2**64 - 1, 2**64, -(2**70), 10**40,
+            -0.0, 1e300, "", "é\u0000x", b"", b"\x00\xff", [1, 1.0, True, None, "1", b"1"],
+            [[[]], [1, [2.0, [None]]]], {"a": 1, "b": [1.0]}, {1: "int key", "1": "str key"},
+        ]  # fmt: skip
+        state = backend.value_state("v")
+        for index, value in enumerate(values):
+            state.put(index.to_bytes(2, "big"), value)
+        for commit in (False, True):
+            if commit:
+                backend.commit()
+            for index, value in enumerate(values):
+                got = state.get(index.to_bytes(2, "big"))
+                assert same(got, value), (value, got)
+
+    def test_close_is_idempotent(self, tmp_path: Path) -> None:
+        backend = self.open(tmp_path / "db")
+        backend.close()
+        backend.close()
+
+
+class BackendMachine(RuleBasedStateMachine):
+    """Compares a backend with a dict model; subclasses set ``persistent`` and define ``open``."""
+
+    persistent: ClassVar[bool] = False
+
+    def open(self, path: Path) -> StateBackend:
+        raise NotImplementedError
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.directory = Path(tempfile.mkdtemp(prefix="upsertmat-state-"))
+        self.backend = self.open(self.directory / "db")
+        # model[(kind, context)] -> {key: value}; value states use key b"".
+        self.model: dict[tuple[str, bytes], dict[bytes, Any]] = {}
+        self.committed: dict[tuple[str, bytes], dict[bytes, Any]] = {}
+
+    def teardown(self) -> None:
+        self.backend.close()
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+    contexts = st.sampled_from([b"", b"a", b"a\x00", b"ab", b"b"])
+    keys = st.sampled_from([b"", b"\x00", b"1", b"1\x00", b"2", b"\xff"])
+    values = st.one_of(st.integers(-3, 3), st.booleans(), st.none(), st.text(max_size=2), st.floats(0, 1))
+    kinds = st.sampled_from(["map", "sorted"])
+
+    def _entries(self, kind: str, context: bytes) -> dict[bytes, Any]:
+        return self.model.setdefault((kind, context), {})
+
+    def _map(self, kind: str) -> Any:
+        return self.backend.map_state("m") if kind == "map" else self.backend.sorted_map_state("s")
+
+    @rule(kind=kinds, context=contexts, key=keys, value=values)
+    def put(self, kind: str, context: bytes, key: bytes, value: Any) -> None:
+        self._map(kind).put(context, key, value)
+        self._entries(kind, context)[key] = value
+
+    @rule(kind=kinds, context=contexts, key=keys)
+    def delete(self, kind: str, context: bytes, key: bytes) -> None:
+        self._map(kind).delete(context, key)
+        self._entries(kind, context).pop(key, None)
+
+    @rule(kind=kinds, context=contexts)
+    def clear(self, kind: str, context: bytes) -> None:
+        self._map(kind).clear(context)
+        self._entries(kind, context).clear()
+
+    @rule(context=contexts, value=values)
+    def put_value(self, context: bytes, value: Any) -> None:
+        self.backend.value_state("v").put(context, value)
+        self._entries("value", context)[b""] = value
+
+    @rule(context=contexts)
+    def delete_value(self, context: bytes) -> None:
+        self.backend.value_state("v").delete(context)
+        self._entries("value", context).clear()
+
+    @rule()
+    def commit(self) -> None:
+        self.backend.commit()
+        self.committed = {slot: dict(entries) for slot, entries in self.model.items()}
+
+    @precondition(lambda self: self.persistent)
+    @rule()
+    def reopen(self) -> None:
+        """Close without committing: only committed writes survive."""
+        self.backend.close()
+        self.backend = self.open(self.directory / "db")
+        self.model = {slot: dict(entries) for slot, entries in self.committed.items()}
+
+    @rule(kind=kinds, context=contexts, key=keys)
+    def get(self, kind: str, context: bytes, key: bytes) -> None:
+        assert same(self._map(kind).get(context, key), self.model.get((kind, context), {}).get(key))
+
+    @rule(context=contexts, key=keys)
+    def seek(self, context: bytes, key: bytes) -> None:
+        state = self.backend.sorted_map_state("s")
+        entries = sorted(self.model.get(("sorted", context), {}).items())
+        below = [entry for entry in entries if entry[0] < key]
+        assert state.before(context, key) == (below[-1] if below else None)
+        assert state.last(context) == (entries[-1] if entries else None)
+        assert state.first(context) == (entries[0] if entries else None)
+
+    @invariant()
+    def same_contents(self) -> None:
+        for kind in ("map", "sorted", "value"):
+            expected = {context for (k, context), entries in self.model.items() if k == kind and entries}
+            if kind == "value":
+                value_state = self.backend.value_state("v")
+                assert set(value_state.contexts()) == expected
+                for context in expected:
+                    assert same(value_state.get(context), self.model[("value", context)][b""])
+                continue
+            state = self._map(kind)
+            assert set(state.contexts()) == expected
+            for context in expected:
+                items = list(state.items(context))
+                wanted = self.model[(kind, context)]
+                assert len(items) == len(wanted)
+                assert all(same(value, wanted[key]) for key, value in items)
+                if kind == "sorted":
+                    assert [key for key, _ in items] == sorted(wanted)
+
+
+def machine_for(opener: Opener, *, persistent: bool) -> type[BackendMachine]:
+    """A ``BackendMachine`` subclass for one backend (use its ``TestCase`` in a test file)."""
+    reopens = persistent
+
+    class Machine(BackendMachine):
+        persistent = reopens
+
+        def open(self, path: Path) -> StateBackend:
+            return opener(path)
+
+    Machine.TestCase.settings = settings(stateful_step_count=30, deadline=None)
+    return Machine
