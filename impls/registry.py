@@ -27,6 +27,10 @@ class UnknownImplementation(LookupError):
 # (strategy, backend) -> "module:function", relative to this package.
 _BUILTIN: dict[tuple[Strategy, Backend], str] = {
     (Strategy.LEGACY, Backend.HEAP): ".legacy:create_heap",
+    (Strategy.VALUE, Backend.HEAP): ".strategies.value:create",
+    (Strategy.MAP, Backend.HEAP): ".strategies.linked_map:create",
+    (Strategy.SORTED, Backend.HEAP): ".strategies.sorted:create",
+    (Strategy.ADAPTIVE, Backend.HEAP): ".strategies.adaptive:create",
 }
 _REGISTERED: dict[tuple[Strategy, Backend], Factory] = {}
 

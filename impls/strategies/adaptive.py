@@ -1,0 +1,155 @@
+"""ADAPTIVE: VALUE for short histories, MAP for long ones, per context key.
+
+A key starts in VALUE mode. When an ADD makes its size reach ``high`` it is converted to
+MAP; when a RETRACT makes a MAP key's size fall to ``low`` it is converted back (``high >
+low``, so a key hovering around one threshold does not convert on every event). Defaults:
+400/300 on heap, 50/40 on every other backend (a byte backend pays per byte moved, so VALUE's
+O(n) value rewrite stops paying off sooner); override with
+``table.exec.sink.upsert-materialize-strategy.adaptive.threshold.high`` / ``.low``.
+
+Layout: one ``ValueState`` ``"adaptive"`` per context key holds *either* a VALUE record
+``[rows, stamps, matches]`` (VALUE mode) *or* a MAP meta ``[high, size, head, tail]`` (MAP
+mode, with the nodes and index in MAP's map states) — so one read tells the mode and gives
+the state to work on. A conversion copies the elements in order with their duplicates and
+timestamps (O(n) accesses, once per crossing) and never changes what is emitted.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...spec import Change, Keys, Row, RowKind
+from ..settings import Backend, Settings
+from ..state import StateBackend, open_backend
+from .common import StrategyBase, UnsupportedSettingError, check_settings
+from .linked_map import ROW, STAMP, LinkedList, Meta
+from .value import new_record, record_add, record_retract
+
+DEFAULT_THRESHOLDS: dict[Backend, tuple[int, int]] = {Backend.HEAP: (400, 300)}
+OTHER_BACKENDS_THRESHOLDS = (50, 40)
+
+
+def thresholds(settings: Settings) -> tuple[int, int]:
+    """``(high, low)`` for ``settings``: its overrides, else the backend's defaults.
+
+    Raises UnsupportedSettingError unless ``high > low >= 0``.
+    """
+    default_high, default_low = DEFAULT_THRESHOLDS.get(settings.backend, OTHER_BACKENDS_THRESHOLDS)
+    high = default_high if settings.threshold_high is None else settings.threshold_high
+    low = default_low if settings.threshold_low is None else settings.threshold_low
+    if not high > low >= 0:
+        raise UnsupportedSettingError(
+            f"ADAPTIVE needs threshold.high > threshold.low >= 0, got high={high}, low={low} "
+            f"(defaults on {settings.backend.value}: {default_high}/{default_low})"
+        )
+    return high, low
+
+
+def is_map_mode(record: list[Any]) -> bool:
+    """True for a MAP meta (a list of ints), False for a VALUE record (a list of lists)."""
+    return isinstance(record[0], int)
+
+
+class AdaptiveMaterializer(StrategyBase):
+    """ADAPTIVE on any backend. ``high``/``low``: the conversion thresholds in use."""
+
+    strategy_name = "ADAPTIVE"
+
+    def __init__(self, keys: Keys, backend: StateBackend, settings: Settings | None = None) -> None:
+        settings = settings or Settings()
+        super().__init__(keys, backend, settings)
+        self.high, self.low = thresholds(settings)
+        self._records = backend.value_state("adaptive")
+        self._list = LinkedList(backend.map_state("index"), backend.map_state("nodes"), self._upsert)
+
+    def _add(self, context: bytes, match: bytes, row: Row, stamp: int) -> Change:
+        record = self._records.get(context)
+        if record is not None and is_map_mode(record):
+            meta = self._list.add(context, record, match, row, stamp)
+            if meta is not None:
+                self._records.put(context, meta)
+            return Change(RowKind.UPDATE_AFTER, row)
+        kind = RowKind.INSERT if record is None else RowKind.UPDATE_AFTER
+        record = record_add(record, match, row, stamp, self._upsert)
+        if len(record[0]) >= self.high:
+            self._records.put(context, self._list.build(context, *record))
+        else:
+            self._records.put(context, record)
+        return Change(kind, row)
+
+    def _retract(self, context: bytes, match: bytes, change: Change) -> Change | None:
+        record = self._records.get(context)
+        if record is None:
+            self._miss(context, change)
+            return None
+        if not is_map_mode(record):
+            found, rollback = record_retract(record, match)
+            if not found:
+                self._miss(context, change)
+                return None
+            if not record[0]:
+                self._records.delete(context)
+                return Change(RowKind.DELETE, change.row)
+            self._records.put(context, record)
+        else:
+            found, meta, rollback = self._list.retract(context, record, match)
+            if not found:
+                self._miss(context, change)
+                return None
+            if meta is None:
+                self._records.delete(context)
+                return Change(RowKind.DELETE, change.row)
+            if meta[1] <= self.low:
+                self._records.put(context, self._to_value(context, meta))
+            else:
+                self._records.put(context, meta)
+        return None if rollback is None else Change(RowKind.UPDATE_AFTER, rollback)
+
+    def _to_value(self, context: bytes, meta: Meta) -> list[Any]:
+        """The VALUE record of a MAP-mode key, whose nodes and index are dropped. O(n)."""
+        rows: list[Row] = []
+        stamps: list[int] = []
+        for node in self._list.walk(context, meta):
+            rows.append(node[ROW])
+            stamps.append(node[STAMP])
+        self._list.drop(context)
+        return new_record(rows, stamps, [self._match_key(row) for row in rows])
+
+    def mode(self, context: bytes) -> str | None:
+        """``"VALUE"``, ``"MAP"`` or None (empty key): how ``context`` is stored now."""
+        record = self._records.get(context)
+        if record is None:
+            return None
+        return "MAP" if is_map_mode(record) else "VALUE"
+
+    def _contexts(self) -> list[bytes]:
+        return list(self._records.contexts())
+
+    def _rows(self, context: bytes) -> list[Row]:
+        record = self._records.get(context)
+        if record is None:
+            return []
+        if is_map_mode(record):
+            return [tuple(node[ROW]) for node in self._list.walk(context, record)]
+        return [tuple(row) for row in record[0]]
+
+    def _drop(self, context: bytes) -> None:
+        record = self._records.get(context)
+        if record is not None and is_map_mode(record):
+            self._list.drop(context)
+        self._records.delete(context)
+
+    def _load(self, context: bytes, rows: list[Row]) -> None:
+        stamps = [self._now] * len(rows)
+        matches = [self._match_key(row) for row in rows]
+        if len(rows) >= self.high:
+            self._records.put(context, self._list.build(context, rows, stamps, matches))
+        else:
+            self._records.put(context, new_record(rows, stamps, matches))
+
+
+def create(keys: Keys, settings: Settings) -> AdaptiveMaterializer:
+    """ADAPTIVE on ``settings.backend`` (registry factory)."""
+    check_settings(settings, "ADAPTIVE")
+    thresholds(settings)  # refuse bad thresholds before opening any files
+    return AdaptiveMaterializer(keys, open_backend(settings), settings)
