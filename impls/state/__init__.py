@@ -8,6 +8,8 @@ Byte backends (rocksdb, lmdb) keep their database in ``settings.state_dir / <bac
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from ..settings import Backend, Settings
 from .base import MapState, SortedMapState, StateBackend, Value, ValueState
 from .counting import Counters, CountingBackend
@@ -50,4 +52,9 @@ def open_backend(settings: Settings, *, name: str = "materializer") -> StateBack
             "backend 'spark' keeps state in Spark's state store and runs only inside the PySpark "
             "pipeline; use heap, rocksdb or lmdb here"
         )
+    path = None if settings.state_dir is None else Path(settings.state_dir) / settings.backend.value / name
+    if settings.backend is Backend.ROCKSDB:
+        from .rocksdb import RocksdbBackend
+
+        return RocksdbBackend(path)
     raise BackendUnavailableError(f"backend {settings.backend.value!r} is not available yet")

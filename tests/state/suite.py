@@ -8,8 +8,13 @@ backends) close-and-reopen, where uncommitted writes must vanish.
 
 from __future__ import annotations
 
+import os
 import shutil
+import signal
+import subprocess
+import sys
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, ClassVar
@@ -19,7 +24,14 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from upsertmat.impls.state import SortedMapState, StateBackend
+from upsertmat.impls.settings import Backend, Settings
+from upsertmat.impls.state import (
+    CorruptStateError,
+    SortedMapState,
+    StateBackend,
+    StateLockedError,
+    open_backend,
+)
 
 Opener = Callable[[Path | None], StateBackend]
 
@@ -394,3 +406,114 @@ def machine_for(opener: Opener, *, persistent: bool) -> type[BackendMachine]:
 
     Machine.TestCase.settings = settings(stateful_step_count=30, deadline=None)
     return Machine
+
+
+_WRITER = """
+import sys
+from pathlib import Path
+from upsertmat.impls.settings import Backend, Settings
+from upsertmat.impls.state import open_backend
+from upsertmat.impls.state.codec import encode_seq
+
+backend = open_backend(Settings(backend=Backend(sys.argv[1]), state_dir=Path(sys.argv[2])))
+counter, rows, order = backend.value_state("n"), backend.map_state("m"), backend.sorted_map_state("s")
+start = (counter.get(b"c") or 0) + 1
+print("ready", start, flush=True)
+for n in range(start, start + 10**9):
+    counter.put(b"c", n)
+    for key in (b"a", b"b", b"c"):
+        rows.put(b"c", key, [n, "x" * 100])
+    order.put(b"c", encode_seq(n), n)
+    order.delete(b"c", encode_seq(n - 3))
+    backend.commit()
+    print(n, flush=True)
+"""
+
+
+class PersistentBackendTests:
+    """Locking, validation and kill-safety of byte backends (mixed in with StateBackendTests)."""
+
+    engine: ClassVar[str]
+
+    def open(self, path: Path | None) -> StateBackend:
+        raise NotImplementedError
+
+    def _settings(self, state_dir: Path) -> Settings:
+        return Settings(backend=Backend(self.engine), state_dir=state_dir)
+
+    def test_second_backend_on_a_directory_is_refused(self, tmp_path: Path) -> None:
+        backend = self.open(tmp_path / "db")
+        try:
+            with pytest.raises(StateLockedError, match=str(tmp_path / "db")):
+                self.open(tmp_path / "db")
+        finally:
+            backend.close()
+        self.open(tmp_path / "db").close()  # released on close
+
+    def test_second_process_is_refused(self, tmp_path: Path) -> None:
+        backend = open_backend(self._settings(tmp_path))
+        try:
+            child = subprocess.run(
+                [sys.executable, "-c", _WRITER, self.engine, str(tmp_path)],
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+        finally:
+            backend.close()
+        assert child.returncode != 0
+        assert "StateLockedError" in child.stderr
+        assert str(tmp_path / self.engine / "materializer") in child.stderr
+
+    def test_foreign_directory_is_refused(self, tmp_path: Path) -> None:
+        (tmp_path / "db").mkdir()
+        (tmp_path / "db" / "notes.txt").write_text("mine")
+        with pytest.raises(CorruptStateError, match=str(tmp_path / "db")):
+            self.open(tmp_path / "db")
+        (tmp_path / "file").write_text("x")
+        with pytest.raises(CorruptStateError, match="not a directory"):
+            self.open(tmp_path / "file")
+
+    def test_corrupt_database_is_refused(self, tmp_path: Path) -> None:
+        backend = self.open(tmp_path / "db")
+        backend.value_state("v").put(b"c", 1)
+        backend.commit()
+        backend.close()
+        for file in (tmp_path / "db" / "db").iterdir():
+            if file.is_file():
+                file.write_bytes(b"garbage" * 1000)
+        with pytest.raises(CorruptStateError, match=str(tmp_path / "db")):
+            self.open(tmp_path / "db")
+        self.open(tmp_path / "elsewhere").close()  # the lock of the failed open was released
+
+    def test_sigkill_leaves_a_committed_prefix(self, tmp_path: Path) -> None:
+        """Kill a writer at several points; each reopen sees exactly some whole committed batch."""
+        last_printed = 0
+        for delay in (0.05, 0.3, 0.0, 0.6):
+            child = subprocess.Popen(
+                [sys.executable, "-c", _WRITER, self.engine, str(tmp_path)],
+                stdout=subprocess.PIPE,
+                text=True,
+            )
+            assert child.stdout is not None
+            assert child.stdout.readline().startswith("ready")
+            time.sleep(delay)
+            os.kill(child.pid, signal.SIGKILL)
+            printed = [int(line) for line in child.stdout.read().split()]
+            child.wait()
+            last_printed = max([last_printed, *printed])
+            backend = open_backend(self._settings(tmp_path))
+            try:
+                n = backend.value_state("n").get(b"c") or 0
+                assert n >= last_printed  # nothing acknowledged is lost
+                rows = backend.map_state("m")
+                assert dict(rows.items(b"c")) == (
+                    {key: [n, "x" * 100] for key in (b"a", b"b", b"c")} if n else {}
+                )
+                order = backend.sorted_map_state("s")
+                assert [value for _, value in order.items(b"c")] == list(range(max(1, n - 2), n + 1))
+                last = order.last(b"c")
+                assert (last[1] if last else 0) == n
+            finally:
+                backend.close()
+        assert last_printed > 0

@@ -1,0 +1,428 @@
+"""RocksDB keyed state (rocksdict, real RocksDB), one atomic ``WriteBatch`` per commit.
+
+Writes between commits live in an *overlay* (per state: storage key or context prefix ->
+value, or a deletion mark) consulted before the database, so reads see uncommitted writes;
+``commit`` encodes the overlay into one ``WriteBatch`` and writes it atomically. The database
+is only written at commits, so one RocksDB iterator (an implicit snapshot) serves every seek
+between two commits.
+
+Ordered seeks merge the overlay with the database: the database is walked from the seek
+position skipping every key the overlay has touched (deleted or rewritten), and the result
+is the better of that entry and the best pending put of the same context. Cost: one seek
+plus one step per overlay-touched key passed over, plus O(pending entries of the context).
+
+Durability: the write-ahead log is on and not synced per batch (``sync=False``). Once
+``commit`` returns, the batch is in the WAL in the OS page cache: a killed process (even
+SIGKILL) loses nothing committed and never sees half a batch; an OS crash or power loss may
+lose the last commits (never tear one). ``close`` flushes the WAL to disk.
+
+Storage key layout: see codec.py. Values: msgpack (codec.py), never pickle.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from rocksdict import Options, Rdict, RdictIter, ReadOptions, WriteBatch, WriteOptions
+
+from .base import Value
+from .codec import META_PREFIX, ValueCodec, context_prefix, split_context, state_prefix, successor
+from .directory import StateDirectory
+from .errors import CorruptStateError
+
+FORMAT_KEY = META_PREFIX + b"format"
+FORMAT = b"upsertmat-rocksdb/1"
+
+_DELETED: Any = object()  # overlay mark of a pending deletion
+_MISSING: Any = object()
+
+
+def _options(create: bool) -> Options:
+    options = Options(raw_mode=True)
+    options.create_if_missing(create)
+    options.set_paranoid_checks(True)
+    options.optimize_for_point_lookup(64)  # bloom filters + 64 MiB block cache: point gets
+    options.set_write_buffer_size(64 << 20)
+    options.set_max_background_jobs(2)
+    options.set_keep_log_file_num(2)
+    return options
+
+
+class RocksdbBackend:
+    """The states of one operator instance in one RocksDB database.
+
+    ``path``: the backend directory (locked while open; see directory.py), or None for a
+    temporary database removed on close. Raises StateLockedError if another backend holds
+    ``path``, CorruptStateError if ``path`` is not a valid state directory.
+    """
+
+    name = "rocksdb"
+    supports_ordered = True
+
+    def __init__(self, path: Path | None = None) -> None:
+        self._dir = StateDirectory(path, "rocksdb")
+        try:
+            self._dir.prepare(self._create)
+            self.db = self._open(self._dir.db)
+        except BaseException:
+            self._dir.close()
+            raise
+        self.path = self._dir.root
+        self.codec = ValueCodec()
+        self._write_options = WriteOptions()
+        self._states: dict[str, RocksValueState | RocksMapState] = {}
+        self._dirty: list[RocksValueState | RocksMapState] = []
+        self._iterator: RdictIter | None = None
+        self._closed = False
+
+    @staticmethod
+    def _create(directory: Path) -> None:
+        db = Rdict(str(directory), options=_options(create=True))
+        try:
+            db.put(FORMAT_KEY, FORMAT)
+        finally:
+            db.close()
+
+    @staticmethod
+    def _open(directory: Path) -> Rdict:
+        try:
+            db = Rdict(str(directory), options=_options(create=False))
+        except Exception as error:
+            raise CorruptStateError(f"cannot open the RocksDB state at {directory}: {error}") from error
+        marker = db.get(FORMAT_KEY)
+        if marker != FORMAT:
+            db.close()
+            raise CorruptStateError(
+                f"{directory} is not an upsertmat RocksDB state "
+                f"(format marker {marker!r}, expected {FORMAT!r})"
+            )
+        return db
+
+    def iterator(self) -> RdictIter:
+        """A database iterator valid until the next commit (the database changes only then)."""
+        if self._iterator is None:
+            self._iterator = self.db.iter(ReadOptions())
+        return self._iterator
+
+    def mark_dirty(self, state: RocksValueState | RocksMapState) -> None:
+        """Called by a state on its first write since the last commit."""
+        self._dirty.append(state)
+
+    def _state(self, name: str, kind: type[Any]) -> Any:
+        state = self._states.get(name)
+        if state is None:
+            state = self._states[name] = kind(self, name)
+        elif type(state) is not kind:
+            raise ValueError(
+                f"state {name!r} already exists as a {type(state).__name__}, not a {kind.__name__}"
+            )
+        return state
+
+    def value_state(self, name: str) -> RocksValueState:
+        """The value state ``name``."""
+        state: RocksValueState = self._state(name, RocksValueState)
+        return state
+
+    def map_state(self, name: str) -> RocksMapState:
+        """The map state ``name`` (ordered, like every RocksDB map)."""
+        state: RocksMapState = self._state(name, RocksMapState)
+        return state
+
+    def sorted_map_state(self, name: str) -> RocksSortedMapState:
+        """The sorted map state ``name``."""
+        state: RocksSortedMapState = self._state(name, RocksSortedMapState)
+        return state
+
+    def commit(self) -> None:
+        """Write every pending change in one atomic WriteBatch (no-op if there is none)."""
+        if not self._dirty:
+            return
+        batch = WriteBatch(raw_mode=True)
+        for state in self._dirty:
+            state.flush(batch)
+        self._dirty = []
+        self.db.write(batch, self._write_options)
+        self._iterator = None
+
+    def close(self) -> None:
+        """Drop uncommitted writes, flush the WAL, close the database and release the lock."""
+        if self._closed:
+            return
+        self._closed = True
+        self._iterator = None
+        self._dirty = []
+        try:
+            self.db.flush_wal(True)
+            self.db.close()
+        finally:
+            self._dir.close()
+
+
+class RocksValueState:
+    """``ValueState``: storage key = state prefix + context. O(1) overlay work per call."""
+
+    def __init__(self, backend: RocksdbBackend, name: str) -> None:
+        self._backend = backend
+        self.name = name
+        self._prefix = state_prefix(b"v", name)
+        self._db_get = backend.db.get
+        self._pack = backend.codec.pack
+        self._unpack = backend.codec.unpack
+        self._pending: dict[bytes, Value] = {}
+
+    def get(self, context: bytes) -> Value | None:
+        """Overlay, then one RocksDB point get."""
+        value = self._pending.get(context, _MISSING)
+        if value is _MISSING:
+            data = self._db_get(self._prefix + context)
+            return None if data is None else self._unpack(data, self.name, context)
+        return None if value is _DELETED else value
+
+    def put(self, context: bytes, value: Value) -> None:
+        """Pending until commit."""
+        if not self._pending:
+            self._backend.mark_dirty(self)
+        self._pending[context] = value
+
+    def delete(self, context: bytes) -> None:
+        """Pending until commit."""
+        if not self._pending:
+            self._backend.mark_dirty(self)
+        self._pending[context] = _DELETED
+
+    def contexts(self) -> Iterator[bytes]:
+        """Every context with a value: a prefix scan merged with the overlay."""
+        found = set()
+        iterator = self._backend.iterator()
+        iterator.seek(self._prefix)
+        while iterator.valid():
+            key = iterator.key()
+            if not key.startswith(self._prefix):
+                break
+            found.add(key[len(self._prefix) :])
+            iterator.next()
+        for context, value in self._pending.items():
+            if value is _DELETED:
+                found.discard(context)
+            else:
+                found.add(context)
+        return iter(sorted(found))
+
+    def flush(self, batch: WriteBatch) -> None:
+        """Move the overlay into ``batch``."""
+        pack, prefix = self._pack, self._prefix
+        for context, value in self._pending.items():
+            if value is _DELETED:
+                batch.delete(prefix + context)
+            else:
+                batch.put(prefix + context, pack(value))
+        self._pending = {}
+
+
+class RocksMapState:
+    """``MapState`` (and, with the seeks of the subclass, ``SortedMapState``).
+
+    Storage key = context prefix (state prefix + len32(context) + context) + user key. The
+    overlay maps context prefix -> {user key: value or deletion mark}. Point calls: O(1)
+    overlay work plus at most one RocksDB get.
+    """
+
+    _kind = b"m"
+
+    def __init__(self, backend: RocksdbBackend, name: str) -> None:
+        self._backend = backend
+        self.name = name
+        self._prefix = state_prefix(self._kind, name)
+        self._db_get = backend.db.get
+        self._pack = backend.codec.pack
+        self._unpack = backend.codec.unpack
+        self._pending: dict[bytes, dict[bytes, Value]] = {}
+        self._last_context: bytes | None = None
+        self._last_prefix = b""
+
+    def _context_prefix(self, context: bytes) -> bytes:
+        if context != self._last_context:
+            self._last_prefix = context_prefix(self._prefix, context)
+            self._last_context = context
+        return self._last_prefix
+
+    def _pending_of(self, prefix: bytes) -> dict[bytes, Value]:
+        pending = self._pending.get(prefix)
+        if pending is None:
+            if not self._pending:
+                self._backend.mark_dirty(self)
+            pending = self._pending[prefix] = {}
+        return pending
+
+    def _decode(self, storage_key: bytes, data: bytes) -> Value:
+        return self._unpack(data, self.name, storage_key)
+
+    def get(self, context: bytes, key: bytes) -> Value | None:
+        """Overlay, then one RocksDB point get."""
+        prefix = self._context_prefix(context)
+        pending = self._pending.get(prefix)
+        if pending is not None:
+            value = pending.get(key, _MISSING)
+            if value is not _MISSING:
+                return None if value is _DELETED else value
+        storage_key = prefix + key
+        data = self._db_get(storage_key)
+        return None if data is None else self._unpack(data, self.name, storage_key)
+
+    def put(self, context: bytes, key: bytes, value: Value) -> None:
+        """Pending until commit. O(1)."""
+        self._pending_of(self._context_prefix(context))[key] = value
+
+    def delete(self, context: bytes, key: bytes) -> None:
+        """Pending until commit. O(1) (a deletion mark even if the key is absent)."""
+        self._pending_of(self._context_prefix(context))[key] = _DELETED
+
+    def _committed(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
+        """(user key, raw value) of the database entries of one context prefix, ascending."""
+        iterator = self._backend.iterator()
+        iterator.seek(prefix)
+        start = len(prefix)
+        while iterator.valid():
+            storage_key = iterator.key()
+            if not storage_key.startswith(prefix):
+                return
+            yield storage_key[start:], iterator.value()
+            iterator.next()
+
+    def items(self, context: bytes) -> Iterator[tuple[bytes, Value]]:
+        """Entries in ascending user-key order: a range scan merged with the overlay (snapshot)."""
+        prefix = self._context_prefix(context)
+        pending = self._pending.get(prefix) or {}
+        merged = {
+            key: self._decode(prefix + key, data)
+            for key, data in self._committed(prefix)
+            if key not in pending
+        }
+        merged.update((key, value) for key, value in pending.items() if value is not _DELETED)
+        return iter(sorted(merged.items()))
+
+    def clear(self, context: bytes) -> None:
+        """Delete every entry of ``context``: O(entries) deletion marks."""
+        keys = [key for key, _ in self.items(context)]
+        pending = self._pending_of(self._context_prefix(context))
+        for key in keys:
+            pending[key] = _DELETED
+
+    def contexts(self) -> Iterator[bytes]:
+        """Contexts with an entry: one seek per committed context, merged with the overlay."""
+        found: set[bytes] = set()
+        iterator = self._backend.iterator()
+        iterator.seek(self._prefix)
+        while iterator.valid():
+            storage_key = iterator.key()
+            if not storage_key.startswith(self._prefix):
+                break
+            context, _ = split_context(self._prefix, storage_key)
+            found.add(context)
+            following = successor(context_prefix(self._prefix, context))
+            if following is None:
+                break
+            iterator.seek(following)
+        skip = len(self._prefix) + 4
+        for prefix in self._pending:
+            context = prefix[skip:]
+            found.discard(context)
+            if next(self.items(context), None) is not None:
+                found.add(context)
+        return iter(sorted(found))
+
+    def flush(self, batch: WriteBatch) -> None:
+        """Move the overlay into ``batch``."""
+        pack = self._pack
+        for prefix, pending in self._pending.items():
+            for key, value in pending.items():
+                if value is _DELETED:
+                    batch.delete(prefix + key)
+                else:
+                    batch.put(prefix + key, pack(value))
+        self._pending = {}
+        self._last_context = None
+
+
+class RocksSortedMapState(RocksMapState):
+    """``SortedMapState``: seeks on the RocksDB iterator merged with the overlay."""
+
+    _kind = b"s"
+
+    def _walk(
+        self, prefix: bytes, pending: dict[bytes, Value] | None, forward: bool
+    ) -> tuple[bytes, bytes] | None:
+        """From the iterator's position, the first entry of ``prefix`` the overlay has not touched."""
+        iterator = self._backend.iterator()
+        start = len(prefix)
+        while iterator.valid():
+            storage_key = iterator.key()
+            if not storage_key.startswith(prefix):
+                return None
+            key = storage_key[start:]
+            if pending is None or key not in pending:
+                return key, iterator.value()
+            if forward:
+                iterator.next()
+            else:
+                iterator.prev()
+        return None
+
+    def _best(
+        self, prefix: bytes, found: tuple[bytes, bytes] | None, candidate: bytes | None, greater: bool
+    ) -> tuple[bytes, Value] | None:
+        """The better of a database entry and a pending put's key (its value is in the overlay)."""
+        if candidate is not None and (found is None or (candidate > found[0]) == greater):
+            return candidate, self._pending[prefix][candidate]
+        if found is None:
+            return None
+        return found[0], self._decode(prefix + found[0], found[1])
+
+    def last(self, context: bytes) -> tuple[bytes, Value] | None:
+        """The greatest entry: one reverse seek (plus skips of overlay-touched keys)."""
+        prefix = self._context_prefix(context)
+        pending = self._pending.get(prefix)
+        iterator = self._backend.iterator()
+        end = successor(prefix)
+        if end is None:  # pragma: no cover - a prefix starts with a kind letter, never 0xff
+            iterator.seek_to_last()
+        else:
+            iterator.seek_for_prev(end)
+            if iterator.valid() and iterator.key() == end:
+                iterator.prev()
+        found = self._walk(prefix, pending, forward=False)
+        candidate = None
+        if pending:
+            candidate = max((key for key, value in pending.items() if value is not _DELETED), default=None)
+        return self._best(prefix, found, candidate, greater=True)
+
+    def first(self, context: bytes) -> tuple[bytes, Value] | None:
+        """The smallest entry: one seek (plus skips of overlay-touched keys)."""
+        prefix = self._context_prefix(context)
+        pending = self._pending.get(prefix)
+        self._backend.iterator().seek(prefix)
+        found = self._walk(prefix, pending, forward=True)
+        candidate = None
+        if pending:
+            candidate = min((key for key, value in pending.items() if value is not _DELETED), default=None)
+        return self._best(prefix, found, candidate, greater=False)
+
+    def before(self, context: bytes, key: bytes) -> tuple[bytes, Value] | None:
+        """The greatest entry below ``key``: one reverse seek (plus skips of overlay-touched keys)."""
+        prefix = self._context_prefix(context)
+        pending = self._pending.get(prefix)
+        iterator = self._backend.iterator()
+        target = prefix + key
+        iterator.seek_for_prev(target)
+        if iterator.valid() and iterator.key() == target:
+            iterator.prev()
+        found = self._walk(prefix, pending, forward=False)
+        candidate = None
+        if pending:
+            candidate = max(
+                (other for other, value in pending.items() if value is not _DELETED and other < key),
+                default=None,
+            )
+        return self._best(prefix, found, candidate, greater=True)
