@@ -31,6 +31,10 @@ class ConfigError(ValueError):
     """A configuration key or value that cannot be used; the message says which and where."""
 
 
+class UnsupportedSetting(ConfigError):
+    """A well-formed setting the chosen implementation does not implement (yet)."""
+
+
 _UNITS_MS = {
     "ms": 1, "milli": 1, "millis": 1, "millisecond": 1, "milliseconds": 1,
     "s": 1000, "sec": 1000, "secs": 1000, "second": 1000, "seconds": 1000,

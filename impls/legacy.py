@@ -12,6 +12,7 @@ import logging
 from collections.abc import Iterable, Iterator
 
 from ..spec import Change, Keys, Row, RowKind
+from .config import TTL, UnsupportedSetting
 from .settings import Settings
 from .state import HeapValueState, ValueState
 
@@ -88,5 +89,9 @@ class LegacyMaterializer:
 
 
 def create_heap(keys: Keys, settings: Settings) -> LegacyMaterializer:
-    """LEGACY on the heap backend."""
+    """LEGACY on the heap backend. UnsupportedSetting if TTL is on (not implemented yet)."""
+    if settings.ttl.enabled:
+        raise UnsupportedSetting(
+            f"TTL ({TTL}) is not implemented for LEGACY/heap yet; set it to 0 (got {settings.ttl.ttl_ms} ms)"
+        )
     return LegacyMaterializer(keys, HeapValueState())

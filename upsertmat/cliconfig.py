@@ -1,0 +1,86 @@
+"""Configuration options every command shares: ``--config``, ``--set`` and the shortcuts.
+
+Layers, lowest first (later layers win, key by key): the shipped defaults
+(``upsertmat/data/defaults.yaml``) < ``--config FILE`` < ``--set KEY=VALUE`` (in the order
+given) < the shortcuts ``--strategy``, ``--backend``, ``--ttl``. Parsing and validation are
+``upsertmat.impls.config``'s; this module only gathers the layers from the command line.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Mapping
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .impls.config import (
+    BACKEND,
+    STRATEGY,
+    TTL,
+    ConfigError,
+    build_settings,
+    flatten,
+    load_config_file,
+    parse_set_option,
+)
+from .impls.settings import Settings
+
+DEFAULTS_SOURCE = "built-in defaults (upsertmat/data/defaults.yaml)"
+_SHORTCUTS = (("strategy", STRATEGY), ("backend", BACKEND), ("ttl", TTL))
+
+
+def add_config_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add ``--config``, ``--set``, ``--strategy``, ``--backend``, ``--ttl`` to ``parser``."""
+    group = parser.add_argument_group(
+        "configuration",
+        "Layers, lowest first: built-in defaults < --config FILE < --set KEY=VALUE < "
+        "--strategy/--backend/--ttl.",
+    )
+    group.add_argument("--config", metavar="FILE", type=Path, help="YAML file of keys (flat or nested)")
+    group.add_argument(
+        "--set",
+        metavar="KEY=VALUE",
+        action="append",
+        default=[],
+        dest="settings",
+        help="set one configuration key (repeatable)",
+    )
+    group.add_argument(
+        "--strategy",
+        metavar="NAME",
+        help=f"shortcut for {STRATEGY}: LEGACY, VALUE, MAP, SORTED or ADAPTIVE (any case)",
+    )
+    group.add_argument("--backend", metavar="NAME", help=f"shortcut for {BACKEND}: heap, rocksdb, lmdb")
+    group.add_argument("--ttl", metavar="DURATION", help=f"shortcut for {TTL}, e.g. 0, 1000, '10 s', '1 h'")
+
+
+def default_layer() -> dict[str, Any]:
+    """The shipped defaults file as a flat key/value mapping."""
+    text = resources.files("upsertmat").joinpath("data/defaults.yaml").read_text(encoding="utf-8")
+    data = yaml.safe_load(text)
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{DEFAULTS_SOURCE} must hold a mapping")
+    return flatten(data)
+
+
+def config_layers(args: argparse.Namespace) -> list[tuple[str, Mapping[str, Any]]]:
+    """The ``(source, {key: value})`` layers of a parsed command line, lowest first."""
+    layers: list[tuple[str, Mapping[str, Any]]] = [(DEFAULTS_SOURCE, default_layer())]
+    if args.config is not None:
+        layers.append((f"--config {args.config}", load_config_file(args.config)))
+    for text in args.settings:
+        key, value = parse_set_option(text)
+        layers.append((f"--set {text}", {key: value}))
+    for option, key in _SHORTCUTS:
+        value = getattr(args, option)
+        if value is not None:
+            layers.append((f"--{option} {value}", {key: value}))
+    return layers
+
+
+def settings_from_args(args: argparse.Namespace) -> Settings:
+    """The settings a command line selects. Raises ConfigError naming the key and its source."""
+    return build_settings(config_layers(args))

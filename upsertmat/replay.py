@@ -1,0 +1,493 @@
+"""``upsertmat replay``: run a JSON Lines changelog through a materializer (DESIGN sections 6, 7).
+
+One input line at a time: parse it (:mod:`upsertmat.jsonl`), check its row's shape, feed it to
+the materializer (or advance the clock), write and flush the emitted change. Per line the
+cost is the materializer's plus O(length of the line). With ``--state-dir`` the state and the
+count of consumed lines persist (:mod:`upsertmat.statedir`), so a stream split over several
+runs produces, concatenated, exactly the output of one run.
+
+What is saved when a run ends (with ``--state-dir``): at the end of the input, at a bad line
+with ``--on-error fail`` (everything before that line), on SIGINT/SIGTERM (everything up to
+the last fully processed line) and when reading the input fails. When writing the output
+fails, or an implementation raises, nothing is saved: the state directory stays as it was
+before the run, so re-running the run's input repeats changes rather than losing one (an
+upsert sink that sees a repeated prefix ends in the same state).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import signal
+import sys
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from pathlib import Path
+from types import FrameType
+from typing import IO
+
+from .cliconfig import add_config_arguments, settings_from_args
+from .errors import CliError, ExitCode, StateDirError
+from .impls import ConfigError, Settings, UnknownImplementation, create
+from .impls.config import BACKEND, STRATEGY
+from .impls.settings import Backend, TimeDomain
+from .jsonl import BadLine, ChangeLine, RowShape, format_change, format_dead_letter, parse_line
+from .progress import Progress
+from .spec import Change, HistoryAccess, Keys, Materializer
+from .statedir import DEAD_LETTER_NAME, Manifest, StateDir
+
+NAME = "replay"
+PREFIX = f"upsertmat {NAME}"
+DEFAULT_DEAD_LETTER = "upsertmat-dead-letter.jsonl"
+SHOWN_MESSAGES = 10  # per kind (bad lines, retraction misses); the rest are only counted
+
+EPILOG = """\
+input, one JSON object per line (blank lines are skipped but counted):
+  {"op": "+I", "row": [1, 10, "a1"], "ts": 17}    a change: op +I, -U, +U or -D; ts optional
+  {"time": 1002}                                  a clock advance (ms)
+output, one line per emitted change (in = 0-based index of the input line that caused it):
+  {"in": 0, "op": "+I", "row": [1, 10, "a1"]}
+
+line numbers in messages count from 1 and include blank lines.
+exit codes: 0 ok, 1 bad input line (--on-error fail), 2 usage or configuration error,
+  3 state directory locked/mismatched/damaged, 4 I/O error mid-run, 70 internal error,
+  130/143 interrupted by SIGINT/SIGTERM.
+
+examples:
+  upsertmat replay --pk 0 --strategy legacy --backend heap examples/out-of-order.jsonl
+  upsertmat replay --pk 0 --upsert-key 1 examples/out-of-order.jsonl -o out.jsonl
+  upsertmat replay --pk 0 --state-dir st part1.jsonl && upsertmat replay --pk 0 --state-dir st part2.jsonl
+  producer | upsertmat replay --pk 0,2 --on-error skip --dead-letter bad.jsonl - | consumer
+  upsertmat replay --pk 0 --config job.yaml --set table.exec.state.ttl=0 in.jsonl
+"""
+
+
+def parse_columns(text: str) -> tuple[int, ...]:
+    """``"0,2"`` -> ``(0, 2)``: comma-separated 0-based column indexes ("" -> ``()``)."""
+    if not text.strip():
+        return ()
+    columns: list[int] = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part.isdigit():
+            raise argparse.ArgumentTypeError(
+                f"expected comma-separated 0-based column indexes such as 0 or 0,2, got {text!r}"
+            )
+        if int(part) in columns:
+            raise argparse.ArgumentTypeError(f"column {part} is named twice in {text!r}")
+        columns.append(int(part))
+    return tuple(columns)
+
+
+def _positive(text: str) -> int:
+    if not text.strip().isdigit() or int(text) <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return int(text)
+
+
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Register ``replay`` with the top-level parser."""
+    parser = subparsers.add_parser(
+        NAME,
+        help="replay a JSON Lines changelog through a materializer",
+        description="Replay a JSON Lines changelog (+I -U +U -D) through a sink upsert materializer\n"
+        "keyed by the sink primary key, and write the emitted upsert changes as JSON Lines.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "input", nargs="?", default="-", metavar="INPUT", help="input file; - = stdin (default)"
+    )
+    parser.add_argument(
+        "-o", "--output", default="-", metavar="FILE", help="output file; - = stdout (default)"
+    )
+    keys = parser.add_argument_group("keys")
+    keys.add_argument(
+        "--pk",
+        required=True,
+        type=parse_columns,
+        metavar="COLS",
+        help="sink primary key columns, e.g. 0 or 0,2",
+    )
+    keys.add_argument(
+        "--upsert-key",
+        default=(),
+        type=parse_columns,
+        metavar="COLS",
+        help="upsert key columns (default: none)",
+    )
+    keys.add_argument(
+        "--arity",
+        type=_positive,
+        metavar="N",
+        help="columns every row must have (default: fixed by the first change; kept in --state-dir)",
+    )
+    errors = parser.add_argument_group("bad input")
+    errors.add_argument(
+        "--on-error",
+        choices=("fail", "skip"),
+        default="fail",
+        help="fail: stop at a bad line (exit 1); skip: write it to the dead-letter file and go on",
+    )
+    errors.add_argument(
+        "--dead-letter",
+        type=Path,
+        metavar="FILE",
+        help=f"where --on-error skip appends bad lines (default: DIR/{DEAD_LETTER_NAME} "
+        f"with --state-dir, else ./{DEFAULT_DEAD_LETTER})",
+    )
+    parser.add_argument(
+        "--state-dir", type=Path, metavar="DIR", help="keep state and the line count in DIR across runs"
+    )
+    parser.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="progress line on stderr (default: only when stderr is a terminal)",
+    )
+    parser.add_argument(
+        "-q", "--quiet", action="store_true", help="no warnings (retractions that match nothing)"
+    )
+    add_config_arguments(parser)
+    parser.set_defaults(run=run)
+
+
+@dataclass
+class _Counts:
+    """What a run did so far (this run only)."""
+
+    consumed: int = 0  # lines consumed (processed, blank or skipped)
+    emitted: int = 0
+    skipped: int = 0
+    misses: int = 0
+
+
+class _SignalGuard:
+    """SIGINT/SIGTERM stop the run at a line boundary.
+
+    While a line is being processed (``busy``) a signal only sets ``received``, and the loop
+    stops after the line; otherwise (waiting for input) it raises KeyboardInterrupt at once.
+    Handlers are installed only in the main thread and restored on exit.
+    """
+
+    def __init__(self) -> None:
+        self.busy = False
+        self.received: int | None = None
+        self._previous: dict[int, object] = {}
+
+    def __enter__(self) -> _SignalGuard:
+        if threading.current_thread() is threading.main_thread():
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                self._previous[signum] = signal.signal(signum, self._handle)
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        for signum, previous in self._previous.items():
+            signal.signal(signum, previous)  # type: ignore[arg-type]
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        self.received = signum
+        if not self.busy:
+            raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def _library_warnings_silenced() -> Iterator[None]:
+    """The CLI reports rule-7 misses itself (with line numbers); mute the library's log."""
+    logger = logging.getLogger("upsertmat")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
+def _say(message: str) -> None:
+    print(f"{PREFIX}: {message}", file=sys.stderr, flush=True)
+
+
+class _Run:
+    """One invocation: owns the materializer, the streams and the counters."""
+
+    def __init__(self, args: argparse.Namespace, settings: Settings, keys: Keys, state: StateDir | None):
+        self.args = args
+        self.settings = settings
+        self.keys = keys
+        self.state = state
+        self.shape = RowShape(keys, args.arity)
+        self.manifest: Manifest | None = None
+        self.base = 0  # stream index of this run's first line
+        self.now = 0
+        self.counts = _Counts()
+        self.need_ts = settings.ttl.enabled and settings.ttl.time_domain is TimeDomain.EVENT_TIME
+        self.dead_letter_path = self._dead_letter_path()
+        self._dead_letter: IO[bytes] | None = None
+
+    def _dead_letter_path(self) -> Path:
+        if self.args.dead_letter is not None:
+            return Path(self.args.dead_letter)
+        if self.state is not None:
+            return self.state.path / DEAD_LETTER_NAME
+        return Path(DEFAULT_DEAD_LETTER)
+
+    # -- state directory -------------------------------------------------------------------
+
+    def _current_manifest(self) -> Manifest:
+        equalizer = self.keys.equalizer
+        return Manifest(
+            pk=self.keys.pk,
+            upsert_key=self.keys.upsert_key,
+            strategy=self.settings.strategy.value,
+            backend=self.settings.backend.value,
+            equalizer=equalizer.name,
+            equalizer_fingerprint=equalizer.fingerprint,
+            arity=self.shape.arity,
+        )
+
+    def open_state(self) -> None:
+        """Load or create the manifest; refuse one that does not match this run."""
+        assert self.state is not None
+        wanted = self._current_manifest()
+        found = self.state.load_manifest()
+        if found is None:
+            self.manifest = self.state.save(wanted, None)
+            return
+        where = f"(state in {self.state.manifest_path})"
+        checks = (
+            ("--pk", _columns(wanted.pk), _columns(found.pk)),
+            ("--upsert-key", _columns(wanted.upsert_key) or "(none)", _columns(found.upsert_key) or "(none)"),
+            (f"strategy ({STRATEGY})", wanted.strategy, found.strategy),
+            (f"backend ({BACKEND})", wanted.backend, found.backend),
+            ("equalizer", wanted.equalizer_fingerprint, found.equalizer_fingerprint),
+        )
+        for what, ours, theirs in checks:
+            if ours != theirs:
+                raise StateDirError(
+                    f"this run's {what} is {ours} but the state directory's is {theirs} {where}; "
+                    "run with the same settings, or use another --state-dir"
+                )
+        if wanted.arity is not None and found.arity is not None and wanted.arity != found.arity:
+            raise StateDirError(
+                f"this run's --arity is {wanted.arity} but the stream's arity is {found.arity} {where}"
+            )
+        if found.arity is not None:
+            self.shape.arity = found.arity
+        self.manifest = found
+        self.base = found.lines
+        self.now = found.now
+
+    def restore(self, materializer: Materializer) -> None:
+        """Load the heap snapshot into ``materializer`` and set its clock."""
+        assert self.state is not None and self.manifest is not None
+        if self.settings.backend is Backend.HEAP:
+            if not isinstance(materializer, HistoryAccess):
+                raise CliError(
+                    f"{self.settings.strategy.value}/heap cannot export its state (no HistoryAccess), "
+                    "so it cannot be used with --state-dir"
+                )
+            if self.settings.ttl.enabled:
+                raise CliError(
+                    "--state-dir with TTL on a heap backend is not supported yet (no timestamps saved)"
+                )
+            materializer.load_histories(self.state.load_snapshot(self.manifest, self.keys))
+        if self.now:
+            materializer.advance_time(self.now)
+
+    def save(self, materializer: Materializer) -> None:
+        """Persist the state after ``counts.consumed`` lines of this run (if --state-dir)."""
+        if self.state is None or self.manifest is None:
+            return
+        histories = None
+        if self.settings.backend is Backend.HEAP and isinstance(materializer, HistoryAccess):
+            histories = materializer.histories()
+        manifest = replace(
+            self.manifest,
+            arity=self.shape.arity,
+            lines=self.base + self.counts.consumed,
+            now=self.now,
+            retract_misses=self.manifest.retract_misses + materializer.retract_misses,
+        )
+        self.manifest = self.state.save(manifest, histories)
+
+    # -- the loop --------------------------------------------------------------------------
+
+    def loop(
+        self, materializer: Materializer, source: IO[bytes], sink: IO[bytes], guard: _SignalGuard
+    ) -> ExitCode:
+        """Process every line of ``source``; return OK, BAD_INPUT or the interrupt code.
+
+        OSError propagates: raised while ``guard.busy`` it came from writing, else from reading.
+        """
+        counts = self.counts
+        process = materializer.process
+        check = self.shape.check
+        write, flush = sink.write, sink.flush
+        progress = Progress(PREFIX, Progress.wanted(self.args.progress))
+        fail = self.args.on_error == "fail"
+        index = self.base
+        for raw in source:
+            guard.busy = True
+            number = counts.consumed + 1
+            try:
+                item = parse_line(raw)
+                if isinstance(item, ChangeLine):
+                    change = item.change
+                    check(change.row)
+                    if self.need_ts and change.ts is None:
+                        raise BadLine("event-time TTL needs a 'ts' on every change")
+                    misses = materializer.retract_misses
+                    emitted = process(change)
+                    if emitted is not None:
+                        write(format_change(index, emitted).encode("utf-8"))
+                        flush()
+                        counts.emitted += 1
+                    elif materializer.retract_misses != misses:
+                        self._miss(number, change)
+                elif item is not None:
+                    materializer.advance_time(item.time)
+                    self.now = max(self.now, item.time)
+            except BadLine as error:
+                if fail:
+                    self._stopped(number, index, str(error))
+                    return ExitCode.BAD_INPUT
+                self._skip(number, index, str(error), raw)
+            counts.consumed = number
+            index += 1
+            progress.update(number, counts.emitted, counts.skipped)
+            guard.busy = False
+            if guard.received is not None:
+                break
+        progress.finish(counts.consumed, counts.emitted, counts.skipped)
+        return ExitCode.OK if guard.received is None else ExitCode(128 + guard.received)
+
+    def _miss(self, number: int, change: Change) -> None:
+        self.counts.misses += 1
+        if not self.args.quiet and self.counts.misses <= SHOWN_MESSAGES:
+            _say(
+                f"line {number}: warning: {change.kind.value} {_row_text(change)} matched no stored row "
+                "(rule 7: nothing emitted)"
+            )
+
+    def _stopped(self, number: int, index: int, error: str) -> None:
+        _say(f"line {number}: {error}")
+        where = ""
+        if self.state is not None:
+            where = f"; state saved in {self.state.path}, its next line is in={index}"
+        _say(
+            f"stopped at line {number} (lines count from 1, blank lines included); "
+            f"the {number - 1} line(s) before it are processed{where}"
+        )
+
+    def _skip(self, number: int, index: int, error: str, raw: bytes) -> None:
+        self.counts.skipped += 1
+        if self._dead_letter is None:
+            self.dead_letter_path.parent.mkdir(parents=True, exist_ok=True)
+            self._dead_letter = open(self.dead_letter_path, "ab")  # noqa: SIM115 - closed by close()
+        self._dead_letter.write(format_dead_letter(number, index, error, raw).encode("utf-8"))
+        self._dead_letter.flush()
+        if self.counts.skipped <= SHOWN_MESSAGES:
+            _say(f"line {number}: {error} (skipped)")
+
+    def summary(self) -> None:
+        """Report skipped lines and misses beyond the ones shown."""
+        counts = self.counts
+        if counts.skipped:
+            _say(f"skipped {counts.skipped} bad line(s); they are in {self.dead_letter_path}")
+        if counts.misses > SHOWN_MESSAGES and not self.args.quiet:
+            _say(f"{counts.misses} retraction(s) matched no stored row in all")
+
+    def close(self) -> None:
+        """Close the dead-letter file if one was opened."""
+        if self._dead_letter is not None:
+            self._dead_letter.close()
+
+
+def _columns(columns: tuple[int, ...]) -> str:
+    return ",".join(str(column) for column in columns)
+
+
+def _row_text(change: Change) -> str:
+    return format_change(0, change)[len('{"in": 0, "op": "+I", "row": ') : -2]
+
+
+def _open_input(name: str) -> IO[bytes]:
+    if name == "-":
+        return sys.stdin.buffer
+    try:
+        return open(name, "rb")
+    except OSError as error:
+        raise CliError(f"cannot open input {name}: {error.strerror}") from None
+
+
+def _open_output(name: str) -> IO[bytes]:
+    if name == "-":
+        sys.stdout.flush()
+        return sys.stdout.buffer
+    try:
+        return open(name, "wb")
+    except OSError as error:
+        raise CliError(f"cannot open output {name}: {error.strerror}") from None
+
+
+def _create(keys: Keys, settings: Settings) -> Materializer:
+    try:
+        return create(keys, settings)
+    except (ConfigError, UnknownImplementation) as error:
+        raise CliError(str(error)) from None
+    except ImportError as error:
+        name = f"{settings.strategy.value}/{settings.backend.value}"
+        raise CliError(f"{name} needs {error.name or error}, which is not installed") from None
+
+
+def run(args: argparse.Namespace) -> int:
+    """Execute ``upsertmat replay`` for parsed arguments; return the exit code."""
+    try:
+        settings = settings_from_args(args)
+        keys = Keys(pk=args.pk, upsert_key=args.upsert_key)
+        RowShape(keys, args.arity)
+    except (ConfigError, ValueError) as error:
+        raise CliError(str(error)) from None
+    if args.dead_letter is not None and args.on_error != "skip":
+        raise CliError("--dead-letter is only used with --on-error skip")
+    with contextlib.ExitStack() as stack:
+        state = stack.enter_context(StateDir(args.state_dir)) if args.state_dir is not None else None
+        if state is not None and settings.backend is not Backend.HEAP:
+            settings = replace(settings, state_dir=state.path)
+        job = _Run(args, settings, keys, state)
+        stack.callback(job.close)
+        if state is not None:
+            job.open_state()
+        materializer = _create(keys, settings)
+        stack.callback(materializer.close)
+        if state is not None:
+            job.restore(materializer)
+        source = _open_input(args.input)
+        if args.input != "-":
+            stack.enter_context(source)
+        sink = _open_output(args.output)
+        if args.output != "-":
+            stack.enter_context(sink)
+        stack.enter_context(_library_warnings_silenced())
+        guard = stack.enter_context(_SignalGuard())
+        try:
+            code = job.loop(materializer, source, sink, guard)
+        except KeyboardInterrupt:
+            code = ExitCode(128 + (guard.received or signal.SIGINT))
+        except OSError as error:
+            if guard.busy:
+                raise CliError(
+                    f"cannot write output: {error.strerror or error}; the state directory (if any) "
+                    "is left as it was before this run",
+                    ExitCode.IO,
+                ) from None
+            job.save(materializer)
+            raise CliError(f"cannot read input: {error.strerror or error}", ExitCode.IO) from None
+        job.save(materializer)
+        job.summary()
+        if code >= 128:
+            _say(f"interrupted after {job.counts.consumed} line(s); state saved" if state else "interrupted")
+        return int(code)
+    raise AssertionError("unreachable")  # pragma: no cover - ExitStack does not swallow

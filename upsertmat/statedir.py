@@ -1,0 +1,380 @@
+"""The state directory of ``upsertmat replay --state-dir DIR``: lock, manifest, heap snapshot.
+
+Layout of ``DIR``::
+
+    lock                      flock'ed for the whole run (holds the owner's pid, for people)
+    manifest.json             what the state is and how far the stream got (written last)
+    snapshot-NNNNNNNN.msgpack heap state: per-key histories (only for heap backends)
+    <backend>/...             a byte backend's own files (Settings.state_dir is DIR)
+    dead-letter.jsonl         default dead-letter file of --on-error skip
+
+Writes are atomic and ordered so that a crash at any point leaves the previous consistent
+state: the snapshot goes to a new generation's file (temp file, fsync, rename, fsync of the
+directory), then the manifest naming it and its SHA-256 replaces the old manifest the same
+way, then older snapshot files are removed. A manifest or snapshot that is unreadable,
+truncated, of an unknown version or whose checksum differs is refused with a
+:class:`~upsertmat.errors.StateDirError` naming the file: a damaged directory never turns
+silently into an empty state.
+
+The snapshot is msgpack (never pickle), streamed: a header map, one ``[context key, rows]``
+array per context key in the implementation's order, and a trailer ``{"end": count}``.
+JSON values map to msgpack types one to one (so ``1``, ``1.0``, ``true`` stay apart and
+object key order is kept); integers beyond 64 bits use extension type 1 (decimal text).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import IO, Any
+
+import msgpack
+
+from .errors import StateDirError
+from .spec import Keys, Row
+
+MANIFEST_NAME = "manifest.json"
+LOCK_NAME = "lock"
+DEAD_LETTER_NAME = "dead-letter.jsonl"
+MANIFEST_FORMAT = "upsertmat-replay-state"
+MANIFEST_VERSION = 1
+SNAPSHOT_FORMAT = "upsertmat-heap-histories"
+SNAPSHOT_VERSION = 1
+_BIG_INT = 1  # msgpack extension type: an integer as decimal ASCII
+_SNAPSHOT_PREFIX = "snapshot-"
+_SNAPSHOT_SUFFIX = ".msgpack"
+_IGNORABLE = frozenset({LOCK_NAME, DEAD_LETTER_NAME})
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """What ``manifest.json`` records.
+
+    ``lines``: input lines consumed so far over all runs (blank and skipped lines included),
+    i.e. the ``in`` index the next run's first line gets. ``now``: the latest ``time`` seen.
+    ``retract_misses``: rule-7 retractions so far. ``generation`` numbers the saves;
+    ``snapshot`` names the heap snapshot file (None for byte backends, which keep their
+    state in ``DIR`` themselves) and ``snapshot_sha256`` its checksum.
+    """
+
+    pk: tuple[int, ...]
+    upsert_key: tuple[int, ...]
+    strategy: str
+    backend: str
+    equalizer: str
+    equalizer_fingerprint: str
+    arity: int | None = None
+    lines: int = 0
+    now: int = 0
+    retract_misses: int = 0
+    generation: int = 0
+    snapshot: str | None = None
+    snapshot_sha256: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The manifest as a JSON object (with the format name and version)."""
+        data = asdict(self)
+        data["pk"], data["upsert_key"] = list(self.pk), list(self.upsert_key)
+        return {"format": MANIFEST_FORMAT, "version": MANIFEST_VERSION, **data}
+
+    @classmethod
+    def from_json(cls, data: object, path: Path) -> Manifest:
+        """Validate and build; StateDirError naming ``path`` on any deviation."""
+
+        def bad(what: str) -> StateDirError:
+            return StateDirError(f"damaged manifest {path}: {what}; refusing to start from it")
+
+        if not isinstance(data, dict) or data.get("format") != MANIFEST_FORMAT:
+            raise bad(f"not an upsertmat state manifest (expected format {MANIFEST_FORMAT!r})")
+        if data.get("version") != MANIFEST_VERSION:
+            raise StateDirError(
+                f"manifest {path} has format version {data.get('version')!r}; this upsertmat "
+                f"reads version {MANIFEST_VERSION} only"
+            )
+        fields: dict[str, Any] = {name: data.get(name) for name in cls.__dataclass_fields__}
+        for name in ("pk", "upsert_key"):
+            value = fields[name]
+            if not isinstance(value, list) or not all(_is_int(column) for column in value):
+                raise bad(f"{name!r} must be a list of integers")
+            fields[name] = tuple(value)
+        for name in ("strategy", "backend", "equalizer", "equalizer_fingerprint"):
+            if not isinstance(fields[name], str):
+                raise bad(f"{name!r} must be a string")
+        for name in ("lines", "now", "retract_misses", "generation"):
+            if not _is_int(fields[name]) or fields[name] < 0:
+                raise bad(f"{name!r} must be a non-negative integer")
+        if fields["arity"] is not None and not (_is_int(fields["arity"]) and fields["arity"] > 0):
+            raise bad("'arity' must be a positive integer or null")
+        for name in ("snapshot", "snapshot_sha256"):
+            if fields[name] is not None and not isinstance(fields[name], str):
+                raise bad(f"{name!r} must be a string or null")
+        snapshot = fields["snapshot"]
+        if snapshot is not None and (os.sep in snapshot or not snapshot.startswith(_SNAPSHOT_PREFIX)):
+            raise bad(f"'snapshot' must name a {_SNAPSHOT_PREFIX}*{_SNAPSHOT_SUFFIX} file, got {snapshot!r}")
+        if (snapshot is None) != (fields["snapshot_sha256"] is None):
+            raise bad("'snapshot' and 'snapshot_sha256' must be both set or both null")
+        return cls(**fields)
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _pack_default(value: object) -> object:
+    if isinstance(value, int):  # only called for integers msgpack cannot hold natively
+        return msgpack.ExtType(_BIG_INT, str(value).encode("ascii"))
+    raise TypeError(f"cannot store a value of type {type(value).__name__} in a snapshot")
+
+
+def _ext_hook(code: int, data: bytes) -> int:
+    if code != _BIG_INT:
+        raise ValueError(f"unknown msgpack extension type {code}")
+    return int(data.decode("ascii"))
+
+
+def _fsync_directory(path: Path) -> None:
+    descriptor = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
+
+
+def write_atomically(path: Path, write: Callable[[IO[bytes]], None]) -> None:
+    """Write ``path`` through ``write`` so that it holds the old or the new content, never a mix.
+
+    Temp file in the same directory, flush, fsync, rename over ``path``, fsync the directory.
+    """
+    temporary = path.with_name(f".{path.name}.tmp")
+    try:
+        with open(temporary, "wb") as stream:
+            write(stream)
+            stream.flush()
+            os.fsync(stream.fileno())
+        os.replace(temporary, path)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            temporary.unlink()
+    _fsync_directory(path.parent)
+
+
+class StateDir:
+    """A locked state directory. Use as a context manager: ``with StateDir(path) as sd: ...``.
+
+    Opening creates the directory if needed and takes an exclusive, non-blocking ``flock``
+    on ``DIR/lock``; a second process gets a StateDirError at once. Closing releases it.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock: IO[bytes] | None = None
+
+    @property
+    def manifest_path(self) -> Path:
+        """``DIR/manifest.json``."""
+        return self.path / MANIFEST_NAME
+
+    def __enter__(self) -> StateDir:
+        self.open()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def open(self) -> None:
+        """Create the directory if missing and lock it. StateDirError if that fails."""
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+            lock = open(self.path / LOCK_NAME, "a+b")  # noqa: SIM115 - held until close()
+        except OSError as error:
+            raise StateDirError(f"cannot use state directory {self.path}: {error.strerror}") from None
+        try:
+            fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            lock.close()
+            raise StateDirError(
+                f"state directory {self.path} is in use by another upsertmat process "
+                f"(lock {self.path / LOCK_NAME} is held)"
+            ) from None
+        lock.truncate(0)
+        lock.write(f"{os.getpid()}\n".encode("ascii"))
+        lock.flush()
+        self._lock = lock
+
+    def close(self) -> None:
+        """Release the lock (idempotent)."""
+        if self._lock is not None:
+            fcntl.flock(self._lock.fileno(), fcntl.LOCK_UN)
+            self._lock.close()
+            self._lock = None
+
+    def load_manifest(self) -> Manifest | None:
+        """The manifest, or None for a fresh directory.
+
+        A directory without a manifest must hold nothing but the lock and dead-letter files;
+        otherwise it is not (or no longer) a usable state directory and is refused.
+        """
+        try:
+            text = self.manifest_path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            others = sorted(set(os.listdir(self.path)) - _IGNORABLE)
+            if others:
+                raise StateDirError(
+                    f"{self.path} has no {MANIFEST_NAME} but is not empty ({', '.join(others)}); "
+                    "it is not an upsertmat state directory, or its manifest was lost"
+                ) from None
+            return None
+        except (OSError, UnicodeDecodeError) as error:
+            raise StateDirError(f"cannot read manifest {self.manifest_path}: {error}") from None
+        try:
+            data = json.loads(text)
+        except ValueError as error:
+            raise StateDirError(
+                f"damaged manifest {self.manifest_path}: not valid JSON ({error}); refusing to start from it"
+            ) from None
+        return Manifest.from_json(data, self.manifest_path)
+
+    def load_snapshot(self, manifest: Manifest, keys: Keys) -> list[tuple[bytes, list[Row]]]:
+        """The histories of the manifest's snapshot (empty if it names none), fully verified.
+
+        Checks the SHA-256, the header (format, version, keys, equalizer), every entry's
+        shape and context key (recomputed from its rows), arity, and the trailer's count.
+        O(size of the snapshot).
+        """
+        if manifest.snapshot is None:
+            return []
+        path = self.path / manifest.snapshot
+        try:
+            digest = _sha256_of(path)
+        except OSError as error:
+            raise StateDirError(f"cannot read snapshot {path}: {error.strerror}") from None
+        if digest != manifest.snapshot_sha256:
+            raise StateDirError(
+                f"damaged snapshot {path}: its SHA-256 does not match {self.manifest_path}; "
+                "refusing to start from it"
+            )
+        try:
+            with open(path, "rb") as stream:
+                return _read_snapshot(stream, manifest, keys)
+        except StateDirError:
+            raise
+        except Exception as error:  # any decoding failure means a damaged file
+            raise StateDirError(f"damaged snapshot {path}: {error}; refusing to start from it") from None
+
+    def save(self, manifest: Manifest, histories: Iterable[tuple[bytes, list[Row]]] | None) -> Manifest:
+        """Persist ``manifest`` (and, for heap state, ``histories`` as a new snapshot).
+
+        Returns the manifest as written (next generation, snapshot name and checksum).
+        Older snapshot files are removed once the new manifest is in place.
+        """
+        generation = manifest.generation + 1
+        snapshot = digest = None
+        if histories is not None:
+            snapshot = f"{_SNAPSHOT_PREFIX}{generation:08d}{_SNAPSHOT_SUFFIX}"
+            hasher = hashlib.sha256()
+            write_atomically(
+                self.path / snapshot, lambda stream: _write_snapshot(stream, hasher, manifest, histories)
+            )
+            digest = hasher.hexdigest()
+        saved = Manifest(
+            **{
+                **asdict(manifest),
+                "generation": generation,
+                "snapshot": snapshot,
+                "snapshot_sha256": digest,
+            }
+        )
+        text = json.dumps(saved.to_json(), indent=2) + "\n"
+        write_atomically(self.manifest_path, lambda stream: _write_bytes(stream, text.encode("utf-8")))
+        for name in os.listdir(self.path):
+            if name.startswith(_SNAPSHOT_PREFIX) and name.endswith(_SNAPSHOT_SUFFIX) and name != snapshot:
+                (self.path / name).unlink()
+        return saved
+
+
+def _write_bytes(stream: IO[bytes], data: bytes) -> None:
+    stream.write(data)
+
+
+def _sha256_of(path: Path) -> str:
+    hasher = hashlib.sha256()
+    with open(path, "rb") as stream:
+        for block in iter(lambda: stream.read(1 << 20), b""):
+            hasher.update(block)
+    return hasher.hexdigest()
+
+
+def _header(manifest: Manifest) -> dict[str, Any]:
+    return {
+        "format": SNAPSHOT_FORMAT,
+        "version": SNAPSHOT_VERSION,
+        "pk": list(manifest.pk),
+        "upsert_key": list(manifest.upsert_key),
+        "equalizer": manifest.equalizer,
+        "equalizer_fingerprint": manifest.equalizer_fingerprint,
+    }
+
+
+def _write_snapshot(
+    stream: IO[bytes],
+    hasher: Any,
+    manifest: Manifest,
+    histories: Iterable[tuple[bytes, list[Row]]],
+) -> None:
+    packer = msgpack.Packer(default=_pack_default, use_bin_type=True)
+
+    def emit(value: object) -> None:
+        data = packer.pack(value)
+        hasher.update(data)
+        stream.write(data)
+
+    emit(_header(manifest))
+    count = 0
+    for context, rows in histories:
+        emit([context, [list(row) for row in rows]])
+        count += 1
+    emit({"end": count})
+
+
+def _read_snapshot(stream: IO[bytes], manifest: Manifest, keys: Keys) -> list[tuple[bytes, list[Row]]]:
+    unpacker = msgpack.Unpacker(
+        stream, raw=False, strict_map_key=True, ext_hook=_ext_hook, max_buffer_size=1 << 31
+    )
+    entries: Iterator[Any] = iter(unpacker)
+    header = next(entries, None)
+    if not isinstance(header, dict) or header.get("format") != SNAPSHOT_FORMAT:
+        raise ValueError(f"not an upsertmat heap snapshot (expected format {SNAPSHOT_FORMAT!r})")
+    if header.get("version") != SNAPSHOT_VERSION:
+        raise ValueError(f"format version {header.get('version')!r}; this upsertmat reads {SNAPSHOT_VERSION}")
+    if header != _header(manifest):
+        raise ValueError("its header (keys or equalizer) disagrees with the manifest")
+    histories: list[tuple[bytes, list[Row]]] = []
+    for entry in entries:
+        if isinstance(entry, dict):
+            if entry != {"end": len(histories)} or next(entries, None) is not None:
+                raise ValueError("bad trailer")
+            return histories
+        histories.append(_history(entry, manifest, keys))
+    raise ValueError("truncated (no trailer)")
+
+
+def _history(entry: object, manifest: Manifest, keys: Keys) -> tuple[bytes, list[Row]]:
+    if not (isinstance(entry, list) and len(entry) == 2 and isinstance(entry[0], bytes)):
+        raise ValueError("an entry is not [context key, rows]")
+    context, rows = entry
+    if not isinstance(rows, list) or not rows or not all(isinstance(row, list) for row in rows):
+        raise ValueError("an entry's rows are not a non-empty list of rows")
+    history: list[Row] = []
+    for row in rows:
+        if manifest.arity is not None and len(row) != manifest.arity:
+            raise ValueError(f"a row has {len(row)} columns, the manifest says {manifest.arity}")
+        if keys.context_key(row) != context:
+            raise ValueError("a row is stored under a context key that is not its own")
+        history.append(tuple(row))
+    return context, history
