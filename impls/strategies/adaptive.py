@@ -23,7 +23,7 @@ from ..settings import Backend, Settings
 from ..state import StateBackend, open_backend
 from .common import StrategyBase, UnsupportedSettingError, check_settings
 from .linked_map import ROW, STAMP, LinkedList, Meta
-from .value import new_record, record_add, record_retract
+from .value import new_record, record_add, record_elements, record_retract
 
 DEFAULT_THRESHOLDS: dict[Backend, tuple[int, int]] = {Backend.HEAP: (400, 300)}
 OTHER_BACKENDS_THRESHOLDS = (50, 40)
@@ -125,13 +125,13 @@ class AdaptiveMaterializer(StrategyBase):
     def _contexts(self) -> list[bytes]:
         return list(self._records.contexts())
 
-    def _rows(self, context: bytes) -> list[Row]:
+    def _elements(self, context: bytes) -> list[tuple[Row, int]]:
         record = self._records.get(context)
         if record is None:
             return []
         if is_map_mode(record):
-            return [tuple(node[ROW]) for node in self._list.walk(context, record)]
-        return [tuple(row) for row in record[0]]
+            return self._list.elements(context, record)
+        return record_elements(record)
 
     def _drop(self, context: bytes) -> None:
         record = self._records.get(context)

@@ -140,9 +140,13 @@ class StrategyBase(ABC):
     def histories(self) -> Iterator[tuple[bytes, list[Row]]]:
         """Every non-empty context key with its rows in insertion order (a full scan)."""
         for context in self._contexts():
-            rows = self._rows(context)
+            rows = [row for row, _ in self.elements(context)]
             if rows:
                 yield context, rows
+
+    def elements(self, context: bytes) -> list[tuple[Row, int]]:
+        """The stored rows of ``context`` with their timestamps, in insertion order. O(n)."""
+        return self._elements(context)
 
     def load_histories(self, histories: Iterable[tuple[bytes, list[Row]]]) -> None:
         """Replace the rows of each given context key (an empty list removes the key).
@@ -160,8 +164,8 @@ class StrategyBase(ABC):
         """Every context key that may hold rows (a scan)."""
 
     @abstractmethod
-    def _rows(self, context: bytes) -> list[Row]:
-        """The rows of ``context`` in insertion order (a scan of one key)."""
+    def _elements(self, context: bytes) -> list[tuple[Row, int]]:
+        """(row, stamp) of every element of ``context`` in insertion order (a scan of one key)."""
 
     @abstractmethod
     def _drop(self, context: bytes) -> None:

@@ -164,6 +164,10 @@ class LinkedList:
             yield node
             seq = node[NEXT]
 
+    def elements(self, context: bytes, meta: Meta) -> list[tuple[Row, int]]:
+        """(row, stamp) of every node from head to tail. O(n) reads."""
+        return [(tuple(node[ROW]), node[STAMP]) for node in self.walk(context, meta)]
+
     def build(self, context: bytes, rows: list[Row], stamps: list[int], matches: list[bytes]) -> Meta:
         """Store the non-empty history ``rows`` of an empty ``context``; return its meta.
 
@@ -218,9 +222,9 @@ class MapMaterializer(StrategyBase):
     def _contexts(self) -> list[bytes]:
         return list(self._meta.contexts())
 
-    def _rows(self, context: bytes) -> list[Row]:
+    def _elements(self, context: bytes) -> list[tuple[Row, int]]:
         meta = self._meta.get(context)
-        return [] if meta is None else [tuple(node[ROW]) for node in self._list.walk(context, meta)]
+        return [] if meta is None else self._list.elements(context, meta)
 
     def _drop(self, context: bytes) -> None:
         self._list.drop(context)

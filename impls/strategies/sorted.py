@@ -123,8 +123,8 @@ class SortedMaterializer(StrategyBase):
     def _contexts(self) -> list[bytes]:
         return list(self._nodes.contexts())
 
-    def _rows(self, context: bytes) -> list[Row]:
-        return [tuple(node[ROW]) for _, node in self._nodes.items(context)]
+    def _elements(self, context: bytes) -> list[tuple[Row, int]]:
+        return [(tuple(node[ROW]), node[STAMP]) for _, node in self._nodes.items(context)]
 
     def _drop(self, context: bytes) -> None:
         self._nodes.clear(context)

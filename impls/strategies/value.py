@@ -72,6 +72,11 @@ def record_retract(record: ValueRecord, match: bytes) -> tuple[bool, Row | None]
     return True, None
 
 
+def record_elements(record: ValueRecord) -> list[tuple[Row, int]]:
+    """(row, stamp) of every element of a record, in insertion order."""
+    return [(tuple(row), stamp) for row, stamp in zip(record[0], record[1], strict=True)]
+
+
 class ValueMaterializer(StrategyBase):
     """VALUE on any backend: ``ValueState`` ``"value"`` holds :data:`ValueRecord` per key."""
 
@@ -107,9 +112,9 @@ class ValueMaterializer(StrategyBase):
     def _contexts(self) -> list[bytes]:
         return list(self._values.contexts())
 
-    def _rows(self, context: bytes) -> list[Row]:
+    def _elements(self, context: bytes) -> list[tuple[Row, int]]:
         record = self._values.get(context)
-        return [] if record is None else [tuple(row) for row in record[0]]
+        return [] if record is None else record_elements(record)
 
     def _drop(self, context: bytes) -> None:
         self._values.delete(context)

@@ -146,3 +146,32 @@ def long_history(rnd: random.Random, rows: int) -> list[Change]:
     rnd.shuffle(added)
     changes += [Change(rnd.choice(RETRACTS), row) for row in added]
     return changes
+
+
+class StampedHistories:
+    """Expected (row, stamp) elements per context key: the model's rules plus DESIGN's stamps.
+
+    An append is stamped with the input's stamp; an in-place replacement (rule 4) re-stamps
+    (``on_create_and_write``); a retraction removes the first match (rule 6).
+    """
+
+    def __init__(self, keys: Keys) -> None:
+        self.keys = keys
+        self.elements: dict[bytes, list[tuple[Row, int]]] = {}
+
+    def apply(self, change: Change, stamp: int) -> None:
+        context = self.keys.context_key(change.row)
+        elements = self.elements.setdefault(context, [])
+        wanted = self.keys.match_key(change.row)
+        position = next(
+            (i for i, (row, _) in enumerate(elements) if self.keys.match_key(row) == wanted), None
+        )
+        if change.kind.is_add:
+            if position is not None and self.keys.has_upsert_key:
+                elements[position] = (change.row, stamp)
+            else:
+                elements.append((change.row, stamp))
+        elif position is not None:
+            del elements[position]
+        if not elements:
+            del self.elements[context]
