@@ -57,4 +57,8 @@ def open_backend(settings: Settings, *, name: str = "materializer") -> StateBack
         from .rocksdb import RocksdbBackend
 
         return RocksdbBackend(path)
+    if settings.backend is Backend.LMDB:
+        from .lmdb import LmdbBackend
+
+        return LmdbBackend(path)
     raise BackendUnavailableError(f"backend {settings.backend.value!r} is not available yet")

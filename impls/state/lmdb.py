@@ -1,0 +1,332 @@
+"""LMDB keyed state (py-lmdb): one write transaction held open between commits.
+
+Every state lives in LMDB's main database under the storage-key layout of codec.py (one
+byte-ordered key space, states told apart by prefix). A write transaction stays open from one
+``commit`` to the next, so reads see the uncommitted writes and ``commit`` makes them durable
+atomically (then begins the next transaction). Ordered seeks use one cursor per transaction:
+``set_range`` / ``prev`` / ``last``, no overlay to merge.
+
+Durability: ``sync=False, metasync=False``. A commit writes its pages to the file (the OS page
+cache) before returning, so a killed process (even SIGKILL) loses nothing committed and
+never sees half a transaction; an OS crash or power loss may lose the last commits (LMDB
+keeps ACI without the fsync on file systems that preserve write order). ``close`` syncs.
+
+Limits: LMDB keys are at most 511 bytes, so state prefix + context + user key must fit (a
+clear ValueError otherwise — use rocksdb for very long keys). The map is a sparse file
+mapped at ``map_size`` (default 16 GiB of address space, not of disk); filling it raises a
+StateError that says so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import lmdb
+
+from .base import Value
+from .codec import META_PREFIX, ValueCodec, context_prefix, split_context, state_prefix, successor
+from .directory import StateDirectory
+from .errors import CorruptStateError, StateError
+
+FORMAT_KEY = META_PREFIX + b"format"
+FORMAT = b"upsertmat-lmdb/1"
+DEFAULT_MAP_SIZE = 16 << 30
+
+
+def _environment(directory: Path, map_size: int, create: bool) -> lmdb.Environment:
+    return lmdb.open(
+        str(directory),
+        map_size=map_size,
+        subdir=True,
+        create=create,
+        sync=False,
+        metasync=False,
+        readahead=False,
+        max_dbs=0,
+    )
+
+
+class LmdbBackend:
+    """The states of one operator instance in one LMDB environment.
+
+    ``path``: the backend directory (locked while open; see directory.py), or None for a
+    temporary environment removed on close. Raises StateLockedError if another backend holds
+    ``path``, CorruptStateError if ``path`` is not a valid state directory.
+    """
+
+    name = "lmdb"
+    supports_ordered = True
+
+    def __init__(self, path: Path | None = None, *, map_size: int = DEFAULT_MAP_SIZE) -> None:
+        self._dir = StateDirectory(path, "lmdb")
+        self._map_size = map_size
+        try:
+            self._dir.prepare(self._create)
+            self.env = self._open(self._dir.db)
+        except BaseException:
+            self._dir.close()
+            raise
+        self.path = self._dir.root
+        self.codec = ValueCodec()
+        self.max_key_size = self.env.max_key_size()
+        self.txn = self.env.begin(write=True)
+        self._cursor: lmdb.Cursor | None = None
+        self._states: dict[str, LmdbValueState | LmdbMapState] = {}
+        self._dirty = False
+        self._closed = False
+
+    def _create(self, directory: Path) -> None:
+        env = _environment(directory, self._map_size, create=True)
+        try:
+            with env.begin(write=True) as txn:
+                txn.put(FORMAT_KEY, FORMAT)
+            env.sync(True)
+        finally:
+            env.close()
+
+    def _open(self, directory: Path) -> lmdb.Environment:
+        try:
+            env = _environment(directory, self._map_size, create=False)
+            with env.begin() as txn:
+                marker = txn.get(FORMAT_KEY)
+        except lmdb.Error as error:
+            raise CorruptStateError(f"cannot open the LMDB state at {directory}: {error}") from error
+        if marker != FORMAT:
+            env.close()
+            raise CorruptStateError(
+                f"{directory} is not an upsertmat LMDB state (format marker {marker!r}, expected {FORMAT!r})"
+            )
+        return env
+
+    def cursor(self) -> lmdb.Cursor:
+        """The cursor of the current write transaction (callers always reposition it)."""
+        if self._cursor is None:
+            self._cursor = self.txn.cursor()
+        return self._cursor
+
+    def put(self, storage_key: bytes, data: bytes) -> None:
+        """One put in the open transaction, with clear errors for LMDB's limits."""
+        try:
+            self.txn.put(storage_key, data)
+        except lmdb.BadValsizeError:
+            raise ValueError(
+                f"LMDB keys are limited to {self.max_key_size} bytes; this state key has "
+                f"{len(storage_key)} (context and user key too long; the rocksdb backend has no such limit)"
+            ) from None
+        except lmdb.MapFullError:
+            raise StateError(
+                f"the LMDB state at {self._dir.db} is full (map_size {self._map_size} bytes); "
+                "reopen it with a larger map_size"
+            ) from None
+        self._dirty = True
+
+    def delete(self, storage_key: bytes) -> None:
+        """One delete in the open transaction."""
+        if self.txn.delete(storage_key):
+            self._dirty = True
+
+    def _state(self, name: str, kind: type[Any]) -> Any:
+        state = self._states.get(name)
+        if state is None:
+            state = self._states[name] = kind(self, name)
+        elif type(state) is not kind:
+            raise ValueError(
+                f"state {name!r} already exists as a {type(state).__name__}, not a {kind.__name__}"
+            )
+        return state
+
+    def value_state(self, name: str) -> LmdbValueState:
+        """The value state ``name``."""
+        state: LmdbValueState = self._state(name, LmdbValueState)
+        return state
+
+    def map_state(self, name: str) -> LmdbMapState:
+        """The map state ``name`` (ordered, like every LMDB map)."""
+        state: LmdbMapState = self._state(name, LmdbMapState)
+        return state
+
+    def sorted_map_state(self, name: str) -> LmdbSortedMapState:
+        """The sorted map state ``name``."""
+        state: LmdbSortedMapState = self._state(name, LmdbSortedMapState)
+        return state
+
+    def commit(self) -> None:
+        """Commit the open write transaction and begin the next (no-op if nothing changed)."""
+        if not self._dirty:
+            return
+        self._cursor = None
+        try:
+            self.txn.commit()
+        except lmdb.MapFullError:
+            raise StateError(
+                f"the LMDB state at {self._dir.db} is full (map_size {self._map_size} bytes); "
+                "reopen it with a larger map_size"
+            ) from None
+        self.txn = self.env.begin(write=True)
+        self._dirty = False
+
+    def close(self) -> None:
+        """Abort uncommitted writes, sync, close the environment and release the lock."""
+        if self._closed:
+            return
+        self._closed = True
+        self._cursor = None
+        try:
+            self.txn.abort()
+            self.env.sync(True)
+            self.env.close()
+        finally:
+            self._dir.close()
+
+
+class LmdbValueState:
+    """``ValueState``: storage key = state prefix + context. One LMDB get/put per call."""
+
+    def __init__(self, backend: LmdbBackend, name: str) -> None:
+        self._backend = backend
+        self.name = name
+        self._prefix = state_prefix(b"v", name)
+        self._pack = backend.codec.pack
+        self._unpack = backend.codec.unpack
+
+    def get(self, context: bytes) -> Value | None:
+        """One B-tree lookup in the open transaction."""
+        data = self._backend.txn.get(self._prefix + context)
+        return None if data is None else self._unpack(data, self.name, context)
+
+    def put(self, context: bytes, value: Value) -> None:
+        """One B-tree insert in the open transaction."""
+        self._backend.put(self._prefix + context, self._pack(value))
+
+    def delete(self, context: bytes) -> None:
+        """One B-tree delete in the open transaction."""
+        self._backend.delete(self._prefix + context)
+
+    def contexts(self) -> Iterator[bytes]:
+        """Every context with a value: a prefix scan (snapshot)."""
+        found: list[bytes] = []
+        cursor = self._backend.cursor()
+        prefix = self._prefix
+        if cursor.set_range(prefix):
+            key: bytes  # py-lmdb hands out bytes unless buffers=True
+            for key in cursor.iternext(keys=True, values=False):  # type: ignore[assignment]
+                if not key.startswith(prefix):
+                    break
+                found.append(key[len(prefix) :])
+        return iter(found)
+
+
+class LmdbMapState:
+    """``MapState`` (and, with the seeks of the subclass, ``SortedMapState``).
+
+    Storage key = context prefix (state prefix + len32(context) + context) + user key: one
+    LMDB get/put/delete per point call.
+    """
+
+    _kind = b"m"
+
+    def __init__(self, backend: LmdbBackend, name: str) -> None:
+        self._backend = backend
+        self.name = name
+        self._prefix = state_prefix(self._kind, name)
+        self._pack = backend.codec.pack
+        self._unpack = backend.codec.unpack
+        self._last_context: bytes | None = None
+        self._last_prefix = b""
+
+    def _context_prefix(self, context: bytes) -> bytes:
+        if context != self._last_context:
+            self._last_prefix = context_prefix(self._prefix, context)
+            self._last_context = context
+        return self._last_prefix
+
+    def get(self, context: bytes, key: bytes) -> Value | None:
+        """One B-tree lookup."""
+        storage_key = self._context_prefix(context) + key
+        data = self._backend.txn.get(storage_key)
+        return None if data is None else self._unpack(data, self.name, storage_key)
+
+    def put(self, context: bytes, key: bytes, value: Value) -> None:
+        """One B-tree insert."""
+        self._backend.put(self._context_prefix(context) + key, self._pack(value))
+
+    def delete(self, context: bytes, key: bytes) -> None:
+        """One B-tree delete."""
+        self._backend.delete(self._context_prefix(context) + key)
+
+    def _raw_items(self, prefix: bytes) -> list[tuple[bytes, bytes]]:
+        cursor = self._backend.cursor()
+        found: list[tuple[bytes, bytes]] = []
+        if cursor.set_range(prefix):
+            storage_key: bytes
+            data: bytes
+            for storage_key, data in cursor:  # type: ignore[assignment]
+                if not storage_key.startswith(prefix):
+                    break
+                found.append((storage_key, data))
+        return found
+
+    def items(self, context: bytes) -> Iterator[tuple[bytes, Value]]:
+        """Entries in ascending user-key order: one range scan (snapshot)."""
+        prefix = self._context_prefix(context)
+        start = len(prefix)
+        return iter(
+            [(key[start:], self._unpack(data, self.name, key)) for key, data in self._raw_items(prefix)]
+        )
+
+    def clear(self, context: bytes) -> None:
+        """Delete every entry of ``context``: a range scan and one delete per entry."""
+        for storage_key, _ in self._raw_items(self._context_prefix(context)):
+            self._backend.delete(storage_key)
+
+    def contexts(self) -> Iterator[bytes]:
+        """Contexts with an entry: one seek per context (snapshot)."""
+        found: list[bytes] = []
+        cursor = self._backend.cursor()
+        positioned = cursor.set_range(self._prefix)
+        while positioned:
+            storage_key: bytes = cursor.key()  # type: ignore[assignment]
+            if not storage_key.startswith(self._prefix):
+                break
+            context, _ = split_context(self._prefix, storage_key)
+            found.append(context)
+            following = successor(context_prefix(self._prefix, context))
+            positioned = following is not None and cursor.set_range(following)
+        return iter(found)
+
+
+class LmdbSortedMapState(LmdbMapState):
+    """``SortedMapState``: cursor seeks in the open transaction."""
+
+    _kind = b"s"
+
+    def _entry(self, cursor: lmdb.Cursor, prefix: bytes) -> tuple[bytes, Value] | None:
+        storage_key: bytes = cursor.key()  # type: ignore[assignment]
+        if not storage_key.startswith(prefix):
+            return None
+        data: bytes = cursor.value()  # type: ignore[assignment]
+        return storage_key[len(prefix) :], self._unpack(data, self.name, storage_key)
+
+    def _below(self, prefix: bytes, bound: bytes | None) -> tuple[bytes, Value] | None:
+        """The greatest entry of ``prefix`` strictly below ``bound`` (None: the end of the database)."""
+        cursor = self._backend.cursor()
+        positioned = cursor.prev() if bound is not None and cursor.set_range(bound) else cursor.last()
+        return self._entry(cursor, prefix) if positioned else None
+
+    def last(self, context: bytes) -> tuple[bytes, Value] | None:
+        """The greatest entry: one seek and one step back."""
+        prefix = self._context_prefix(context)
+        return self._below(prefix, successor(prefix))
+
+    def first(self, context: bytes) -> tuple[bytes, Value] | None:
+        """The smallest entry: one seek."""
+        prefix = self._context_prefix(context)
+        cursor = self._backend.cursor()
+        return self._entry(cursor, prefix) if cursor.set_range(prefix) else None
+
+    def before(self, context: bytes, key: bytes) -> tuple[bytes, Value] | None:
+        """The greatest entry below ``key``: one seek and one step back."""
+        prefix = self._context_prefix(context)
+        return self._below(prefix, prefix + key)
