@@ -1,0 +1,336 @@
+"""``upsertmat bench``: the FLIP-544 micro-benchmark of the materializer strategies.
+
+Parses the axes (lists), builds a :class:`~upsertmat.bench.runner.Plan` over whatever the
+registry can build, runs it with progress on stderr, then writes ``results.csv``,
+``results.json`` and ``throughput-<backend>.png`` into ``--output-dir`` and prints a table
+and the goal checks (or, with ``--format json``, the JSON document) on stdout.
+Method and workload: ``docs/benchmarks.md`` and :mod:`upsertmat.bench.workload`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from ..errors import CliError, ExitCode
+from ..impls import Backend, Strategy, available
+from .goals import check_goals
+from .plot import plot_backend
+from .progress import Progress
+from .report import document, goals_table, machine_info, results_table, write_csv
+from .runner import Plan, run_plan
+
+NAME = "bench"
+DEFAULT_BACKENDS = (Backend.HEAP, Backend.ROCKSDB, Backend.LMDB)
+
+
+@dataclass(frozen=True)
+class Preset:
+    """Values of the options a user did not give."""
+
+    records: int
+    retract_delays: tuple[int, ...]
+    retract_percentages: tuple[int, ...]
+    repetitions: int
+    max_seconds_per_cell: float
+
+
+FULL = Preset(
+    records=10_000,
+    retract_delays=(2, 10, 100, 1000, 5000),
+    retract_percentages=(100, 75),
+    repetitions=5,
+    max_seconds_per_cell=30.0,
+)
+QUICK = Preset(
+    records=300,
+    retract_delays=(2, 10, 100),
+    retract_percentages=(100, 75),
+    repetitions=1,
+    max_seconds_per_cell=5.0,
+)
+
+EPILOG = """\
+workload: one sink key; each step adds row (0, i, payload) and, once more than
+retract_delay rows were added, retracts row i - retract_delay with probability
+retract_percentage/100 (seeded). --records counts the timed records (adds + retractions);
+by default the first retract_delay adds are an untimed warm-up (--no-warmup to time them).
+throughput = timed records / ms, median and spread over --repetitions fresh materializers.
+see docs/benchmarks.md.
+
+examples:
+  upsertmat bench                                    # the full grid (tens of minutes)
+  upsertmat bench --quick                            # a smoke run in seconds
+  upsertmat bench --strategy MAP,LEGACY --backend rocksdb --retract-delay 10,1000,5000
+  upsertmat bench --format json > results.json
+"""
+
+T = TypeVar("T")
+
+
+def _list_of(parse: Callable[[str], T], what: str) -> Callable[[str], list[T]]:
+    def parse_list(text: str) -> list[T]:
+        items: list[T] = []
+        for part in text.split(","):
+            if not part.strip():
+                continue
+            try:
+                items.append(parse(part.strip()))
+            except ValueError:
+                raise argparse.ArgumentTypeError(f"bad {what} {part.strip()!r} in {text!r}") from None
+        if not items:
+            raise argparse.ArgumentTypeError(f"expected a comma-separated list of {what}s")
+        return items
+
+    return parse_list
+
+
+def _strategy(text: str) -> Strategy:
+    return Strategy(text.upper())
+
+
+def _backend(text: str) -> Backend:
+    return Backend(text.lower())
+
+
+def _on_off(text: str) -> bool:
+    if text.lower() in ("on", "true", "yes", "1"):
+        return True
+    if text.lower() in ("off", "false", "no", "0"):
+        return False
+    raise ValueError(text)
+
+
+def _non_negative(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise ValueError(text)
+    return value
+
+
+def _percentage(text: str) -> int:
+    value = int(text)
+    if not 0 <= value <= 100:
+        raise ValueError(text)
+    return value
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
+    return value
+
+
+def _flatten(lists: Sequence[Sequence[T]] | None) -> list[T] | None:
+    """Repeated list options concatenated, duplicates dropped (first wins); None if not given."""
+    if lists is None:
+        return None
+    seen: list[T] = []
+    for items in lists:
+        seen.extend(item for item in items if item not in seen)
+    return seen
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    """Add the bench options to ``parser``."""
+    axes = parser.add_argument_group("axes (comma-separated lists; repeatable)")
+    axes.add_argument(
+        "--strategy",
+        action="append",
+        type=_list_of(_strategy, "strategy"),
+        metavar="S[,S...]",
+        help="LEGACY, VALUE, MAP, SORTED, ADAPTIVE (default: every registered one)",
+    )
+    axes.add_argument(
+        "--backend",
+        action="append",
+        type=_list_of(_backend, "backend"),
+        metavar="B[,B...]",
+        help="heap, rocksdb, lmdb (default: those with a registered implementation)",
+    )
+    axes.add_argument(
+        "--upsert-key",
+        action="append",
+        type=_list_of(_on_off, "on/off value"),
+        metavar="on,off",
+        help="upsert key = the id column (on) or whole-row matching (off); default: on,off",
+    )
+    axes.add_argument(
+        "--retract-delay",
+        action="append",
+        type=_list_of(_non_negative, "delay"),
+        metavar="N[,N...]",
+        help=f"history length (default {','.join(map(str, FULL.retract_delays))})",
+    )
+    axes.add_argument(
+        "--retract-percentage",
+        action="append",
+        type=_list_of(_percentage, "percentage"),
+        metavar="P[,P...]",
+        help=f"retraction probability in %% (default {','.join(map(str, FULL.retract_percentages))})",
+    )
+    work = parser.add_argument_group("workload and measurement")
+    work.add_argument("--records", type=_positive_int, help=f"timed records per run (default {FULL.records})")
+    work.add_argument(
+        "--payload-size", type=_positive_int, default=250, help="payload bytes per row (default 250)"
+    )
+    work.add_argument("--seed", type=int, default=0, help="workload seed (default 0)")
+    work.add_argument(
+        "--no-warmup",
+        dest="warmup",
+        action="store_false",
+        help="time the history build-up too (default: the first retract_delay adds are untimed)",
+    )
+    work.add_argument("--repetitions", type=_positive_int, help=f"runs per cell (default {FULL.repetitions})")
+    work.add_argument(
+        "--max-seconds-per-cell",
+        type=_seconds,
+        help=f"wall-time budget of one cell; slower cells are reported partial/skipped "
+        f"(default {FULL.max_seconds_per_cell:g})",
+    )
+    work.add_argument(
+        "--quick",
+        action="store_true",
+        help=f"smoke preset: {QUICK.records} records, delays {','.join(map(str, QUICK.retract_delays))}, "
+        f"{QUICK.repetitions} repetition, {QUICK.max_seconds_per_cell:g} s per cell (explicit options win)",
+    )
+    work.add_argument("--tmp-dir", type=Path, help="where byte backends keep their temporary state")
+    out = parser.add_argument_group("output")
+    out.add_argument(
+        "--output-dir",
+        type=Path,
+        default=Path("bench-results"),
+        help="results.csv, results.json, throughput-<backend>.png (default bench-results/)",
+    )
+    out.add_argument(
+        "--format",
+        choices=("table", "json"),
+        default="table",
+        help="stdout: a table (default) or the JSON document",
+    )
+    out.add_argument("--quiet", action="store_true", help="no progress on stderr")
+
+
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Register ``bench`` on the top-level parser (``run`` is the handler)."""
+    parser = subparsers.add_parser(
+        NAME,
+        help="benchmark the strategies and backends (FLIP-544 workload)",
+        description="Benchmark the materializer strategies on the FLIP-544 workload.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    configure(parser)
+    parser.set_defaults(run=run)
+
+
+def build_plan(args: argparse.Namespace) -> tuple[Plan, list[str]]:
+    """The plan the options describe, and the requested implementations nobody registered."""
+    preset = QUICK if args.quick else FULL
+    registered = set(available())
+    backends = _flatten(args.backend) or [b for b in DEFAULT_BACKENDS if any(p[1] is b for p in registered)]
+    strategies = _flatten(args.strategy) or [s for s in Strategy if any(p[0] is s for p in registered)]
+    pairs = [(s, b) for b in backends for s in strategies if (s, b) in registered]
+    unavailable = [f"{s.value}/{b.value}" for b in backends for s in strategies if (s, b) not in registered]
+    if not pairs:
+        raise CliError(
+            f"nothing to benchmark: none of {', '.join(unavailable)} is registered", ExitCode.USAGE
+        )
+    plan = Plan(
+        pairs=pairs,
+        upsert_keys=_flatten(args.upsert_key) or [True, False],
+        retract_delays=sorted(_flatten(args.retract_delay) or preset.retract_delays),
+        retract_percentages=sorted(
+            _flatten(args.retract_percentage) or preset.retract_percentages, reverse=True
+        ),
+        records=args.records or preset.records,
+        payload_size=args.payload_size,
+        seed=args.seed,
+        warmup=args.warmup,
+        repetitions=args.repetitions or preset.repetitions,
+        max_seconds_per_cell=args.max_seconds_per_cell or preset.max_seconds_per_cell,
+        tmp_root=args.tmp_dir,
+    )
+    return plan, unavailable
+
+
+def plan_parameters(plan: Plan) -> dict[str, Any]:
+    """The plan as JSON-ready parameters."""
+    parameters = asdict(plan)
+    parameters["pairs"] = [f"{s.value}/{b.value}" for s, b in plan.pairs]
+    parameters["tmp_root"] = str(plan.tmp_root) if plan.tmp_root else None
+    parameters["cells"] = len(plan.cells())
+    return parameters
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the benchmark the options describe; write the files; print the report."""
+    plan, unavailable = build_plan(args)
+    try:
+        args.output_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise CliError(
+            f"cannot create output directory {args.output_dir}: {error.strerror}", ExitCode.IO
+        ) from None
+    for name in unavailable:
+        print(f"upsertmat {NAME}: {name} is not registered; skipped", file=sys.stderr)
+    machine = machine_info()
+    results = run_plan(plan, None if args.quiet else Progress(sys.stderr))
+    goals = check_goals(results)
+    doc = document(machine, plan_parameters(plan), results, goals, unavailable)
+    output: Path = args.output_dir
+    (output / "results.json").write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+    write_csv(output / "results.csv", results)
+    plots = []
+    for backend in sorted({cell.backend for cell in plan.cells()}, key=list(Backend).index):
+        path = output / f"throughput-{backend.value}.png"
+        if plot_backend(path, backend, results, machine, plan.records, plan.payload_size):
+            plots.append(path)
+    if args.format == "json":
+        print(json.dumps(doc, indent=2))
+    else:
+        cpu = f"{machine['cpu']}, {machine['cores']} cores"
+        print(f"upsertmat bench: {cpu}, {machine['python']}, {machine['date']}")
+        print(
+            f"{plan.records} timed records/run, payload {plan.payload_size} B, seed {plan.seed}, "
+            f"warm-up {'on' if plan.warmup else 'off'}; ops/ms = timed records per millisecond\n"
+        )
+        print(results_table(results))
+        print("\ngoals:")
+        print(goals_table(goals))
+        written = ", ".join(str(path) for path in [output / "results.csv", output / "results.json", *plots])
+        print(f"\nwritten: {written}")
+    return int(ExitCode.OK)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``upsertmat bench`` on its own (without the top-level CLI): parse ``argv`` and run."""
+    parser = argparse.ArgumentParser(
+        prog=f"upsertmat {NAME}", description="Benchmark the materializer strategies."
+    )
+    configure(parser)
+    args = parser.parse_args(argv)
+    try:
+        return run(args)
+    except CliError as error:
+        print(f"upsertmat {NAME}: {error.message}", file=sys.stderr)
+        return int(error.code)

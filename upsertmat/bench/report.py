@@ -1,0 +1,231 @@
+"""Benchmark output: the machine description, the JSON document, the CSV file, the text table.
+
+The JSON document (``results.json``, or stdout with ``--format json``) holds ``machine``,
+``parameters``, ``results`` (one object per cell, the CSV columns plus the per-repetition
+``throughputs``), ``goals`` and ``unavailable`` (requested implementations the registry
+cannot build). Throughputs are records per millisecond (ops/ms).
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime
+import os
+import platform
+import subprocess
+from collections.abc import Iterable, Mapping, Sequence
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from .goals import GoalCheck
+from .runner import CellResult
+
+CSV_COLUMNS = (
+    "strategy",
+    "backend",
+    "upsert_key",
+    "retract_delay",
+    "retract_percentage",
+    "status",
+    "records",
+    "repetitions",
+    "median_ops_per_ms",
+    "min_ops_per_ms",
+    "max_ops_per_ms",
+    "q1_ops_per_ms",
+    "q3_ops_per_ms",
+    "partial_ops_per_ms",
+    "cpu_median_ops_per_ms",
+    "partial_records",
+    "history_start",
+    "history_end",
+    "history_mean",
+    "elapsed_s",
+    "note",
+)
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
+            for line in cpuinfo:
+                if line.startswith("model name"):
+                    return line.partition(":")[2].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _git_commit() -> str | None:
+    here = Path(__file__).resolve().parent
+    try:
+        done = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            cwd=here,
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if done.returncode != 0:
+        return None
+    return done.stdout.strip() or None
+
+
+def _version(distribution: str) -> str | None:
+    try:
+        return metadata.version(distribution)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def machine_info() -> dict[str, Any]:
+    """What the numbers depend on: CPU, cores, Python, engine versions, date, commit."""
+    return {
+        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "cpu": _cpu_model(),
+        "cores": os.cpu_count(),
+        "platform": platform.platform(),
+        "python": f"{platform.python_implementation()} {platform.python_version()}",
+        "upsertmat": _version("upsertmat"),
+        "rocksdict": _version("rocksdict"),
+        "lmdb": _version("lmdb"),
+        "git_commit": _git_commit(),
+    }
+
+
+def _round(value: float | None, digits: int = 4) -> float | None:
+    return None if value is None else float(f"{value:.{digits}g}")
+
+
+def result_row(result: CellResult) -> dict[str, Any]:
+    """One cell as a flat mapping with the :data:`CSV_COLUMNS` keys."""
+    summary = result.summary
+    cell = result.cell
+    return {
+        "strategy": cell.strategy.value,
+        "backend": cell.backend.value,
+        "upsert_key": cell.upsert_key,
+        "retract_delay": cell.retract_delay,
+        "retract_percentage": cell.retract_percentage,
+        "status": result.status,
+        "records": result.records,
+        "repetitions": len(result.throughputs),
+        "median_ops_per_ms": _round(summary.median) if summary else None,
+        "min_ops_per_ms": _round(summary.minimum) if summary else None,
+        "max_ops_per_ms": _round(summary.maximum) if summary else None,
+        "q1_ops_per_ms": _round(summary.q1) if summary else None,
+        "q3_ops_per_ms": _round(summary.q3) if summary else None,
+        "partial_ops_per_ms": _round(result.partial_throughput),
+        "cpu_median_ops_per_ms": _round(result.cpu_median),
+        "partial_records": result.partial_records,
+        "history_start": result.history.start,
+        "history_end": result.history.end,
+        "history_mean": round(result.history.mean, 1),
+        "elapsed_s": round(result.elapsed_s, 2),
+        "note": result.note,
+    }
+
+
+def goal_row(check: GoalCheck) -> dict[str, Any]:
+    """One goal check as a JSON object."""
+    return {
+        "goal": check.goal,
+        "subject": check.subject,
+        "measured": _round(check.measured),
+        "target": check.target,
+        "status": check.status,
+        "bound": check.bound,
+        "margin": _round(check.margin, 3),
+        "detail": check.detail,
+    }
+
+
+def document(
+    machine: Mapping[str, Any],
+    parameters: Mapping[str, Any],
+    results: Iterable[CellResult],
+    goals: Iterable[GoalCheck],
+    unavailable: Sequence[str],
+) -> dict[str, Any]:
+    """The JSON document of a run."""
+    rows = []
+    for result in results:
+        row = result_row(result)
+        row["throughputs_ops_per_ms"] = [_round(value) for value in result.throughputs]
+        row["cpu_throughputs_ops_per_ms"] = [_round(value) for value in result.cpu_throughputs]
+        rows.append(row)
+    return {
+        "tool": "upsertmat bench",
+        "unit": "ops/ms (timed records per millisecond)",
+        "machine": dict(machine),
+        "parameters": dict(parameters),
+        "results": rows,
+        "goals": [goal_row(check) for check in goals],
+        "unavailable": list(unavailable),
+    }
+
+
+def write_csv(path: Path, results: Iterable[CellResult]) -> None:
+    """One row per cell, columns :data:`CSV_COLUMNS`; booleans as ``true``/``false``, None empty."""
+    with path.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=CSV_COLUMNS)
+        writer.writeheader()
+        for result in results:
+            row = result_row(result)
+            row["upsert_key"] = "true" if row["upsert_key"] else "false"
+            writer.writerow({key: "" if value is None else value for key, value in row.items()})
+
+
+def _number(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3g}"
+
+
+def results_table(results: Iterable[CellResult]) -> str:
+    """A fixed-width text table: one line per cell, median and spread in ops/ms.
+
+    ``history`` is the history length at the start and end of the timed part; ``cpu-med``
+    the median rate over process CPU time (near ``median`` when the machine was not busy).
+    """
+    header = (
+        f"{'implementation':<18} {'ukey':<4} {'pct':>3} {'delay':>5} {'history':>11} "
+        f"{'median':>8} {'min-max':>15} {'IQR':>15} {'cpu-med':>8} {'reps':>4}  status"
+    )
+    lines = [header, "-" * len(header)]
+    for result in results:
+        cell, summary = result.cell, result.summary
+        history = f"{result.history.start}->{result.history.end}"
+        if summary is not None:
+            median = _number(summary.median)
+            spread = f"{_number(summary.minimum)}-{_number(summary.maximum)}"
+            iqr = f"{_number(summary.q1)}-{_number(summary.q3)}"
+        else:
+            median = "~" + _number(result.partial_throughput) if result.partial_throughput else "-"
+            spread = iqr = "-"
+        status = result.status + (f" ({result.note})" if result.note else "")
+        lines.append(
+            f"{cell.implementation:<18} {'on' if cell.upsert_key else 'off':<4} {cell.retract_percentage:>3} "
+            f"{cell.retract_delay:>5} {history:>11} {median:>8} {spread:>15} {iqr:>15} "
+            f"{_number(result.cpu_median):>8} "
+            f"{len(result.throughputs):>4}  {status}"
+        )
+    return "\n".join(lines)
+
+
+def goals_table(checks: Iterable[GoalCheck]) -> str:
+    """The goal checks, one per line: goal, subject, measured vs target, status, margin."""
+    lines = []
+    for check in checks:
+        if check.measured is None:
+            lines.append(f"{check.status:<12} {check.goal:<9} {check.detail}")
+            continue
+        bound = {"upper": "<=", "lower": ">=", "unknown": "~"}.get(check.bound, "")
+        margin = f"{check.margin:+.0%}" if check.margin is not None else ""
+        lines.append(
+            f"{check.status:<12} {check.goal:<9} {check.subject}: {bound}{check.measured:.3g} "
+            f"(target >= {check.target:g}, margin {margin}) {check.detail}"
+        )
+    return "\n".join(lines)

@@ -1,0 +1,289 @@
+"""Run the benchmark grid: every (strategy, backend, upsert key, delay, percentage) cell.
+
+For one cell, each repetition builds a fresh materializer through the registry
+(:func:`upsertmat.impls.create`; byte backends get a fresh temporary ``state_dir`` that is
+removed afterwards), feeds the untimed warm-up prefix, then times the ``timed`` changes with
+:func:`time.perf_counter_ns` around the processing loop only. Throughput = timed records /
+elapsed milliseconds (ops/ms). The process's CPU time over the same loop
+(:func:`time.process_time_ns`) is recorded too, as a diagnostic of a busy machine.
+
+Budget: ``max_seconds_per_cell`` bounds a cell's wall time (warm-ups included). The loop
+checks the clock once per :data:`CHUNK` records. A repetition that runs out of budget is
+abandoned: if it was the cell's first and timing had begun, the cell is ``partial`` and its
+throughput is the rate over the records done; if no timing had begun it is ``skipped``.
+Further repetitions start only while the cell's elapsed time plus the slowest repetition so
+far fits in the budget (at least one is always tried).
+"""
+
+from __future__ import annotations
+
+import gc
+import tempfile
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from ..impls import Backend, Settings, Strategy, create
+from ..spec import Change
+from .stats import Summary, summarize
+from .workload import HistoryShape, Workload, WorkloadSpec, generate, keys_for
+
+CHUNK = 64
+"""Records processed between two clock checks of the budget."""
+
+OK = "ok"
+PARTIAL = "partial"
+SKIPPED = "skipped"
+ERROR = "error"
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One point of the grid."""
+
+    strategy: Strategy
+    backend: Backend
+    upsert_key: bool
+    retract_delay: int
+    retract_percentage: int
+
+    @property
+    def implementation(self) -> str:
+        """``STRATEGY/backend``."""
+        return f"{self.strategy.value}/{self.backend.value}"
+
+    def label(self) -> str:
+        """A short human label, e.g. ``MAP/rocksdb ukey=on pct=75 delay=1000``."""
+        ukey = "on" if self.upsert_key else "off"
+        return f"{self.implementation} ukey={ukey} pct={self.retract_percentage} delay={self.retract_delay}"
+
+
+@dataclass
+class CellResult:
+    """What one cell measured.
+
+    ``throughputs`` are wall-clock rates (what is reported and compared);
+    ``cpu_throughputs`` the same records over the process's CPU time (all its threads), a
+    diagnostic: on a busy machine wall time grows while CPU time does not.
+
+    ``status``: ``ok`` (at least one full repetition; ``throughputs`` holds one ops/ms value
+    per completed repetition), ``partial`` (the first repetition ran out of budget while
+    timed: ``partial_throughput`` is the rate over ``partial_records``), ``skipped`` (out of
+    budget before timing began), ``error`` (``note`` says what failed).
+    """
+
+    cell: Cell
+    records: int
+    history: HistoryShape
+    repetitions_requested: int
+    status: str = OK
+    throughputs: list[float] = field(default_factory=list)
+    cpu_throughputs: list[float] = field(default_factory=list)
+    partial_throughput: float | None = None
+    partial_records: int = 0
+    elapsed_s: float = 0.0
+    note: str = ""
+
+    @property
+    def summary(self) -> Summary | None:
+        """Median and spread of the completed repetitions, or None if there are none."""
+        return summarize(self.throughputs) if self.throughputs else None
+
+    @property
+    def cpu_median(self) -> float | None:
+        """Median of ``cpu_throughputs``, or None."""
+        return summarize(self.cpu_throughputs).median if self.cpu_throughputs else None
+
+    @property
+    def estimate(self) -> float | None:
+        """The median of completed repetitions, else the partial rate, else None."""
+        summary = self.summary
+        if summary is not None:
+            return summary.median
+        return self.partial_throughput
+
+
+class ProgressSink(Protocol):
+    """Receives progress events (see :class:`upsertmat.bench.progress.Progress`)."""
+
+    def cell_started(self, index: int, total: int, cell: Cell) -> None: ...
+
+    def repetition_started(self, repetition: int, repetitions: int) -> None: ...
+
+    def cell_finished(self, result: CellResult) -> None: ...
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The whole grid: axes, workload parameters, repetitions and budget."""
+
+    pairs: Sequence[tuple[Strategy, Backend]]
+    upsert_keys: Sequence[bool]
+    retract_delays: Sequence[int]
+    retract_percentages: Sequence[int]
+    records: int = 10_000
+    payload_size: int = 250
+    seed: int = 0
+    warmup: bool = True
+    repetitions: int = 5
+    max_seconds_per_cell: float = 30.0
+    tmp_root: Path | None = None
+
+    def cells(self) -> list[Cell]:
+        """Every cell, grouped by backend and strategy, then upsert key, percentage, delay."""
+        return [
+            Cell(strategy, backend, upsert_key, delay, percentage)
+            for strategy, backend in sorted(
+                self.pairs, key=lambda pair: (list(Backend).index(pair[1]), list(Strategy).index(pair[0]))
+            )
+            for upsert_key in self.upsert_keys
+            for percentage in self.retract_percentages
+            for delay in self.retract_delays
+        ]
+
+    def workload_spec(self, cell: Cell) -> WorkloadSpec:
+        """The workload of ``cell`` (independent of strategy, backend and upsert key)."""
+        return WorkloadSpec(
+            records=self.records,
+            retract_delay=cell.retract_delay,
+            retract_percentage=cell.retract_percentage,
+            payload_size=self.payload_size,
+            seed=self.seed,
+            warmup=self.warmup,
+        )
+
+
+class _OutOfBudget(Exception):
+    """A repetition passed the cell's deadline; ``done`` timed records were processed."""
+
+    def __init__(self, timed: bool, done: int, elapsed_ns: int) -> None:
+        super().__init__("out of budget")
+        self.timed = timed
+        self.done = done
+        self.elapsed_ns = elapsed_ns
+
+
+def _chunks(changes: list[Change]) -> list[list[Change]]:
+    return [changes[start : start + CHUNK] for start in range(0, len(changes), CHUNK)]
+
+
+def _feed(process: Callable[[Change], object], chunks: Iterable[list[Change]], deadline_ns: int) -> int:
+    """Process the chunks in order until done or past ``deadline_ns``; records processed."""
+    done = 0
+    clock = time.perf_counter_ns
+    for chunk in chunks:
+        for change in chunk:
+            process(change)
+        done += len(chunk)
+        if clock() > deadline_ns:
+            break
+    return done
+
+
+def run_repetition(
+    cell: Cell,
+    prefix: list[list[Change]],
+    timed: list[list[Change]],
+    deadline_ns: int,
+    tmp_root: Path | None = None,
+) -> tuple[int, int, int]:
+    """One fresh materializer through the workload: (timed records, wall ns, process CPU ns).
+
+    Raises :class:`_OutOfBudget` past ``deadline_ns`` and RuntimeError if the implementation
+    missed a retraction (its output would be wrong, so its speed is meaningless).
+    """
+    prefix_len = sum(len(chunk) for chunk in prefix)
+    timed_len = sum(len(chunk) for chunk in timed)
+    with tempfile.TemporaryDirectory(prefix="upsertmat-bench-", dir=tmp_root) as tmp:
+        state_dir = None if cell.backend is Backend.HEAP else Path(tmp)
+        settings = Settings(strategy=cell.strategy, backend=cell.backend, state_dir=state_dir)
+        materializer = create(keys_for(cell.upsert_key), settings)
+        try:
+            if _feed(materializer.process, prefix, deadline_ns) < prefix_len:
+                raise _OutOfBudget(timed=False, done=0, elapsed_ns=0)
+            gc.collect()
+            cpu_start = time.process_time_ns()
+            start = time.perf_counter_ns()
+            done = _feed(materializer.process, timed, deadline_ns)
+            elapsed = time.perf_counter_ns() - start
+            cpu = time.process_time_ns() - cpu_start
+            if done < timed_len:
+                raise _OutOfBudget(timed=True, done=done, elapsed_ns=elapsed)
+            misses = materializer.retract_misses
+        finally:
+            materializer.close()
+    if misses:
+        raise RuntimeError(f"{misses} retractions matched no row: the implementation is wrong here")
+    return done, elapsed, cpu
+
+
+def ops_per_ms(records: int, elapsed_ns: int) -> float:
+    """Throughput in records per millisecond."""
+    return records * 1_000_000 / max(elapsed_ns, 1)
+
+
+def run_cell(plan: Plan, cell: Cell, workload: Workload, progress: ProgressSink | None = None) -> CellResult:
+    """Measure ``cell``: up to ``plan.repetitions`` repetitions within the cell's budget."""
+    result = CellResult(
+        cell=cell,
+        records=len(workload.timed),
+        history=workload.history,
+        repetitions_requested=plan.repetitions,
+    )
+    prefix, timed = _chunks(workload.prefix), _chunks(workload.timed)
+    cell_start = time.perf_counter_ns()
+    deadline = cell_start + int(plan.max_seconds_per_cell * 1e9)
+    slowest = 0
+    for repetition in range(plan.repetitions):
+        started = time.perf_counter_ns()
+        if repetition and started + slowest > deadline:
+            result.note = f"{repetition}/{plan.repetitions} repetitions fit in the budget"
+            break
+        if progress is not None:
+            progress.repetition_started(repetition + 1, plan.repetitions)
+        try:
+            records, elapsed, cpu = run_repetition(cell, prefix, timed, deadline, plan.tmp_root)
+        except _OutOfBudget as stop:
+            if repetition:
+                result.note = f"{repetition}/{plan.repetitions} repetitions fit in the budget"
+            elif stop.timed and stop.done:
+                result.status = PARTIAL
+                result.partial_records = stop.done
+                result.partial_throughput = ops_per_ms(stop.done, stop.elapsed_ns)
+                result.note = (
+                    f"budget of {plan.max_seconds_per_cell:g} s ran out after "
+                    f"{stop.done}/{len(workload.timed)} timed records; throughput is the rate over those"
+                )
+            else:
+                result.status = SKIPPED
+                result.note = f"budget of {plan.max_seconds_per_cell:g} s ran out during the warm-up prefix"
+            break
+        except Exception as error:  # a broken or unavailable implementation: report, go on
+            result.status = ERROR
+            result.note = f"{type(error).__name__}: {error}"
+            break
+        result.throughputs.append(ops_per_ms(records, elapsed))
+        result.cpu_throughputs.append(ops_per_ms(records, cpu))
+        slowest = max(slowest, time.perf_counter_ns() - started)
+    result.elapsed_s = (time.perf_counter_ns() - cell_start) / 1e9
+    return result
+
+
+def run_plan(plan: Plan, progress: ProgressSink | None = None) -> list[CellResult]:
+    """Every cell of ``plan`` in order; workloads are generated once per (delay, percentage)."""
+    workloads: dict[WorkloadSpec, Workload] = {}
+    cells = plan.cells()
+    results: list[CellResult] = []
+    for index, cell in enumerate(cells):
+        spec = plan.workload_spec(cell)
+        if spec not in workloads:
+            workloads[spec] = generate(spec)
+        if progress is not None:
+            progress.cell_started(index + 1, len(cells), cell)
+        result = run_cell(plan, cell, workloads[spec], progress)
+        if progress is not None:
+            progress.cell_finished(result)
+        results.append(result)
+    return results
