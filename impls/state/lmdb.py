@@ -6,15 +6,20 @@ byte-ordered key space, states told apart by prefix). A write transaction stays 
 atomically (then begins the next transaction). Ordered seeks use one cursor per transaction:
 ``set_range`` / ``prev`` / ``last``, no overlay to merge.
 
-Durability: ``sync=False, metasync=False``. A commit writes its pages to the file (the OS page
-cache) before returning, so a killed process (even SIGKILL) loses nothing committed and
-never sees half a transaction; an OS crash or power loss may lose the last commits (LMDB
-keeps ACI without the fsync on file systems that preserve write order). ``close`` syncs.
+Durability (default, ``durable=False``): ``writemap=True, sync=False, metasync=False``. A
+commit updates the pages in the shared memory map (the OS page cache) and the meta page last,
+so a killed process (even SIGKILL) loses nothing committed and never sees half a
+transaction; ``close`` syncs to disk. An OS crash or power loss before the OS writes the
+pages back may lose the last commits and, since the pages may reach the disk in any order,
+can damage the file (reported as CorruptStateError on open). This is ~10x cheaper per commit
+(about 1-2 µs instead of 10-20 µs). ``durable=True`` instead fsyncs every commit
+(``sync=True``, no writemap): survives OS crashes, costs a disk flush per commit.
 
 Limits: LMDB keys are at most 511 bytes, so state prefix + context + user key must fit (a
-clear ValueError otherwise — use rocksdb for very long keys). The map is a sparse file
-mapped at ``map_size`` (default 16 GiB of address space, not of disk); filling it raises a
-StateError that says so.
+clear ValueError otherwise — use rocksdb for very long keys). The map (a sparse file of that
+apparent size) starts at ``map_size`` and doubles at a commit boundary whenever it is more
+than half full (checked every 256 commits and at open); a single batch larger than the free
+half raises a StateError that says so.
 """
 
 from __future__ import annotations
@@ -32,17 +37,19 @@ from .errors import CorruptStateError, StateError
 
 FORMAT_KEY = META_PREFIX + b"format"
 FORMAT = b"upsertmat-lmdb/1"
-DEFAULT_MAP_SIZE = 16 << 30
+DEFAULT_MAP_SIZE = 1 << 30
+_GROWTH_CHECK_EVERY = 256
 
 
-def _environment(directory: Path, map_size: int, create: bool) -> lmdb.Environment:
+def _environment(directory: Path, map_size: int, create: bool, durable: bool) -> lmdb.Environment:
     return lmdb.open(
         str(directory),
         map_size=map_size,
         subdir=True,
         create=create,
-        sync=False,
-        metasync=False,
+        sync=durable,
+        metasync=durable,
+        writemap=not durable,
         readahead=False,
         max_dbs=0,
     )
@@ -59,9 +66,12 @@ class LmdbBackend:
     name = "lmdb"
     supports_ordered = True
 
-    def __init__(self, path: Path | None = None, *, map_size: int = DEFAULT_MAP_SIZE) -> None:
+    def __init__(
+        self, path: Path | None = None, *, map_size: int = DEFAULT_MAP_SIZE, durable: bool = False
+    ) -> None:
         self._dir = StateDirectory(path, "lmdb")
         self._map_size = map_size
+        self._durable = durable
         try:
             self._dir.prepare(self._create)
             self.env = self._open(self._dir.db)
@@ -71,6 +81,8 @@ class LmdbBackend:
         self.path = self._dir.root
         self.codec = ValueCodec()
         self.max_key_size = self.env.max_key_size()
+        self._commits = 0
+        self._grow_if_needed()
         self.txn = self.env.begin(write=True)
         self._cursor: lmdb.Cursor | None = None
         self._states: dict[str, LmdbValueState | LmdbMapState] = {}
@@ -78,7 +90,7 @@ class LmdbBackend:
         self._closed = False
 
     def _create(self, directory: Path) -> None:
-        env = _environment(directory, self._map_size, create=True)
+        env = _environment(directory, self._map_size, create=True, durable=self._durable)
         try:
             with env.begin(write=True) as txn:
                 txn.put(FORMAT_KEY, FORMAT)
@@ -88,7 +100,7 @@ class LmdbBackend:
 
     def _open(self, directory: Path) -> lmdb.Environment:
         try:
-            env = _environment(directory, self._map_size, create=False)
+            env = _environment(directory, self._map_size, create=False, durable=self._durable)
             with env.begin() as txn:
                 marker = txn.get(FORMAT_KEY)
         except lmdb.Error as error:
@@ -116,10 +128,7 @@ class LmdbBackend:
                 f"{len(storage_key)} (context and user key too long; the rocksdb backend has no such limit)"
             ) from None
         except lmdb.MapFullError:
-            raise StateError(
-                f"the LMDB state at {self._dir.db} is full (map_size {self._map_size} bytes); "
-                "reopen it with a larger map_size"
-            ) from None
+            raise self._full() from None
         self._dirty = True
 
     def delete(self, storage_key: bytes) -> None:
@@ -160,12 +169,29 @@ class LmdbBackend:
         try:
             self.txn.commit()
         except lmdb.MapFullError:
-            raise StateError(
-                f"the LMDB state at {self._dir.db} is full (map_size {self._map_size} bytes); "
-                "reopen it with a larger map_size"
-            ) from None
-        self.txn = self.env.begin(write=True)
+            raise self._full() from None
         self._dirty = False
+        self._commits += 1
+        if self._commits % _GROWTH_CHECK_EVERY == 0:
+            self._grow_if_needed()
+        self.txn = self.env.begin(write=True)
+
+    def _full(self) -> StateError:
+        size = self.env.info()["map_size"]
+        return StateError(
+            f"the LMDB state at {self._dir.db} is full (map size {size} bytes) within one batch of "
+            "writes; open it with a larger map_size"
+        )
+
+    def _grow_if_needed(self) -> None:
+        """Double the map while it is more than half used (only between transactions)."""
+        info = self.env.info()
+        used = (info["last_pgno"] + 1) * self.env.stat()["psize"]
+        size = info["map_size"]
+        if used * 2 > size:
+            while used * 2 > size:
+                size *= 2
+            self.env.set_mapsize(size)
 
     def close(self) -> None:
         """Abort uncommitted writes, sync, close the environment and release the lock."""

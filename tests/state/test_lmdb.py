@@ -2,6 +2,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from upsertmat.impls.state import StateBackend
 from upsertmat.impls.state.lmdb import LmdbBackend
 
@@ -21,3 +23,39 @@ class TestLmdbBackend(StateBackendTests, PersistentBackendTests):
 
 
 TestLmdbMachine = machine_for(open_lmdb, persistent=True).TestCase
+
+
+def test_map_grows_at_commit_boundaries(tmp_path: Path) -> None:
+    backend = LmdbBackend(tmp_path / "db", map_size=1 << 20)
+    try:
+        state = backend.map_state("m")
+        for n in range(3000):
+            state.put(b"c", n.to_bytes(4, "big"), "x" * 1000)  # ~3 MB in all: 3x the first map
+            backend.commit()
+        assert backend.env.info()["map_size"] > 1 << 20
+        assert state.get(b"c", (2999).to_bytes(4, "big")) == "x" * 1000
+    finally:
+        backend.close()
+
+
+def test_durable_mode_persists(tmp_path: Path) -> None:
+    backend = LmdbBackend(tmp_path / "db", durable=True)
+    backend.sorted_map_state("s").put(b"c", b"k", [1])
+    backend.commit()
+    backend.close()
+    backend = LmdbBackend(tmp_path / "db")
+    try:
+        assert backend.sorted_map_state("s").last(b"c") == (b"k", [1])
+    finally:
+        backend.close()
+
+
+def test_keys_beyond_the_lmdb_limit_are_a_clear_error(tmp_path: Path) -> None:
+    backend = LmdbBackend(tmp_path / "db")
+    try:
+        with pytest.raises(ValueError, match="LMDB keys are limited to 511 bytes"):
+            backend.map_state("m").put(b"c" * 300, b"k" * 300, 1)
+        backend.map_state("m").put(b"c" * 200, b"k" * 200, 1)  # fits
+        backend.commit()
+    finally:
+        backend.close()
