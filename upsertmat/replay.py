@@ -33,6 +33,7 @@ from .errors import CliError, ExitCode, StateDirError
 from .impls import ConfigError, Settings, UnknownImplementation, create
 from .impls.config import BACKEND, STRATEGY
 from .impls.settings import Backend, TimeDomain
+from .impls.state.errors import BackendUnavailableError, StateError
 from .jsonl import BadLine, ChangeLine, RowShape, format_change, format_dead_letter, parse_line
 from .progress import Progress
 from .spec import Change, HistoryAccess, Keys, Materializer
@@ -316,8 +317,8 @@ class _Run:
 
     def loop(
         self, materializer: Materializer, source: IO[bytes], sink: IO[bytes], guard: _SignalGuard
-    ) -> ExitCode:
-        """Process every line of ``source``; return OK, BAD_INPUT or the interrupt code.
+    ) -> int:
+        """Process every line of ``source``; return OK, BAD_INPUT or 128 + the signal's number.
 
         OSError propagates: raised while ``guard.busy`` it came from writing, else from reading.
         """
@@ -361,7 +362,7 @@ class _Run:
             if guard.received is not None:
                 break
         progress.finish(counts.consumed, counts.emitted, counts.skipped)
-        return ExitCode.OK if guard.received is None else ExitCode(128 + guard.received)
+        return ExitCode.OK if guard.received is None else 128 + guard.received
 
     def _miss(self, number: int, change: Change) -> None:
         self.counts.misses += 1
@@ -435,8 +436,10 @@ def _open_output(name: str) -> IO[bytes]:
 def _create(keys: Keys, settings: Settings) -> Materializer:
     try:
         return create(keys, settings)
-    except (ConfigError, UnknownImplementation) as error:
+    except (ConfigError, UnknownImplementation, BackendUnavailableError) as error:
         raise CliError(str(error)) from None
+    except StateError as error:  # locked or damaged backend state under --state-dir
+        raise StateDirError(str(error)) from None
     except ImportError as error:
         name = f"{settings.strategy.value}/{settings.backend.value}"
         raise CliError(f"{name} needs {error.name or error}, which is not installed") from None
@@ -475,7 +478,7 @@ def run(args: argparse.Namespace) -> int:
         try:
             code = job.loop(materializer, source, sink, guard)
         except KeyboardInterrupt:
-            code = ExitCode(128 + (guard.received or signal.SIGINT))
+            code = 128 + (guard.received or signal.SIGINT)
         except OSError as error:
             if guard.busy:
                 raise CliError(
