@@ -10,30 +10,38 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Iterator
+from dataclasses import replace
 
 from ..spec import Change, Keys, Row, RowKind
 from .config import TTL, UnsupportedSetting
-from .settings import Settings
-from .state import HeapValueState, ValueState
+from .settings import Backend, Settings
+from .state import StateBackend, open_backend
 
 log = logging.getLogger("upsertmat")
 
 
 class LegacyMaterializer:
-    """The LEGACY strategy over any ``ValueState`` holding the key's list of rows.
+    """The LEGACY strategy on any backend: one value state ``legacy`` holding each key's rows.
 
-    Per event: 1 state read, at most 1 state write or delete, and one match-key computation
-    per stored row scanned.
+    Per event: 1 state read, at most 1 state write or delete, one match-key computation per
+    stored row scanned, and one ``backend.commit()`` (so each input's change is atomic on
+    durable backends). ``close`` closes the backend.
     """
 
-    def __init__(self, keys: Keys, state: ValueState) -> None:
+    def __init__(self, keys: Keys, backend: StateBackend) -> None:
         self.keys = keys
         self.retract_misses = 0
-        self._state = state
+        self.backend = backend
+        self._state = backend.value_state("legacy")
         self._now = 0
 
     def process(self, change: Change) -> Change | None:
-        """Rules 1-11 on the key's stored list."""
+        """Rules 1-11 on the key's stored list, committed as one unit."""
+        emitted = self._apply(change)
+        self.backend.commit()
+        return emitted
+
+    def _apply(self, change: Change) -> Change | None:
         context = self.keys.context_key(change.row)
         rows: list[Row] = [tuple(row) for row in self._state.get(context) or ()]
         wanted = self.keys.match_key(change.row)
@@ -83,15 +91,33 @@ class LegacyMaterializer:
                 self._state.put(context, [tuple(row) for row in rows])
             else:
                 self._state.delete(context)
+        self.backend.commit()
 
     def close(self) -> None:
-        """Heap state needs no release."""
+        """Close the backend (releases a state directory's files and lock)."""
+        self.backend.close()
+
+
+def _create(keys: Keys, settings: Settings) -> LegacyMaterializer:
+    """LEGACY on ``settings.backend``. UnsupportedSetting if TTL is on (not implemented yet)."""
+    if settings.ttl.enabled:
+        raise UnsupportedSetting(
+            f"TTL ({TTL}) is not implemented for LEGACY/{settings.backend.value} yet; "
+            f"set it to 0 (got {settings.ttl.ttl_ms} ms)"
+        )
+    return LegacyMaterializer(keys, open_backend(settings))
 
 
 def create_heap(keys: Keys, settings: Settings) -> LegacyMaterializer:
-    """LEGACY on the heap backend. UnsupportedSetting if TTL is on (not implemented yet)."""
-    if settings.ttl.enabled:
-        raise UnsupportedSetting(
-            f"TTL ({TTL}) is not implemented for LEGACY/heap yet; set it to 0 (got {settings.ttl.ttl_ms} ms)"
-        )
-    return LegacyMaterializer(keys, HeapValueState())
+    """LEGACY on the heap backend."""
+    return _create(keys, replace(settings, backend=Backend.HEAP))
+
+
+def create_rocksdb(keys: Keys, settings: Settings) -> LegacyMaterializer:
+    """LEGACY on RocksDB (``settings.state_dir``, or a temporary database)."""
+    return _create(keys, replace(settings, backend=Backend.ROCKSDB))
+
+
+def create_lmdb(keys: Keys, settings: Settings) -> LegacyMaterializer:
+    """LEGACY on LMDB (``settings.state_dir``, or a temporary environment)."""
+    return _create(keys, replace(settings, backend=Backend.LMDB))

@@ -27,6 +27,8 @@ class UnknownImplementation(LookupError):
 # (strategy, backend) -> "module:function", relative to this package.
 _BUILTIN: dict[tuple[Strategy, Backend], str] = {
     (Strategy.LEGACY, Backend.HEAP): ".legacy:create_heap",
+    (Strategy.LEGACY, Backend.ROCKSDB): ".legacy:create_rocksdb",
+    (Strategy.LEGACY, Backend.LMDB): ".legacy:create_lmdb",
     (Strategy.VALUE, Backend.HEAP): ".strategies.value:create",
     (Strategy.MAP, Backend.HEAP): ".strategies.linked_map:create",
     (Strategy.SORTED, Backend.HEAP): ".strategies.sorted:create",
