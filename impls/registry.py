@@ -33,6 +33,10 @@ _BUILTIN: dict[tuple[Strategy, Backend], str] = {
     (Strategy.MAP, Backend.HEAP): ".strategies.linked_map:create",
     (Strategy.SORTED, Backend.HEAP): ".strategies.sorted:create",
     (Strategy.ADAPTIVE, Backend.HEAP): ".strategies.adaptive:create",
+    (Strategy.VALUE, Backend.ROCKSDB): ".strategies.value:create",
+    (Strategy.MAP, Backend.ROCKSDB): ".strategies.linked_map:create",
+    (Strategy.SORTED, Backend.ROCKSDB): ".strategies.sorted:create",
+    (Strategy.ADAPTIVE, Backend.ROCKSDB): ".strategies.adaptive:create",
 }
 _REGISTERED: dict[tuple[Strategy, Backend], Factory] = {}
 

@@ -14,6 +14,17 @@ from collections.abc import Iterable, Iterator
 from ...spec import Change, Keys, Row
 from ..settings import Settings, TimeDomain
 from ..state import CorruptStateError, StateBackend
+from ..state.codec import decode_seq, encode_seq
+
+__all__ = [
+    "StrategyBase",
+    "UnsupportedSettingError",
+    "check_settings",
+    "decode_seq",
+    "encode_seq",
+    "missing",
+    "same_chains",
+]
 
 log = logging.getLogger("upsertmat")
 
@@ -32,23 +43,6 @@ def check_settings(settings: Settings, strategy: str) -> None:
             f"strategy {strategy} does not implement state TTL yet "
             f"(table.exec.state.ttl = {settings.ttl.ttl_ms} ms); set it to 0 or use another strategy"
         )
-
-
-_SIGN = 1 << 63
-
-
-def encode_seq(seq: int) -> bytes:
-    """A sequence number as a map key: 8 bytes big-endian, sign bit flipped.
-
-    Byte order equals numeric order (for -2**63 <= seq < 2**63), so ordered backends iterate
-    nodes in sequence order. O(1).
-    """
-    return (seq + _SIGN).to_bytes(8, "big")
-
-
-def decode_seq(key: bytes) -> int:
-    """The inverse of :func:`encode_seq`."""
-    return int.from_bytes(key, "big") - _SIGN
 
 
 def missing(state: str, context: bytes, seq: int) -> CorruptStateError:
