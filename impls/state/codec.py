@@ -40,7 +40,7 @@ META_PREFIX = b"\x00"
 def encode_seq(number: int) -> bytes:
     """8 bytes, big-endian with the sign bit flipped: byte order equals numeric order.
 
-    Defined for -2**63 <= number < 2**63; OverflowError (struct.error) otherwise. O(1).
+    Defined for -2**63 <= number < 2**63; ``struct.error`` otherwise. O(1).
     """
     return _SEQ.pack(number + _SEQ_OFFSET)
 
