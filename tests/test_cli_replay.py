@@ -555,3 +555,59 @@ def test_state_dir_survives_a_kill_between_runs(tmp_path: Path) -> None:
     process.wait()
     again = script("replay", "--pk", "0", "--state-dir", tmp_path / "st", stdin=lines(GOOD[1], GOOD[2]))
     assert again.stdout == '{"in": 1, "op": "+I", "row": [2, "b"]}\n{"in": 2, "op": "-D", "row": [1, "a"]}\n'
+
+
+BYTE_PAIRS = [
+    (strategy.value, backend.value)
+    for strategy, backend in available()
+    if backend in (Backend.ROCKSDB, Backend.LMDB) and strategy.value in ("MAP", "SORTED")
+]
+
+
+@pytest.mark.parametrize(("strategy", "backend"), BYTE_PAIRS)
+def test_byte_backends_keep_their_state_in_the_state_dir(
+    cli: Cli, tmp_path: Path, strategy: str, backend: str
+) -> None:
+    stream = random_stream(seed=11, size=120)
+    flags = ["--pk", "0", "-q", "--strategy", strategy, "--backend", backend]
+    whole = cli("replay", *flags, stdin="".join(stream))
+    assert whole.out == cli("replay", "--pk", "0", "-q", stdin="".join(stream)).out
+    first = cli("replay", *flags, "--state-dir", tmp_path, stdin="".join(stream[:50]))
+    second = cli("replay", *flags, "--state-dir", tmp_path, stdin="".join(stream[50:]))
+    assert (first.code, second.code) == (0, 0)
+    assert first.out + second.out == whole.out
+    manifest = json.loads((tmp_path / MANIFEST_NAME).read_text())
+    assert (manifest["snapshot"], manifest["in_progress"], manifest["lines"]) == (None, False, 120)
+    assert (tmp_path / backend).is_dir()
+
+
+@pytest.mark.skipif(not any(b == "rocksdb" for _, b in BYTE_PAIRS), reason="rocksdb backend not available")
+def test_a_killed_byte_backend_run_is_refused_not_resumed(tmp_path: Path) -> None:
+    process = subprocess.Popen(
+        [
+            SCRIPT,
+            "replay",
+            "--pk",
+            "0",
+            "--strategy",
+            "map",
+            "--backend",
+            "rocksdb",
+            "--state-dir",
+            str(tmp_path),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stdin is not None and process.stdout is not None
+    process.stdin.write(lines(GOOD[0]))
+    process.stdin.flush()
+    assert process.stdout.readline() == '{"in": 0, "op": "+I", "row": [1, "a"]}\n'
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait()
+    again = script(
+        "replay", "--pk", "0", "--strategy", "map", "--backend", "rocksdb", "--state-dir", tmp_path
+    )
+    assert again.returncode == ExitCode.STATE_DIR
+    assert f"the last run on {tmp_path} stopped without saving" in again.stderr

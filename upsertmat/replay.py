@@ -274,6 +274,12 @@ class _Run:
             raise StateDirError(
                 f"this run's --arity is {wanted.arity} but the stream's arity is {found.arity} {where}"
             )
+        if found.in_progress:
+            raise StateDirError(
+                f"the last run on {self.state.path} stopped without saving (killed, or its output failed); "
+                f"the {found.backend} state may already hold lines after the saved count ({found.lines}), "
+                "so resuming could apply them twice; start a new --state-dir"
+            )
         if found.arity is not None:
             self.shape.arity = found.arity
         self.manifest = found
@@ -296,6 +302,8 @@ class _Run:
             materializer.load_histories(self.state.load_snapshot(self.manifest, self.keys))
         if self.now:
             materializer.advance_time(self.now)
+        if self.settings.backend is not Backend.HEAP:  # it commits every input from now on
+            self.manifest = self.state.save(replace(self.manifest, in_progress=True), None)
 
     def save(self, materializer: Materializer) -> None:
         """Persist the state after ``counts.consumed`` lines of this run (if --state-dir)."""
@@ -310,6 +318,7 @@ class _Run:
             lines=self.base + self.counts.consumed,
             now=self.now,
             retract_misses=self.manifest.retract_misses + materializer.retract_misses,
+            in_progress=False,
         )
         self.manifest = self.state.save(manifest, histories)
 

@@ -76,6 +76,7 @@ class Manifest:
     generation: int = 0
     snapshot: str | None = None
     snapshot_sha256: str | None = None
+    in_progress: bool = False
 
     def to_json(self) -> dict[str, Any]:
         """The manifest as a JSON object (with the format name and version)."""
@@ -111,6 +112,8 @@ class Manifest:
                 raise bad(f"{name!r} must be a non-negative integer")
         if fields["arity"] is not None and not (_is_int(fields["arity"]) and fields["arity"] > 0):
             raise bad("'arity' must be a positive integer or null")
+        if not isinstance(fields["in_progress"], bool):
+            raise bad("'in_progress' must be true or false")
         for name in ("snapshot", "snapshot_sha256"):
             if fields[name] is not None and not isinstance(fields[name], str):
                 raise bad(f"{name!r} must be a string or null")
