@@ -611,3 +611,33 @@ def test_a_killed_byte_backend_run_is_refused_not_resumed(tmp_path: Path) -> Non
     )
     assert again.returncode == ExitCode.STATE_DIR
     assert f"the last run on {tmp_path} stopped without saving" in again.stderr
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+def test_an_output_that_cannot_be_written_exits_4_and_leaves_the_state_as_before(
+    cli: Cli, tmp_path: Path
+) -> None:
+    assert cli("replay", "--pk", "0", "--state-dir", tmp_path, stdin=lines(GOOD[0])).code == 0
+    before = (tmp_path / MANIFEST_NAME).read_text()
+    result = cli("replay", "--pk", "0", "--state-dir", tmp_path, "-o", "/dev/full", stdin=lines(GOOD[1]))
+    assert result.code == ExitCode.IO
+    assert "cannot write output: No space left on device" in result.err
+    assert (tmp_path / MANIFEST_NAME).read_text() == before
+    again = cli("replay", "--pk", "0", "--state-dir", tmp_path, stdin=lines(GOOD[1]))
+    assert again.out == '{"in": 1, "op": "+I", "row": [2, "b"]}\n'
+
+
+def test_an_unwritable_dead_letter_file_exits_4(cli: Cli, tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("")
+    result = cli(
+        "replay",
+        "--pk",
+        "0",
+        "--on-error",
+        "skip",
+        "--dead-letter",
+        tmp_path / "file" / "dead.jsonl",
+        stdin="oops\n",
+    )
+    assert result.code == ExitCode.IO
+    assert f"cannot write dead-letter file {tmp_path / 'file' / 'dead.jsonl'}" in result.err

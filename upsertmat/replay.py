@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import io
 import logging
+import os
 import signal
 import sys
 import threading
@@ -393,11 +395,18 @@ class _Run:
 
     def _skip(self, number: int, index: int, error: str, raw: bytes) -> None:
         self.counts.skipped += 1
-        if self._dead_letter is None:
-            self.dead_letter_path.parent.mkdir(parents=True, exist_ok=True)
-            self._dead_letter = open(self.dead_letter_path, "ab")  # noqa: SIM115 - closed by close()
-        self._dead_letter.write(format_dead_letter(number, index, error, raw).encode("utf-8"))
-        self._dead_letter.flush()
+        try:
+            if self._dead_letter is None:
+                self.dead_letter_path.parent.mkdir(parents=True, exist_ok=True)
+                self._dead_letter = open(self.dead_letter_path, "ab")  # noqa: SIM115 - closed by close()
+            self._dead_letter.write(format_dead_letter(number, index, error, raw).encode("utf-8"))
+            self._dead_letter.flush()
+        except OSError as failure:
+            raise CliError(
+                f"cannot write dead-letter file {self.dead_letter_path}: {failure.strerror or failure}; "
+                "the state directory (if any) is left as it was before this run",
+                ExitCode.IO,
+            ) from None
         if self.counts.skipped <= SHOWN_MESSAGES:
             _say(f"line {number}: {error} (skipped)")
 
@@ -442,6 +451,25 @@ def _open_output(name: str) -> IO[bytes]:
         raise CliError(f"cannot open output {name}: {error.strerror}") from None
 
 
+def _close_quietly(sink: IO[bytes], is_stdout: bool) -> None:
+    """Close an output file, or after a failed write detach stdout; errors were reported already.
+
+    Every emitted change is flushed when written, so a failure here can only repeat a write
+    failure the loop reported. A broken stdout is pointed at /dev/null so the interpreter's
+    final flush stays quiet.
+    """
+    try:
+        if not is_stdout:
+            sink.close()
+        else:
+            sink.flush()
+    except OSError:
+        with contextlib.suppress(OSError, ValueError, io.UnsupportedOperation):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            os.close(devnull)
+
+
 def _create(keys: Keys, settings: Settings) -> Materializer:
     try:
         return create(keys, settings)
@@ -480,8 +508,7 @@ def run(args: argparse.Namespace) -> int:
         if args.input != "-":
             stack.enter_context(source)
         sink = _open_output(args.output)
-        if args.output != "-":
-            stack.enter_context(sink)
+        stack.callback(_close_quietly, sink, args.output == "-")
         stack.enter_context(_library_warnings_silenced())
         guard = stack.enter_context(_SignalGuard())
         try:
