@@ -1,0 +1,75 @@
+"""Check functions: run an implementation and fail with a precise AssertionError.
+
+They take a *maker* ``(Keys) -> Materializer`` so each check builds fresh implementations and
+always closes them (implementations may hold files and locks). Outputs are compared exactly
+(kind, row with exact JSON types, order) after EVERY input, and ``retract_misses`` with it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+
+from ..spec import Change, Keys, Materializer, ModelMaterializer
+from .generators import GeneratedStream
+from .scenarios import Scenario
+
+Maker = Callable[[Keys], Materializer]
+
+
+@contextmanager
+def opened(make: Maker, keys: Keys) -> Iterator[Materializer]:
+    """A fresh implementation for ``keys``, closed on exit (even when a check fails)."""
+    materializer = make(keys)
+    try:
+        yield materializer
+    finally:
+        materializer.close()
+
+
+def _history(inputs: Iterable[Change], upto: int) -> str:
+    lines = [f"  [{i}] {change!r}" for i, change in enumerate(inputs) if i <= upto]
+    return "\n".join(lines[-12:])
+
+
+def check_scenario(make: Maker, scenario: Scenario) -> None:
+    """Feed the scenario's inputs; each output and the final miss count must be as written."""
+    with opened(make, scenario.keys) as materializer:
+        for index, (change, expected) in enumerate(zip(scenario.inputs, scenario.expected, strict=True)):
+            actual = materializer.process(change)
+            if actual != expected:
+                raise AssertionError(
+                    f"scenario {scenario.name!r}, input [{index}] {change!r}: expected {expected!r}, "
+                    f"got {actual!r}\ninputs so far:\n{_history(scenario.inputs, index)}"
+                    + (f"\nnote: {scenario.note}" if scenario.note else "")
+                )
+        if materializer.retract_misses != scenario.misses:
+            raise AssertionError(
+                f"scenario {scenario.name!r}: expected retract_misses == {scenario.misses}, "
+                f"got {materializer.retract_misses}"
+            )
+
+
+def check_against_model(make: Maker, keys: Keys, changes: Iterable[Change]) -> None:
+    """Differential check: the implementation and the model side by side, input by input."""
+    inputs = list(changes)
+    model = ModelMaterializer(keys)
+    with opened(make, keys) as materializer:
+        for index, change in enumerate(inputs):
+            expected = model.process(change)
+            actual = materializer.process(change)
+            if actual != expected:
+                raise AssertionError(
+                    f"input [{index}] {change!r}: the model emits {expected!r}, the implementation "
+                    f"{actual!r}\ninputs so far:\n{_history(inputs, index)}"
+                )
+            if materializer.retract_misses != model.retract_misses:
+                raise AssertionError(
+                    f"after input [{index}] {change!r}: retract_misses is {materializer.retract_misses}, "
+                    f"the model counts {model.retract_misses}\ninputs so far:\n{_history(inputs, index)}"
+                )
+
+
+def check_stream(make: Maker, stream: GeneratedStream) -> None:
+    """:func:`check_against_model` on the stream's arrival order."""
+    check_against_model(make, stream.keys, stream.arrival)

@@ -1,0 +1,54 @@
+"""Pinned streams: inputs that once exposed a bug, or encode a known trap (DESIGN section 9).
+
+Every stream here is replayed by the conformance suite on every implementation, before the
+random search (the model gives the expected outputs, input by input). When Hypothesis finds a
+failure, pin its ``arrival`` here (or as a hand-checked scenario in ``scenarios.py``).
+"""
+
+from __future__ import annotations
+
+from ..spec import Change, delete, insert, update_after, update_before
+from .generators import KEYS_WITH_UPSERT_KEY, KEYS_WITHOUT_UPSERT_KEY, GeneratedStream
+
+
+def _stream(upsert_key: bool, *arrival: Change) -> GeneratedStream:
+    keys = KEYS_WITH_UPSERT_KEY if upsert_key else KEYS_WITHOUT_UPSERT_KEY
+    return GeneratedStream(keys, arrival, arrival)
+
+
+UPSERT_KEY_CHAIN = _stream(
+    True,
+    insert(1, "u1", 10, "a"),
+    insert(1, "u2", 10, "b"),
+    insert(2, "u1", 10, "other key"),
+    update_after(1, "u1", 20, "a2"),  # replace a non-last element in place
+    insert(1, "u3", 10, "c"),
+    delete(1, "u1", 20, "a2"),  # retract the first occurrence
+    insert(1, "u1", 30, "a3"),  # append the same upsert key again, now last
+    update_after(1, "u1", 40, "a4"),  # replace the last element
+    delete(2, "u1", 10, "other key"),
+    update_before(1, "u3", 10, "c"),
+    update_after(1, "u2", 50, "b2"),  # replace the first element
+    delete(1, "u1", 0, None),  # the last element; -D carries other non-key values
+    delete(1, "u2", 0, None),
+)
+"""DESIGN section 9: append, replace in place and retract one upsert key between other keys
+(the sequence that corrupted a linked implementation's per-row chain)."""
+
+DUPLICATE_CHAIN = _stream(
+    False,
+    insert(1, "x", 10, "a"),
+    insert(1, "x", 10, "a"),
+    insert(1, "y", 20, "b"),
+    insert(1, "x", 10, "a"),
+    delete(1, "x", 10, "a"),  # first copy
+    insert(1, "x", 10, "a"),
+    delete(1, "x", 10, "a"),
+    delete(1, "y", 20, "b"),
+    delete(1, "x", 10, "a"),
+    delete(1, "x", 10, "a"),  # the last copy: empties the key
+    delete(1, "x", 10, "a"),  # a miss
+)
+"""A multiset chain: four copies of one row, removed first-to-last around another row."""
+
+PINNED: tuple[GeneratedStream, ...] = (UPSERT_KEY_CHAIN, DUPLICATE_CHAIN)

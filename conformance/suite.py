@@ -1,0 +1,174 @@
+"""The reusable conformance suite: subclass :class:`MaterializerTests` and name your implementation.
+
+A test module needs three lines::
+
+    from upsertmat.conformance.suite import MaterializerTests
+
+    class TestMapRocksdb(MaterializerTests):
+        implementation = "MAP/rocksdb"      # or an alias, or "package.module:factory"
+
+or override :meth:`MaterializerTests.make` to build the implementation yourself. Every test
+builds fresh implementations and closes them. What runs: the scenario catalogue (exact output
+after every input), pinned streams, Hypothesis differential tests against the model over valid,
+upsert-style, tolerated and long streams, and the state machine.
+
+Hypothesis tests are built when they run, so they take the profile loaded at that moment
+(``dev``/``ci``/``nightly``, see ``plugin.py``); example counts are the profile's
+``max_examples`` times a per-test weight, times ``examples_scale`` (a class attribute) and the
+environment variable ``UPSERTMAT_EXAMPLES_SCALE`` (default 1).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from typing import ClassVar, TypeVar
+
+import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import run_state_machine_as_test
+
+from ..impls import Settings, create_named
+from ..spec import Keys, Materializer
+from .checks import check_scenario, check_stream
+from .generators import (
+    GeneratedStream,
+    bare_update_streams,
+    long_histories,
+    tolerated_streams,
+    valid_streams,
+)
+from .machine import MaterializerMachine
+from .pinned import PINNED
+from .scenarios import SCENARIOS, Scenario
+
+T = TypeVar("T")
+
+SCALE_VARIABLE = "UPSERTMAT_EXAMPLES_SCALE"
+
+
+def examples_scale() -> float:
+    """The multiplier from ``UPSERTMAT_EXAMPLES_SCALE`` (default 1.0; must be > 0)."""
+    text = os.environ.get(SCALE_VARIABLE, "1")
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"{SCALE_VARIABLE} must be a number, got {text!r}") from None
+    if not value > 0:
+        raise ValueError(f"{SCALE_VARIABLE} must be > 0, got {text!r}")
+    return value
+
+
+def scaled_settings(weight: float = 1.0, scale: float = 1.0) -> settings:
+    """The current profile with ``max_examples`` scaled (at least 1) and slow-data checks off."""
+    current = settings()
+    return settings(
+        current,
+        max_examples=max(1, round(current.max_examples * weight * scale * examples_scale())),
+        suppress_health_check=[
+            *current.suppress_health_check,
+            HealthCheck.too_slow,
+            HealthCheck.data_too_large,
+        ],
+    )
+
+
+def run_property(
+    name: str,
+    strategy: st.SearchStrategy[T],
+    check: Callable[[T], None],
+    *,
+    weight: float = 1.0,
+    scale: float = 1.0,
+    examples: Sequence[T] = (),
+) -> None:
+    """Run ``check`` on values of ``strategy`` (explicit ``examples`` first) under Hypothesis.
+
+    ``name`` keys the example database, so a failure found once is replayed first next time.
+    """
+
+    def property_(value: T) -> None:
+        check(value)
+
+    property_.__qualname__ = property_.__name__ = name.replace(".", "_").replace("/", "_")
+    # Hypothesis keys its example database by the function's source; ours is shared, so add
+    # the name (the same hook Hypothesis's own state machines use).
+    setattr(property_, "_hypothesis_internal_add_digest", name.encode())  # noqa: B010
+    test = given(strategy)(property_)
+    for value in reversed(examples):
+        test = example(value)(test)
+    scaled_settings(weight, scale)(test)()
+
+
+class MaterializerTests:
+    """The conformance suite. Subclass it, set ``implementation`` (or override ``make``).
+
+    Class attributes: ``implementation`` (registry name, alias or ``module:factory``),
+    ``impl_settings`` (a :class:`~upsertmat.impls.Settings`; strategy/backend come from the
+    name), ``examples_scale`` (multiplies every Hypothesis example count), and
+    ``pinned_streams`` (extra streams replayed first, e.g. failures you found).
+    """
+
+    implementation: ClassVar[str | None] = None
+    impl_settings: ClassVar[Settings | None] = None
+    examples_scale: ClassVar[float] = 1.0
+    pinned_streams: ClassVar[tuple[GeneratedStream, ...]] = ()
+    machine: ClassVar[type[MaterializerMachine]] = MaterializerMachine
+
+    def make(self, keys: Keys) -> Materializer:
+        """A fresh implementation for ``keys`` (the suite closes it)."""
+        if self.implementation is None:
+            raise NotImplementedError(f"{type(self).__name__}: set `implementation` or override `make`")
+        return create_named(self.implementation, keys, self.impl_settings)
+
+    def _property(
+        self,
+        test: str,
+        strategy: st.SearchStrategy[GeneratedStream],
+        *,
+        weight: float = 1.0,
+        examples: Sequence[GeneratedStream] = (),
+    ) -> None:
+        run_property(
+            f"{type(self).__module__}.{type(self).__qualname__}.{test}",
+            strategy,
+            lambda stream: check_stream(self.make, stream),
+            weight=weight,
+            scale=self.examples_scale,
+            examples=examples,
+        )
+
+    @pytest.mark.parametrize("scenario", SCENARIOS, ids=[scenario.name for scenario in SCENARIOS])
+    def test_scenario(self, scenario: Scenario) -> None:
+        """Each catalogue scenario: the exact hand-written output after every input."""
+        check_scenario(self.make, scenario)
+
+    def test_pinned_streams(self) -> None:
+        """Streams that encode known traps or once failed: equal to the model input by input."""
+        for stream in (*PINNED, *self.pinned_streams):
+            check_stream(self.make, stream)
+
+    def test_valid_streams(self) -> None:
+        """Valid retract-style streams, with and without upsert key, any channel interleaving."""
+        self._property("valid", valid_streams())
+
+    def test_bare_update_streams(self) -> None:
+        """Upsert-style streams (bare ``+U``): replacements in place of non-last elements."""
+        self._property("bare", bare_update_streams(), weight=0.5)
+
+    def test_tolerated_streams(self) -> None:
+        """Invalid input every implementation must still handle exactly like the model."""
+        self._property("tolerated", tolerated_streams())
+
+    def test_long_histories(self) -> None:
+        """Hundreds of events on one sink key."""
+        self._property("long", long_histories(), weight=0.1)
+
+    def test_state_machine(self) -> None:
+        """The state machine: model and implementation in lockstep over many keys."""
+        current = scaled_settings(0.5, self.examples_scale)
+        run_state_machine_as_test(  # type: ignore[no-untyped-call]
+            self.machine.bound_to(self.make, f"{type(self).__module__}.{type(self).__qualname__}.machine"),
+            settings=settings(current, stateful_step_count=30),
+        )

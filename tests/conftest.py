@@ -1,0 +1,3 @@
+"""Project-wide test configuration. Hypothesis profiles come from the upsertmat plugin."""
+
+pytest_plugins = ["pytester"]
