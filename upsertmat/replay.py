@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
+import json
 import logging
 import os
 import signal
@@ -429,7 +430,7 @@ def _columns(columns: tuple[int, ...]) -> str:
 
 
 def _row_text(change: Change) -> str:
-    return format_change(0, change)[len('{"in": 0, "op": "+I", "row": ') : -2]
+    return json.dumps(list(change.row), ensure_ascii=False)
 
 
 def _open_input(name: str) -> IO[bytes]:
