@@ -200,9 +200,21 @@ def test_run_cell_repetitions() -> None:
     cell = plan.cells()[0]
     result = run_cell(plan, cell, generate(plan.workload_spec(cell)))
     assert result.status == "ok", result.note
-    assert len(result.throughputs) == len(result.cpu_throughputs) == 3
+    assert len(result.wall_throughputs) == len(result.cpu_throughputs) == 3
+    assert result.throughputs is result.wall_throughputs
     assert all(value > 0 for value in result.throughputs)
     assert result.records == 200 and result.history.start == 5
+
+
+def test_cpu_clock_selects_the_cpu_sample() -> None:
+    plan = tiny_plan(clock="cpu", repetitions=2)
+    cell = plan.cells()[0]
+    result = run_cell(plan, cell, generate(plan.workload_spec(cell)))
+    assert result.throughputs is result.cpu_throughputs and len(result.cpu_throughputs) == 2
+    assert result.estimate == result.median_on("cpu")
+    budget = tiny_plan(clock="cpu", records=CHUNK * 4, warmup=False, max_seconds_per_cell=1e-9)
+    partial = run_cell(budget, cell, generate(budget.workload_spec(cell)))
+    assert partial.partial_throughput == partial.partial_cpu is not None
 
 
 def test_budget_during_warmup_skips_the_cell() -> None:
@@ -258,9 +270,9 @@ def synthetic(
         cell=cell, records=10, history=HistoryShape(delay, delay, delay, delay), repetitions_requested=3
     )
     if partial:
-        result.status, result.partial_throughput, result.partial_records = PARTIAL, median, 5
+        result.status, result.partial_wall, result.partial_records = PARTIAL, median, 5
     else:
-        result.throughputs = [median * 0.9, median, median * 1.2]
+        result.wall_throughputs = [median * 0.9, median, median * 1.2]
     return result
 
 
@@ -406,7 +418,12 @@ def test_end_to_end_legacy_heap(tmp_path: Path, capsys: pytest.CaptureFixture[st
     document = json.loads((out / "results.json").read_text(encoding="utf-8"))
     assert document["parameters"]["records"] == command.QUICK.records
     assert len(document["results"]) == 8
-    assert all(len(row["throughputs_ops_per_ms"]) == command.QUICK.repetitions for row in document["results"])
+    assert all(
+        len(row["wall_throughputs_ops_per_ms"]) == command.QUICK.repetitions for row in document["results"]
+    )
+    assert all(
+        len(row["cpu_throughputs_ops_per_ms"]) == command.QUICK.repetitions for row in document["results"]
+    )
     assert [goal["status"] for goal in document["goals"]] == [NOT_RUN] * 4
     assert document["machine"]["cores"] >= 1
 

@@ -111,7 +111,7 @@ def plot_backend(
                 axes.legend(fontsize="small")
             axes.set_title(f"upsert key {'on' if upsert_key else 'off'}, retract {percentage}%")
             axes.set_xlabel("retract_delay (history length)")
-            axes.set_ylabel("ops/ms (median, min-max)")
+            axes.set_ylabel(f"ops/ms, {mine[0].clock} clock (median, min-max)")
             axes.grid(True, which="both", alpha=0.3)
     figure.suptitle(
         f"upsertmat bench - backend {backend.value}\n"

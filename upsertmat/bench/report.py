@@ -3,7 +3,9 @@
 The JSON document (``results.json``, or stdout with ``--format json``) holds ``machine``,
 ``parameters``, ``results`` (one object per cell, the CSV columns plus the per-repetition
 ``throughputs``), ``goals`` and ``unavailable`` (requested implementations the registry
-cannot build). Throughputs are records per millisecond (ops/ms).
+cannot build). Throughputs are records per millisecond (ops/ms); ``median_*``, ``min_*``...
+and the goals are on the run's ``clock`` (``wall`` by default), and both clocks' medians and
+per-repetition values are always included.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ CSV_COLUMNS = (
     "retract_delay",
     "retract_percentage",
     "status",
+    "clock",
     "records",
     "repetitions",
     "median_ops_per_ms",
@@ -36,6 +39,7 @@ CSV_COLUMNS = (
     "q1_ops_per_ms",
     "q3_ops_per_ms",
     "partial_ops_per_ms",
+    "wall_median_ops_per_ms",
     "cpu_median_ops_per_ms",
     "partial_records",
     "history_start",
@@ -112,6 +116,7 @@ def result_row(result: CellResult) -> dict[str, Any]:
         "retract_delay": cell.retract_delay,
         "retract_percentage": cell.retract_percentage,
         "status": result.status,
+        "clock": result.clock,
         "records": result.records,
         "repetitions": len(result.throughputs),
         "median_ops_per_ms": _round(summary.median) if summary else None,
@@ -120,7 +125,8 @@ def result_row(result: CellResult) -> dict[str, Any]:
         "q1_ops_per_ms": _round(summary.q1) if summary else None,
         "q3_ops_per_ms": _round(summary.q3) if summary else None,
         "partial_ops_per_ms": _round(result.partial_throughput),
-        "cpu_median_ops_per_ms": _round(result.cpu_median),
+        "wall_median_ops_per_ms": _round(result.median_on("wall")),
+        "cpu_median_ops_per_ms": _round(result.median_on("cpu")),
         "partial_records": result.partial_records,
         "history_start": result.history.start,
         "history_end": result.history.end,
@@ -155,7 +161,7 @@ def document(
     rows = []
     for result in results:
         row = result_row(result)
-        row["throughputs_ops_per_ms"] = [_round(value) for value in result.throughputs]
+        row["wall_throughputs_ops_per_ms"] = [_round(value) for value in result.wall_throughputs]
         row["cpu_throughputs_ops_per_ms"] = [_round(value) for value in result.cpu_throughputs]
         rows.append(row)
     return {
@@ -187,12 +193,13 @@ def _number(value: float | None) -> str:
 def results_table(results: Iterable[CellResult]) -> str:
     """A fixed-width text table: one line per cell, median and spread in ops/ms.
 
-    ``history`` is the history length at the start and end of the timed part; ``cpu-med``
-    the median rate over process CPU time (near ``median`` when the machine was not busy).
+    ``median``, ``min-max`` and ``IQR`` are on the run's clock; ``history`` is the history
+    length at the start and end of the timed part; ``wall/cpu`` the medians on both clocks
+    (close to each other when the machine was not busy).
     """
     header = (
         f"{'implementation':<18} {'ukey':<4} {'pct':>3} {'delay':>5} {'history':>11} "
-        f"{'median':>8} {'min-max':>15} {'IQR':>15} {'cpu-med':>8} {'reps':>4}  status"
+        f"{'median':>8} {'min-max':>15} {'IQR':>15} {'wall/cpu':>13} {'reps':>4}  status"
     )
     lines = [header, "-" * len(header)]
     for result in results:
@@ -209,7 +216,7 @@ def results_table(results: Iterable[CellResult]) -> str:
         lines.append(
             f"{cell.implementation:<18} {'on' if cell.upsert_key else 'off':<4} {cell.retract_percentage:>3} "
             f"{cell.retract_delay:>5} {history:>11} {median:>8} {spread:>15} {iqr:>15} "
-            f"{_number(result.cpu_median):>8} "
+            f"{_number(result.median_on('wall')) + '/' + _number(result.median_on('cpu')):>13} "
             f"{len(result.throughputs):>4}  {status}"
         )
     return "\n".join(lines)
