@@ -463,3 +463,27 @@ def test_json_format_and_unregistered(tmp_path: Path, capsys: pytest.CaptureFixt
 def test_nothing_registered_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert command.main(["--backend", "spark", "--output-dir", str(tmp_path)]) == 2
     assert "nothing to benchmark" in capsys.readouterr().err
+
+
+def test_markdown_format(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = [
+        "--quick",
+        "--strategy",
+        "LEGACY",
+        "--backend",
+        "heap",
+        "--upsert-key",
+        "off",
+        "--retract-delay",
+        "2,10",
+    ]
+    assert (
+        command.main(
+            [*argv, "--retract-percentage", "75", "--format", "markdown", "--output-dir", str(tmp_path)]
+        )
+        == 0
+    )
+    out = capsys.readouterr().out
+    assert "#### heap" in out and "| strategy | upsert key | retract % | delay 2 | delay 10 |" in out
+    assert out.count("| LEGACY | off | 75 |") == 1
+    assert "| adaptive | - | - | 0.9 | NOT RUN | - |" in out

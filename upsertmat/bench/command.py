@@ -22,7 +22,7 @@ from ..impls import Backend, Strategy, available
 from .goals import check_goals
 from .plot import plot_backend
 from .progress import Progress
-from .report import document, goals_table, machine_info, results_table, write_csv
+from .report import document, goals_table, machine_info, markdown_report, results_table, write_csv
 from .runner import CLOCKS, WALL, Plan, run_plan
 
 NAME = "bench"
@@ -230,9 +230,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     out.add_argument(
         "--format",
-        choices=("table", "json"),
+        choices=("table", "json", "markdown"),
         default="table",
-        help="stdout: a table (default) or the JSON document",
+        help="stdout: a table (default), the JSON document, or markdown tables (for docs/benchmarks.md)",
     )
     out.add_argument("--quiet", action="store_true", help="no progress on stderr")
 
@@ -315,6 +315,8 @@ def run(args: argparse.Namespace) -> int:
             plots.append(path)
     if args.format == "json":
         print(json.dumps(doc, indent=2))
+    elif args.format == "markdown":
+        print(markdown_report(results, goals))
     else:
         cpu = f"{machine['cpu']}, {machine['cores']} cores"
         print(f"upsertmat bench: {cpu}, {machine['python']}, {machine['date']}")

@@ -236,3 +236,46 @@ def goals_table(checks: Iterable[GoalCheck]) -> str:
             f"(target >= {check.target:g}, margin {margin}) {check.detail}"
         )
     return "\n".join(lines)
+
+
+def _md_cell(result: CellResult) -> str:
+    summary = result.summary
+    if summary is not None:
+        return f"{_number(summary.median)} ({_number(summary.minimum)}-{_number(summary.maximum)})"
+    if result.partial_throughput:
+        return f"<= {_number(result.partial_throughput)} (partial)"
+    return result.status
+
+
+def markdown_report(results: Sequence[CellResult], checks: Iterable[GoalCheck]) -> str:
+    """Markdown: per backend, a table of median (min-max) ops/ms, one row per strategy,
+    upsert key and percentage, one column per retract_delay; then the goal checks."""
+    lines: list[str] = []
+    backends = list(dict.fromkeys(result.cell.backend for result in results))
+    for backend in backends:
+        mine = [result for result in results if result.cell.backend is backend]
+        delays = sorted({result.cell.retract_delay for result in mine})
+        lines += [
+            f"#### {backend.value}",
+            "",
+            "| strategy | upsert key | retract % | " + " | ".join(f"delay {d}" for d in delays) + " |",
+            "|---|---|---:|" + "---:|" * len(delays),
+        ]
+        rows: dict[tuple[str, bool, int], dict[int, str]] = {}
+        for result in mine:
+            key = (result.cell.strategy.value, result.cell.upsert_key, result.cell.retract_percentage)
+            rows.setdefault(key, {})[result.cell.retract_delay] = _md_cell(result)
+        for (strategy, upsert_key, percentage), by_delay in rows.items():
+            values = " | ".join(by_delay.get(delay, "") for delay in delays)
+            lines.append(f"| {strategy} | {'on' if upsert_key else 'off'} | {percentage} | {values} |")
+        lines.append("")
+    lines += ["| goal | subject | measured | target | status | margin |", "|---|---|---:|---:|---|---:|"]
+    for check in checks:
+        measured = "-" if check.measured is None else f"{check.measured:.3g}"
+        if check.bound in ("upper", "lower"):
+            measured = ("<= " if check.bound == "upper" else ">= ") + measured
+        margin = "-" if check.margin is None else f"{check.margin:+.0%}"
+        lines.append(
+            f"| {check.goal} | {check.subject} | {measured} | {check.target:g} | {check.status} | {margin} |"
+        )
+    return "\n".join(lines)
