@@ -8,7 +8,7 @@ O(n) value rewrite stops paying off sooner); override with
 ``table.exec.sink.upsert-materialize-strategy.adaptive.threshold.high`` / ``.low``.
 
 Layout: one ``ValueState`` ``"adaptive"`` per context key holds *either* a VALUE record
-``[rows, stamps, matches]`` (VALUE mode) *or* a MAP meta ``[high, size, head, tail]`` (MAP
+``[rows, stamps, matches]`` (VALUE mode) *or* a MAP meta ``[size, head, tail]`` (MAP
 mode, with the nodes and index in MAP's map states) — so one read tells the mode and gives
 the state to work on. A conversion copies the elements in order with their duplicates and
 timestamps (O(n) accesses, once per crossing) and never changes what is emitted.
@@ -22,7 +22,7 @@ from ...spec import Change, Keys, Row, RowKind
 from ..settings import Backend, Settings
 from ..state import StateBackend, open_backend
 from .common import StrategyBase, UnsupportedSettingError, check_settings
-from .linked_map import ROW, STAMP, LinkedList, Meta
+from .linked_map import ROW, SIZE, STAMP, LinkedList, Meta
 from .value import new_record, record_add, record_elements, record_retract
 
 DEFAULT_THRESHOLDS: dict[Backend, tuple[int, int]] = {Backend.HEAP: (400, 300)}
@@ -60,14 +60,16 @@ class AdaptiveMaterializer(StrategyBase):
         super().__init__(keys, backend, settings)
         self.high, self.low = thresholds(settings)
         self._records = backend.value_state("adaptive")
-        self._list = LinkedList(backend.map_state("index"), backend.map_state("nodes"), self._upsert)
+        self._list = LinkedList(backend.map_state("index"), backend.map_state("nodes"))
 
     def _add(self, context: bytes, match: bytes, row: Row, stamp: int) -> Change:
         record = self._records.get(context)
         if record is not None and is_map_mode(record):
-            meta = self._list.add(context, record, match, row, stamp)
-            if meta is not None:
-                self._records.put(context, meta)
+            entry = self._list.find(context, match)
+            if entry is not None and self._upsert:
+                self._list.replace(context, entry, row, stamp)
+            else:
+                self._records.put(context, self._list.append(context, record, entry, match, row, stamp))
             return Change(RowKind.UPDATE_AFTER, row)
         kind = RowKind.INSERT if record is None else RowKind.UPDATE_AFTER
         record = record_add(record, match, row, stamp, self._upsert)
@@ -92,14 +94,15 @@ class AdaptiveMaterializer(StrategyBase):
                 return Change(RowKind.DELETE, change.row)
             self._records.put(context, record)
         else:
-            found, meta, rollback = self._list.retract(context, record, match)
-            if not found:
+            entry = self._list.find(context, match)
+            if entry is None:
                 self._miss(context, change)
                 return None
+            meta, rollback = self._list.remove(context, record, entry, match)
             if meta is None:
                 self._records.delete(context)
                 return Change(RowKind.DELETE, change.row)
-            if meta[1] <= self.low:
+            if meta[SIZE] <= self.low:
                 self._records.put(context, self._to_value(context, meta))
             else:
                 self._records.put(context, meta)

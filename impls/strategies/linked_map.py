@@ -2,32 +2,39 @@
 
 Layout, per context key (``C``), in three states::
 
-    meta   (ValueState)  C -> [high, size, head, tail]
-                         high: the highest sequence number handed out (the next is high + 1)
-                         size: number of stored rows; head/tail: first/last node's seq
+    meta   (ValueState)  C -> [size, head, tail]
+                         size: number of stored rows; head/tail: first/last node's seq.
+                         The tail is also the highest sequence number in use: the next
+                         append gets tail + 1.
     index  (MapState)    (C, match key) -> [first, last]
-                         the seqs of the first and last stored row with that match key
+                         seqs of the first and last stored row with that match key
     nodes  (MapState)    (C, encode_seq(seq)) -> [row, prev, next, same, stamp]
-                         prev/next: neighbours in insertion order (0 = none);
+                         prev/next: neighbours in insertion order, 0 = the adjacent seq
+                         (seq - 1 / seq + 1; the head's prev and the tail's next are unused);
                          same: the next node with the same match key (0 = none);
                          stamp: the element's timestamp
 
-    head                                                         tail
-     |                                                            |
-    [1: a, prev 0, next 2, same 3] <-> [2: b, ..., same 0] <-> [3: a, ..., next 0, same 0]
-     ^                                                            ^
-     index[a] = [1, 3] ---------------------------------------- same-chain 1 -> 3
+    meta = [4, 1, 7]      head 1                                    tail 7
+    nodes:  1: [a, 0, 0, 3, t] -> 2: [b, 0, 3+, 0, t] -> 3: [a, 0, 0, 0, t] -> 7: [c, 6+, 0, 0, t]
+    index:  a -> [1, 3]   b -> [2, 2]   c -> [7, 7]          (+ an explicit link: 4-6 are gone)
 
-Sequence numbers grow per key; a node keeps its seq (its position) for life. The same-chain
-of a match key lists its nodes in insertion order (ascending seq), because appends go to its
-end and only its first node is ever removed (rule 6) or replaced in place (rule 4, which
-changes the node's row and stamp but neither its seq nor any link). That is what keeps the
-chain right when one upsert key is appended, replaced in place and retracted between other
-keys (the production bug of DESIGN section 9).
+Seqs increase along the list (an append takes tail + 1), so a link only has to be written
+when a removal leaves a gap: an append writes no neighbour at all, removing the head writes
+no neighbour (the new head's prev is never read), removing the tail rewrites the new tail
+only if its next was explicit, and only a middle removal rewrites both neighbours. Seqs above
+the tail are reused after the tail is removed; safe, because no live link or index entry
+points above the tail.
 
-An empty key has no meta, no index entries and no nodes. Accesses per event (reads + writes):
-append 3 + 4 (first row of a key: 1 + 3), append of a duplicate whose chain does not end at
-the tail +2, replace in place 3 + 1, retract 4 + 4 at most, miss 2 — see docs/strategies.md.
+The same-chain of a match key lists its nodes in insertion order (ascending seq): appends go
+to its end, and only its first node is ever removed (rule 6) or replaced in place (rule 4,
+which changes the node's row and stamp but neither its seq nor any link). That is what keeps
+the chain right when one upsert key is appended, replaced in place and retracted between
+other keys (the production bug of DESIGN section 9).
+
+An empty key has no meta, no index entries and no nodes. State accesses per event, reads +
+writes (docs/strategies.md has the table): append 2 + 3 (a duplicate: +1 + 1), replace in
+place 3 + 1, retract of the head 3 + 3, of the tail 4 + 3 or 4, of a middle node 5 + 5,
+miss 1 or 2.
 """
 
 from __future__ import annotations
@@ -40,26 +47,28 @@ from ..settings import Settings
 from ..state import MapState, StateBackend, ValueState, open_backend
 from .common import StrategyBase, check_settings, decode_seq, encode_seq, missing, same_chains
 
-Meta = list[int]  # [high, size, head, tail]
+Meta = list[int]  # [size, head, tail]
 Node = list[Any]  # [row, prev, next, same, stamp]
+Entry = list[int]  # [first, last]
 
 # Node fields.
 ROW, PREV, NEXT, SAME, STAMP = range(5)
+# Meta fields.
+SIZE, HEAD, TAIL = range(3)
 
 
 class LinkedList:
     """The linked multiset of every context key, over an ``index`` and a ``nodes`` map state.
 
     The caller owns the per-key meta (reads it once and writes it once per event): methods
-    take the meta as read and return the meta to write. Every method is O(1) state accesses
-    except :meth:`walk`, :meth:`build` and :meth:`drop`, which are O(n) (switching layouts,
-    exporting histories).
+    take the meta as read and return the meta to write. :meth:`find`, :meth:`replace`,
+    :meth:`append` and :meth:`remove` are O(1) state accesses; :meth:`walk`, :meth:`build` and
+    :meth:`drop` are O(n) (switching layouts, exporting histories).
     """
 
-    def __init__(self, index: MapState, nodes: MapState, upsert: bool) -> None:
+    def __init__(self, index: MapState, nodes: MapState) -> None:
         self._index = index
         self._nodes = nodes
-        self._upsert = upsert
 
     def _node(self, context: bytes, key: bytes) -> Node:
         """The node stored under ``key``; CorruptStateError if it is missing. One read."""
@@ -68,101 +77,96 @@ class LinkedList:
             raise missing("nodes", context, decode_seq(key))
         return node
 
-    def add(self, context: bytes, meta: Meta | None, match: bytes, row: Row, stamp: int) -> Meta | None:
-        """Rules 3-4: replace the first match in place (upsert key) or append.
+    def find(self, context: bytes, match: bytes) -> Entry | None:
+        """The ``[first, last]`` seqs of the rows matching ``match``, or None. One read."""
+        entry: Entry | None = self._index.get(context, match)
+        return entry
 
-        Returns the new meta after an append, None after a replacement (meta unchanged).
+    def replace(self, context: bytes, entry: Entry, row: Row, stamp: int) -> None:
+        """Rule 4: the first match takes ``row`` and ``stamp`` in place. 1 read, 1 write."""
+        key = encode_seq(entry[0])
+        node = self._node(context, key)
+        node[ROW] = row
+        node[STAMP] = stamp
+        self._nodes.put(context, key, node)
+
+    def append(
+        self, context: bytes, meta: Meta | None, entry: Entry | None, match: bytes, row: Row, stamp: int
+    ) -> Meta:
+        """Rule 3 (and 4 without a match): a new tail node; returns the new meta.
+
+        ``entry`` is :meth:`find`'s answer for ``match``. 2 writes; a duplicate (``entry`` not
+        None) also rewrites the last node of its chain (1 read, 1 write).
         """
-        nodes = self._nodes
         if meta is None:  # the key is empty: no index entry can exist
-            nodes.put(context, encode_seq(1), [row, 0, 0, 0, stamp])
+            self._nodes.put(context, encode_seq(1), [row, 0, 0, 0, stamp])
             self._index.put(context, match, [1, 1])
-            return [1, 1, 1, 1]
-        entry = self._index.get(context, match)
-        if entry is not None and self._upsert:  # rule 4: the first match, in place
-            key = encode_seq(entry[0])
-            node = self._node(context, key)
-            node[ROW] = row
-            node[STAMP] = stamp
-            nodes.put(context, key, node)
-            return None
-        high, size, head, tail = meta
-        seq = high + 1
-        tail_key = encode_seq(tail)
-        tail_node = self._node(context, tail_key)
-        tail_node[NEXT] = seq
+            return [1, 1, 1]
+        size, head, tail = meta
+        seq = tail + 1  # the old tail's implicit next
         if entry is None:
             entry = [seq, seq]
         else:  # a duplicate: extend the match key's chain
-            last = entry[1]
-            if last == tail:
-                tail_node[SAME] = seq
-            else:
-                last_key = encode_seq(last)
-                last_node = self._node(context, last_key)
-                last_node[SAME] = seq
-                nodes.put(context, last_key, last_node)
+            last_key = encode_seq(entry[1])
+            last_node = self._node(context, last_key)
+            last_node[SAME] = seq
+            self._nodes.put(context, last_key, last_node)
             entry[1] = seq
-        nodes.put(context, tail_key, tail_node)
-        nodes.put(context, encode_seq(seq), [row, tail, 0, 0, stamp])
+        self._nodes.put(context, encode_seq(seq), [row, 0, 0, 0, stamp])
         self._index.put(context, match, entry)
-        return [seq, size + 1, head, seq]
+        return [size + 1, head, seq]
 
-    def retract(
-        self, context: bytes, meta: Meta | None, match: bytes
-    ) -> tuple[bool, Meta | None, Row | None]:
-        """Rule 6: unlink the first node matching ``match``.
+    def remove(
+        self, context: bytes, meta: Meta, entry: Entry, match: bytes
+    ) -> tuple[Meta | None, Row | None]:
+        """Rule 6: unlink the first node of ``entry`` (the first match of ``match``).
 
-        Returns ``(found, meta, rollback)``: ``found`` False is rule 7 (nothing changed);
-        ``meta`` None means the key is now empty (rule 8); ``rollback`` is the new tail's row
-        when the removed node was the tail and rows remain (rule 9).
+        Returns ``(meta, rollback)``: ``meta`` None means the key is now empty (rule 8);
+        ``rollback`` is the new tail's row when the removed node was the tail (rule 9).
         """
-        if meta is None:
-            return False, None, None
-        index = self._index
-        entry = index.get(context, match)
-        if entry is None:
-            return False, meta, None
-        nodes = self._nodes
-        key = encode_seq(entry[0])
+        nodes, index = self._nodes, self._index
+        first = entry[0]
+        key = encode_seq(first)
         node = self._node(context, key)
         nodes.delete(context, key)
-        high, size, head, tail = meta
+        size, head, tail = meta
         if size == 1:
             index.delete(context, match)
-            return True, None, None
-        prev, after, same = node[PREV], node[NEXT], node[SAME]
+            return None, None
+        same = node[SAME]
         if same:
             entry[0] = same
             index.put(context, match, entry)
         else:
             index.delete(context, match)
-        rollback: Row | None = None
-        if after:
-            after_key = encode_seq(after)
-            after_node = self._node(context, after_key)
-            after_node[PREV] = prev
-            nodes.put(context, after_key, after_node)
-        else:
-            tail = prev
-        if prev:
-            prev_key = encode_seq(prev)
-            prev_node = self._node(context, prev_key)
-            prev_node[NEXT] = after
-            nodes.put(context, prev_key, prev_node)
-            if not after:
-                rollback = tuple(prev_node[ROW])
-        else:
-            head = after
-        return True, [high, size - 1, head, tail], rollback
+        if first == head:  # the successor becomes the head; its prev is never read again
+            return [size - 1, node[NEXT] or first + 1, tail], None
+        prev = node[PREV] or first - 1
+        prev_key = encode_seq(prev)
+        prev_node = self._node(context, prev_key)
+        if first == tail:  # rule 9: the predecessor is the new tail, its next implicit
+            if prev_node[NEXT]:
+                prev_node[NEXT] = 0
+                nodes.put(context, prev_key, prev_node)
+            return [size - 1, head, prev], tuple(prev_node[ROW])
+        after = node[NEXT] or first + 1
+        prev_node[NEXT] = after
+        nodes.put(context, prev_key, prev_node)
+        after_key = encode_seq(after)
+        after_node = self._node(context, after_key)
+        after_node[PREV] = prev
+        nodes.put(context, after_key, after_node)
+        return [size - 1, head, tail], None
 
     def walk(self, context: bytes, meta: Meta) -> Iterator[Node]:
         """The nodes of ``context`` from head to tail. O(n) reads."""
-        seq = meta[2]
-        while seq:
+        seq, tail = meta[HEAD], meta[TAIL]
+        while True:
             node = self._node(context, encode_seq(seq))
             yield node
-            seq = node[NEXT]
+            if seq == tail:
+                return
+            seq = node[NEXT] or seq + 1
 
     def elements(self, context: bytes, meta: Meta) -> list[tuple[Row, int]]:
         """(row, stamp) of every node from head to tail. O(n) reads."""
@@ -171,19 +175,14 @@ class LinkedList:
     def build(self, context: bytes, rows: list[Row], stamps: list[int], matches: list[bytes]) -> Meta:
         """Store the non-empty history ``rows`` of an empty ``context``; return its meta.
 
-        Nodes get seqs 1..n in order; O(n) writes.
+        Nodes get seqs 1..n in order (every link implicit); O(n) writes.
         """
-        count = len(rows)
         same, entries = same_chains(matches)
-        nodes = self._nodes
-        for position in range(count):
-            seq = position + 1
-            after = seq + 1 if seq < count else 0
-            node = [rows[position], position, after, same[position], stamps[position]]
-            nodes.put(context, encode_seq(seq), node)
+        for position, row in enumerate(rows):
+            self._nodes.put(context, encode_seq(position + 1), [row, 0, 0, same[position], stamps[position]])
         for match, entry in entries.items():
             self._index.put(context, match, entry)
-        return [count, count, 1, count]
+        return [len(rows), 1, len(rows)]
 
     def drop(self, context: bytes) -> None:
         """Remove every node and index entry of ``context``."""
@@ -199,20 +198,27 @@ class MapMaterializer(StrategyBase):
     def __init__(self, keys: Keys, backend: StateBackend, settings: Settings | None = None) -> None:
         super().__init__(keys, backend, settings)
         self._meta: ValueState = backend.value_state("meta")
-        self._list = LinkedList(backend.map_state("index"), backend.map_state("nodes"), self._upsert)
+        self._list = LinkedList(backend.map_state("index"), backend.map_state("nodes"))
 
     def _add(self, context: bytes, match: bytes, row: Row, stamp: int) -> Change:
         meta = self._meta.get(context)
-        new_meta = self._list.add(context, meta, match, row, stamp)
-        if new_meta is not None:
-            self._meta.put(context, new_meta)
-        return Change(RowKind.INSERT if meta is None else RowKind.UPDATE_AFTER, row)
+        if meta is None:
+            self._meta.put(context, self._list.append(context, None, None, match, row, stamp))
+            return Change(RowKind.INSERT, row)
+        entry = self._list.find(context, match)
+        if entry is not None and self._upsert:
+            self._list.replace(context, entry, row, stamp)
+        else:
+            self._meta.put(context, self._list.append(context, meta, entry, match, row, stamp))
+        return Change(RowKind.UPDATE_AFTER, row)
 
     def _retract(self, context: bytes, match: bytes, change: Change) -> Change | None:
-        found, meta, rollback = self._list.retract(context, self._meta.get(context), match)
-        if not found:
+        meta = self._meta.get(context)
+        entry = None if meta is None else self._list.find(context, match)
+        if meta is None or entry is None:
             self._miss(context, change)
             return None
+        meta, rollback = self._list.remove(context, meta, entry, match)
         if meta is None:
             self._meta.delete(context)
             return Change(RowKind.DELETE, change.row)
