@@ -1,0 +1,141 @@
+"""Complexity pinned by counting, not timing (issue 3).
+
+MAP and SORTED: the state reads and writes of each kind of event are the same on a key
+holding 10 rows and on one holding 10,000 (a small constant), no entries are scanned, and
+exactly one match key (the incoming row's) is computed. LEGACY: the match keys computed (rows
+scanned) and the bytes moved per event grow with the history.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import msgpack
+import pytest
+
+from upsertmat.impls.legacy import LegacyMaterializer
+from upsertmat.impls.state import CountingBackend, HeapBackend
+from upsertmat.impls.strategies import MapMaterializer, SortedMaterializer, StrategyBase
+from upsertmat.spec import (
+    CanonicalEqualizer,
+    Change,
+    JsonValue,
+    Keys,
+    Row,
+    delete,
+    insert,
+    update_after,
+    update_before,
+)
+
+SMALL, LARGE = 10, 10_000
+MAX_ACCESSES = 10  # reads + writes of any single event on MAP or SORTED
+
+
+class CountingEqualizer(CanonicalEqualizer):
+    """The default equalizer, counting how many match keys it computes (rows looked at)."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def normalize(self, values: Sequence[JsonValue]) -> bytes:
+        self.calls += 1
+        return super().normalize(values)
+
+
+def history(size: int) -> list[Row]:
+    """Distinct rows 0..size-1 on context key 0 (upsert key: column 1)."""
+    return [(0, i, "p") for i in range(size)]
+
+
+def probes(size: int, upsert: bool) -> list[tuple[str, Change]]:
+    """One event of each kind, applied in this order to a key holding ``history(size)``."""
+    middle = size // 2
+    steps = [
+        ("append", insert(0, size, "p")),
+        ("retract the tail (rule 9)", update_before(0, size, "p")),
+        ("retract the head", delete(0, 0, "p")),
+        ("retract a middle row (rule 10)", update_before(0, middle, "p")),
+        ("retraction miss (rule 7)", delete(0, -1, "p")),
+    ]
+    if upsert:
+        steps += [
+            ("replace the head in place (rule 4)", update_after(0, 1, "q")),
+            ("replace a middle row in place", update_after(0, middle + 1, "q")),
+        ]
+    else:
+        steps += [
+            ("append a duplicate of a middle row", insert(0, middle + 1, "p")),
+            ("retract its first occurrence", update_before(0, middle + 1, "p")),
+            ("append a duplicate of the tail", insert(0, size - 1, "p")),
+            ("retract the tail's first occurrence", delete(0, size - 1, "p")),
+        ]
+    return steps
+
+
+Build = Callable[[Keys, CountingBackend], StrategyBase]
+FAST: dict[str, Build] = {
+    "MAP": lambda keys, backend: MapMaterializer(keys, backend),
+    "SORTED": lambda keys, backend: SortedMaterializer(keys, backend),
+}
+
+
+def measure_fast(build: Build, size: int, upsert: bool) -> list[tuple[str, int, int, int, int]]:
+    """(probe, reads, writes, scanned, match keys computed) of each probe on ``size`` rows."""
+    equalizer = CountingEqualizer()
+    keys = Keys(pk=(0,), upsert_key=(1,) if upsert else (), equalizer=equalizer)
+    backend = CountingBackend(HeapBackend())
+    materializer = build(keys, backend)
+    materializer.load_histories([(keys.context_key((0,)), history(size))])
+    counts = []
+    for name, change in probes(size, upsert):
+        backend.counters.reset()
+        equalizer.calls = 0
+        materializer.process(change)
+        counters = backend.counters
+        assert counters.commits == 1, name
+        counts.append((name, counters.reads, counters.writes, counters.scanned, equalizer.calls))
+    materializer.close()
+    return counts
+
+
+@pytest.mark.parametrize("upsert", [False, True], ids=["no-upsert-key", "upsert-key"])
+@pytest.mark.parametrize("strategy", list(FAST))
+def test_fast_strategies_do_constant_work_per_event(strategy: str, upsert: bool) -> None:
+    small = measure_fast(FAST[strategy], SMALL, upsert)
+    large = measure_fast(FAST[strategy], LARGE, upsert)
+    assert large == small  # the same accesses, event by event, at 10 and 10,000 rows
+    for name, reads, writes, scanned, match_keys in large:
+        assert reads + writes <= MAX_ACCESSES, name
+        assert scanned == 0, name
+        assert match_keys == 1, name  # only the incoming row's; no stored row is looked at
+
+
+def measure_legacy(size: int) -> list[tuple[str, int, int]]:
+    """(probe, match keys computed, bytes read + written) of each LEGACY probe on ``size`` rows."""
+    equalizer = CountingEqualizer()
+    keys = Keys(pk=(0,), equalizer=equalizer)
+    backend = HeapBackend()
+    materializer = LegacyMaterializer(keys, backend)
+    context = keys.context_key((0,))
+    materializer.load_histories([(context, history(size))])
+    state = backend.value_state("legacy")
+    work = []
+    for name, change in probes(size, upsert=False):
+        before = len(msgpack.packb(state.get(context)))
+        equalizer.calls = 0
+        materializer.process(change)
+        after = len(msgpack.packb(state.get(context)))
+        work.append((name, equalizer.calls, before + after))
+    materializer.close()
+    return work
+
+
+def test_legacy_work_grows_with_the_history() -> None:
+    small, large = measure_legacy(SMALL), measure_legacy(LARGE)
+    for (name, small_scanned, small_bytes), (_, large_scanned, large_bytes) in zip(small, large, strict=True):
+        assert large_bytes > 500 * small_bytes / 10, name  # the whole list moves on every event
+        if name.startswith("retract") and name != "retract the head":
+            assert large_scanned > 100 * small_scanned, name  # a scan to the matching row
+    # Retracting the tail scans the whole list: every stored row's match key is computed.
+    assert dict((name, scanned) for name, scanned, _ in large)["retract the tail (rule 9)"] > LARGE
