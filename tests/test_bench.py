@@ -11,6 +11,7 @@ from pathlib import Path
 import matplotlib.image
 import pytest
 
+from upsertmat import cli
 from upsertmat.bench import command
 from upsertmat.bench.goals import (
     EXACT,
@@ -402,7 +403,7 @@ def test_end_to_end_legacy_heap(tmp_path: Path, capsys: pytest.CaptureFixture[st
         "--output-dir",
         str(out),
     ]
-    assert command.main(argv) == 0
+    assert cli.main(["bench", *argv]) == 0  # through the top-level command line
     captured = capsys.readouterr()
     assert "LEGACY/heap" in captured.out and "goals:" in captured.out
     assert "[8/8]" in captured.err  # progress on stderr

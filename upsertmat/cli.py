@@ -15,10 +15,11 @@ import traceback
 from collections.abc import Callable, Sequence
 
 from . import __version__, replay
+from .bench import command as bench
 from .errors import CliError, ExitCode
 
 SubcommandAdder = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], None]
-SUBCOMMANDS: tuple[SubcommandAdder, ...] = (replay.add_parser,)
+SUBCOMMANDS: tuple[SubcommandAdder, ...] = (replay.add_parser, bench.add_parser)
 
 
 def build_parser() -> argparse.ArgumentParser:

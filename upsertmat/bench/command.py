@@ -20,7 +20,6 @@ from typing import Any, TypeVar
 from ..errors import CliError, ExitCode
 from ..impls import Backend, Strategy, available
 from .goals import check_goals
-from .plot import plot_backend
 from .progress import Progress
 from .report import document, goals_table, machine_info, markdown_report, results_table, write_csv
 from .runner import CLOCKS, WALL, Plan, run_plan
@@ -308,6 +307,8 @@ def run(args: argparse.Namespace) -> int:
     output: Path = args.output_dir
     (output / "results.json").write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
     write_csv(output / "results.csv", results)
+    from .plot import plot_backend  # matplotlib takes ~1 s to import: only when plotting
+
     plots = []
     for backend in sorted({cell.backend for cell in plan.cells()}, key=list(Backend).index):
         path = output / f"throughput-{backend.value}.png"
