@@ -1,0 +1,141 @@
+"""The pytest plugin, end to end in fresh pytest processes (``pytester``).
+
+Each run happens in an empty temporary directory, as for a third party who only installed
+upsertmat: ``pytest --upsertmat-impl=NAME`` must collect and run the whole suite there.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from upsertmat.conformance.scenarios import SCENARIOS
+
+SUITE_TESTS = len(SCENARIOS) + 6  # scenarios + pinned, valid, bare, tolerated, long, machine
+
+BROKEN_IMPL = '''
+from upsertmat.impls import create_named
+from upsertmat.spec import Change, RowKind
+
+
+class AlwaysInsert:
+    """LEGACY, except that every ADD is emitted as +I (rule 5 broken)."""
+
+    def __init__(self, keys):
+        self.inner = create_named("LEGACY/heap", keys)
+
+    @property
+    def retract_misses(self):
+        return self.inner.retract_misses
+
+    def process(self, change):
+        out = self.inner.process(change)
+        if out is not None and out.kind is RowKind.UPDATE_AFTER and change.kind.is_add:
+            return Change(RowKind.INSERT, out.row)
+        return out
+
+    def advance_time(self, now):
+        self.inner.advance_time(now)
+
+    def close(self):
+        self.inner.close()
+
+
+def factory(keys, settings):
+    return AlwaysInsert(keys)
+'''
+
+
+@pytest.fixture
+def dev_profile(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HYPOTHESIS_PROFILE", "dev")
+    monkeypatch.delenv("UPSERTMAT_EXAMPLES_SCALE", raising=False)
+
+
+@pytest.mark.usefixtures("dev_profile")
+def test_suite_passes_for_legacy_heap_in_an_empty_directory(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest_subprocess("--upsertmat-impl=LEGACY/heap", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=SUITE_TESTS)
+    result.stdout.fnmatch_lines(["*profile 'dev'*", "*conformance suite against LEGACY/heap*"])
+
+
+@pytest.mark.usefixtures("dev_profile")
+def test_suite_accepts_an_alias(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest_subprocess(
+        "--upsertmat-impl=legacy-list", "-p", "no:cacheprovider", "-k", "scenario"
+    )
+    result.assert_outcomes(passed=len(SCENARIOS), deselected=SUITE_TESTS - len(SCENARIOS))
+
+
+@pytest.mark.usefixtures("dev_profile")
+def test_suite_fails_for_a_broken_third_party_factory(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(broken_impl=BROKEN_IMPL)
+    result = pytester.runpytest_subprocess("--upsertmat-impl=broken_impl:factory", "-p", "no:cacheprovider")
+    outcomes = result.parseoutcomes()
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    # every scenario with an ADD into a non-empty key fails, and every Hypothesis test
+    assert outcomes["failed"] >= 20
+    result.stdout.fnmatch_lines(["*expected +U*got +I*"])
+
+
+@pytest.mark.usefixtures("dev_profile")
+def test_unknown_implementation_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest_subprocess("--upsertmat-impl=NOPE/heap")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--upsertmat-impl=NOPE/heap*unknown implementation*"])
+    missing = pytester.runpytest_subprocess("--upsertmat-impl=no_such_module:factory")
+    assert missing.ret == pytest.ExitCode.USAGE_ERROR
+
+
+def test_subclassing_the_suite_in_a_user_module(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HYPOTHESIS_PROFILE", "ci")
+    monkeypatch.setenv("UPSERTMAT_EXAMPLES_SCALE", "0.2")
+    pytester.makepyfile(
+        test_mine="""
+        from upsertmat.conformance.suite import MaterializerTests
+
+        class TestMine(MaterializerTests):
+            implementation = "LEGACY/heap"
+        """
+    )
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=SUITE_TESTS)
+    result.stdout.fnmatch_lines(["*profile 'ci'*"])
+
+
+def test_hypothesis_profile_option_wins(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HYPOTHESIS_PROFILE", "ci")
+    pytester.makepyfile(
+        test_profile="""
+        from hypothesis import settings
+
+        def test_profile():
+            assert settings.get_current_profile_name() == "nightly"
+            assert settings.default.max_examples == 2000
+        """
+    )
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--hypothesis-profile=nightly")
+    result.assert_outcomes(passed=1)
+
+
+def test_ci_profile_from_environment(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HYPOTHESIS_PROFILE", "ci")
+    pytester.makepyfile(
+        test_profile="""
+        from hypothesis import settings
+
+        def test_profile():
+            current = settings.default
+            assert settings.get_current_profile_name() == "ci"
+            assert current.derandomize and current.deadline is None and current.database is None
+        """
+    )
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+
+
+def test_unknown_profile_is_a_usage_error(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HYPOTHESIS_PROFILE", "no-such-profile")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
