@@ -37,6 +37,10 @@ _BUILTIN: dict[tuple[Strategy, Backend], str] = {
     (Strategy.MAP, Backend.ROCKSDB): ".strategies.linked_map:create",
     (Strategy.SORTED, Backend.ROCKSDB): ".strategies.sorted:create",
     (Strategy.ADAPTIVE, Backend.ROCKSDB): ".strategies.adaptive:create",
+    (Strategy.VALUE, Backend.LMDB): ".strategies.value:create",
+    (Strategy.MAP, Backend.LMDB): ".strategies.linked_map:create",
+    (Strategy.SORTED, Backend.LMDB): ".strategies.sorted:create",
+    (Strategy.ADAPTIVE, Backend.LMDB): ".strategies.adaptive:create",
 }
 _REGISTERED: dict[tuple[Strategy, Backend], Factory] = {}
 
