@@ -333,12 +333,13 @@ def test_absolute_goal() -> None:
 
 def test_vs_legacy_goal_with_a_partial_legacy_cell() -> None:
     fast = synthetic(Strategy.MAP, Backend.ROCKSDB, 1000, 40.0, pct=75)
+    fast_100 = synthetic(Strategy.MAP, Backend.ROCKSDB, 1000, 40.0, pct=100)  # not a vs-legacy cell
     fast_off = synthetic(Strategy.MAP, Backend.ROCKSDB, 1000, 40.0, pct=75, upsert_key=False)
     # LEGACY ran out of budget: 0.5 ops/ms is an upper bound, so MAP/LEGACY >= 80 passes
     slow = synthetic(Strategy.LEGACY, Backend.ROCKSDB, 1000, 0.5, pct=75, partial=True)
     # without upsert key LEGACY finished: 40 / 1 = 40 < 50 misses
     slow_off = synthetic(Strategy.LEGACY, Backend.ROCKSDB, 1000, 1.0, pct=75, upsert_key=False)
-    assert by_goal([fast, fast_off, slow, slow_off], "vs-legacy") == [
+    assert by_goal([fast, fast_100, fast_off, slow, slow_off], "vs-legacy") == [
         ("MAP vs LEGACY /rocksdb ukey=on pct=75 delay=1000", 80.0, LOWER, PASS),
         ("MAP vs LEGACY /rocksdb ukey=off pct=75 delay=1000", 40.0, EXACT, MISS),
     ]
@@ -348,12 +349,15 @@ def test_adaptive_goal() -> None:
     results = [
         synthetic(Strategy.ADAPTIVE, Backend.HEAP, 2, 95.0),
         synthetic(Strategy.VALUE, Backend.HEAP, 2, 100.0),
-        synthetic(Strategy.ADAPTIVE, Backend.HEAP, 2, 80.0, pct=75),
+        synthetic(Strategy.ADAPTIVE, Backend.HEAP, 2, 80.0, upsert_key=False),
+        synthetic(Strategy.VALUE, Backend.HEAP, 2, 100.0, upsert_key=False),
+        # at 75% the history is not short: not a check
+        synthetic(Strategy.ADAPTIVE, Backend.HEAP, 2, 10.0, pct=75),
         synthetic(Strategy.VALUE, Backend.HEAP, 2, 100.0, pct=75),
     ]
     assert by_goal(results, "adaptive") == [
         ("ADAPTIVE vs VALUE /heap ukey=on pct=100 delay=2", 0.95, EXACT, PASS),
-        ("ADAPTIVE vs VALUE /heap ukey=on pct=75 delay=2", 0.8, EXACT, MISS),
+        ("ADAPTIVE vs VALUE /heap ukey=off pct=100 delay=2", 0.8, EXACT, MISS),
     ]
 
 
