@@ -47,7 +47,7 @@ def thresholds(settings: Settings) -> tuple[int, int]:
 
 def is_map_mode(record: list[Any]) -> bool:
     """True for a MAP meta (a list of ints), False for a VALUE record (a list of lists)."""
-    return isinstance(record[0], int)
+    return type(record[0]) is int
 
 
 class AdaptiveMaterializer(StrategyBase):
@@ -64,7 +64,7 @@ class AdaptiveMaterializer(StrategyBase):
 
     def _add(self, context: bytes, match: bytes, row: Row, stamp: int) -> Change:
         record = self._records.get(context)
-        if record is not None and is_map_mode(record):
+        if record is not None and type(record[0]) is int:  # MAP mode (is_map_mode, inlined)
             entry = self._list.find(context, match)
             if entry is not None and self._upsert:
                 self._list.replace(context, entry, row, stamp)
@@ -84,7 +84,7 @@ class AdaptiveMaterializer(StrategyBase):
         if record is None:
             self._miss(context, change)
             return None
-        if not is_map_mode(record):
+        if type(record[0]) is not int:  # VALUE mode (is_map_mode, inlined)
             found, rollback = record_retract(record, match)
             if not found:
                 self._miss(context, change)
