@@ -15,14 +15,15 @@ from typing import TypeAlias
 JsonValue: TypeAlias = bool | int | float | str | list["JsonValue"] | dict[str, "JsonValue"] | None
 
 
+_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
 def canonical(values: Sequence[JsonValue]) -> bytes:
     """The canonical encoding of a sequence of values (a row or a projection of one).
 
     O(size of the values). Raises ValueError for values JSON cannot carry (NaN, objects).
     """
-    return json.dumps(
-        list(values), sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-    ).encode("utf-8")
+    return _ENCODER.encode(list(values)).encode("utf-8")
 
 
 def project(row: Sequence[JsonValue], columns: Sequence[int]) -> tuple[JsonValue, ...]:
