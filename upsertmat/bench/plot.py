@@ -119,7 +119,14 @@ def plot_backend(
         f"{records} timed records, payload {payload} B",
         fontsize="medium",
     )
-    figure.tight_layout()
+    if any(r.status == PARTIAL for r in mine):
+        figure.text(
+            0.01,
+            0.005,
+            "hollow markers: partial cells (budget ran out; rate over the records done, an upper bound)",
+            fontsize="small",
+        )
+    figure.tight_layout(rect=(0, 0.02, 1, 1))
     if drawn:
         figure.savefig(path, dpi=100)
     return drawn
