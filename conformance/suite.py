@@ -168,7 +168,7 @@ class MaterializerTests:
     def test_state_machine(self) -> None:
         """The state machine: model and implementation in lockstep over many keys."""
         current = scaled_settings(0.5, self.examples_scale)
-        run_state_machine_as_test(  # type: ignore[no-untyped-call]
+        run_state_machine_as_test(  # type: ignore[no-untyped-call, unused-ignore]
             self.machine.bound_to(self.make, f"{type(self).__module__}.{type(self).__qualname__}.machine"),
             settings=settings(current, stateful_step_count=30),
         )

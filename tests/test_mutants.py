@@ -109,7 +109,7 @@ def differential(make: Maker) -> None:
 
 
 def machine(make: Maker) -> None:
-    run_state_machine_as_test(  # type: ignore[no-untyped-call]
+    run_state_machine_as_test(  # type: ignore[no-untyped-call, unused-ignore]
         MaterializerMachine.bound_to(make), settings=settings(FAST, max_examples=200, stateful_step_count=30)
     )
 
