@@ -6,7 +6,7 @@ reference model :class:`ModelMaterializer`. Nothing here imports the rest of the
 """
 
 from .changes import Change, Row, RowKind, delete, insert, update_after, update_before
-from .contract import HistoryAccess, Materializer
+from .contract import Element, HistoryAccess, Materializer, StateTransfer
 from .encoding import JsonValue, canonical, project
 from .equalizer import DEFAULT_EQUALIZER, CanonicalEqualizer, Equalizer
 from .keys import Keys
@@ -16,6 +16,7 @@ __all__ = [
     "DEFAULT_EQUALIZER",
     "CanonicalEqualizer",
     "Change",
+    "Element",
     "Equalizer",
     "HistoryAccess",
     "JsonValue",
@@ -24,6 +25,7 @@ __all__ = [
     "ModelMaterializer",
     "Row",
     "RowKind",
+    "StateTransfer",
     "apply_to_history",
     "canonical",
     "delete",

@@ -44,3 +44,34 @@ class HistoryAccess(Protocol):
     def load_histories(self, histories: Iterable[tuple[bytes, list[Row]]]) -> None:
         """Set the rows of each given context key (an empty list removes the key)."""
         ...
+
+
+Element = tuple[Row, int]
+"""A stored row with its TTL stamp (ms): the write time in processing time, the record's
+``ts`` in event time. Under per-key TTL every element of a key carries the key's stamp."""
+
+
+@runtime_checkable
+class StateTransfer(Protocol):
+    """Optional: export and import the whole state with stamps and the clock.
+
+    The lossless, backend-independent view behind checkpoints, savepoints, migration and
+    rescaling: for every non-empty context key its elements in insertion order, plus the
+    clock (``now``: the latest processing time or watermark seen). ``import_elements`` into
+    an implementation configured like the exporter (keys, equalizer, TTL) continues with
+    identical output; a per-key-TTL importer takes each key's greatest element stamp as
+    the key's stamp.
+    """
+
+    @property
+    def now(self) -> int:
+        """The clock: the greatest time passed to ``advance_time`` (0 before any)."""
+        ...
+
+    def export_elements(self) -> Iterator[tuple[bytes, list[Element]]]:
+        """Every non-empty context key with its elements in insertion order."""
+        ...
+
+    def import_elements(self, items: Iterable[tuple[bytes, list[Element]]], now: int) -> None:
+        """Set the elements of each given key (empty removes it) and the clock to ``now``."""
+        ...
