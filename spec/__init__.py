@@ -8,17 +8,27 @@ reference model :class:`ModelMaterializer`. Nothing here imports the rest of the
 from .changes import Change, Row, RowKind, delete, insert, update_after, update_before
 from .contract import Element, HistoryAccess, Materializer, StateTransfer
 from .encoding import JsonValue, canonical, project
-from .equalizer import DEFAULT_EQUALIZER, CanonicalEqualizer, Equalizer
+from .equalizer import (
+    DEFAULT_EQUALIZER,
+    CanonicalEqualizer,
+    CaseInsensitiveEqualizer,
+    Equalizer,
+    IgnoreColumnsEqualizer,
+    equalizer_spec,
+    parse_equalizer,
+)
 from .keys import Keys
 from .model import ModelMaterializer, apply_to_history, run_model
 
 __all__ = [
     "DEFAULT_EQUALIZER",
     "CanonicalEqualizer",
+    "CaseInsensitiveEqualizer",
     "Change",
     "Element",
     "Equalizer",
     "HistoryAccess",
+    "IgnoreColumnsEqualizer",
     "JsonValue",
     "Keys",
     "Materializer",
@@ -29,7 +39,9 @@ __all__ = [
     "apply_to_history",
     "canonical",
     "delete",
+    "equalizer_spec",
     "insert",
+    "parse_equalizer",
     "project",
     "run_model",
     "update_after",

@@ -53,3 +53,91 @@ class CanonicalEqualizer:
 
 
 DEFAULT_EQUALIZER = CanonicalEqualizer()
+
+
+def _fold(value: JsonValue) -> JsonValue:
+    """``value`` with every string (nested ones and object keys included) case-folded."""
+    if isinstance(value, str):
+        return value.casefold()
+    if isinstance(value, list):
+        return [_fold(item) for item in value]
+    if isinstance(value, dict):
+        return {key.casefold(): _fold(item) for key, item in value.items()}
+    return value
+
+
+class CaseInsensitiveEqualizer:
+    """Strings compare case-insensitively (Unicode ``casefold``); everything else canonically.
+
+    ``"ABC"`` matches ``"abc"`` and ``"Straße"`` matches ``"STRASSE"``; ``1`` still differs from
+    ``1.0`` and from ``"1"``. Two object keys that fold alike collapse (the later wins), a
+    documented edge of folding whole objects. O(size of the values).
+    """
+
+    name = "case-insensitive"
+    fingerprint = _digest("case-insensitive/casefold/v1")
+
+    def normalize(self, values: Sequence[JsonValue]) -> bytes:
+        """``canonical`` of the values with strings case-folded."""
+        return canonical([_fold(value) for value in values])
+
+    def __repr__(self) -> str:
+        return "CaseInsensitiveEqualizer()"
+
+
+class IgnoreColumnsEqualizer:
+    """Values are equal when they are canonically equal after dropping the given positions.
+
+    ``positions`` index the values handed to ``normalize``: the whole row without an upsert
+    key, the upsert-key projection with one (so without an upsert key, ``ignore-columns:2``
+    makes rows that differ only in column 2 match). Positions beyond the values are ignored.
+    The fingerprint covers the positions. O(size of the values).
+    """
+
+    name = "ignore-columns"
+
+    def __init__(self, positions: Sequence[int]) -> None:
+        if not positions or any(position < 0 for position in positions):
+            raise ValueError(f"ignore-columns needs non-negative positions, got {list(positions)}")
+        self.positions = tuple(sorted(set(positions)))
+        self.fingerprint = _digest("ignore-columns/v1/" + ",".join(map(str, self.positions)))
+
+    def normalize(self, values: Sequence[JsonValue]) -> bytes:
+        """``canonical`` of the values at every position not ignored."""
+        ignored = self.positions
+        return canonical([value for index, value in enumerate(values) if index not in ignored])
+
+    @property
+    def spec(self) -> str:
+        """The configuration name that builds this equalizer, e.g. ``ignore-columns:2,3``."""
+        return f"{self.name}:{','.join(map(str, self.positions))}"
+
+    def __repr__(self) -> str:
+        return f"IgnoreColumnsEqualizer({list(self.positions)})"
+
+
+def equalizer_spec(equalizer: Equalizer) -> str:
+    """The configuration name of ``equalizer`` (``canonical``, ``ignore-columns:2``...)."""
+    spec = getattr(equalizer, "spec", None)
+    return spec if isinstance(spec, str) else equalizer.name
+
+
+def parse_equalizer(text: str) -> Equalizer:
+    """The built-in equalizer a configuration name selects.
+
+    ``canonical`` (default), ``case-insensitive``, ``ignore-columns:I[,J...]`` (0-based
+    positions within the compared values). ValueError naming the choices otherwise. Only
+    these names are accepted: a name never imports or runs code.
+    """
+    name, sep, argument = text.strip().partition(":")
+    if name == "canonical" and not sep:
+        return DEFAULT_EQUALIZER
+    if name == "case-insensitive" and not sep:
+        return CaseInsensitiveEqualizer()
+    if name == "ignore-columns" and sep:
+        parts = [part.strip() for part in argument.split(",")]
+        if all(part.isdigit() for part in parts):
+            return IgnoreColumnsEqualizer([int(part) for part in parts])
+    raise ValueError(
+        f"unknown equalizer {text!r}; known: canonical, case-insensitive, ignore-columns:I[,J...]"
+    )
