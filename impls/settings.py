@@ -1,5 +1,7 @@
 """Typed settings of a materializer: strategy, backend, TTL and thresholds.
 
+The TTL types live in ``upsertmat.spec.ttl`` (the model needs them) and are re-exported here.
+
 These are the values behind the Flink-named configuration keys (see ``config.py``).
 """
 
@@ -8,6 +10,18 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from ..spec.ttl import Granularity, TimeDomain, TtlSettings, UpdateType
+
+__all__ = [
+    "Backend",
+    "Granularity",
+    "Settings",
+    "Strategy",
+    "TimeDomain",
+    "TtlSettings",
+    "UpdateType",
+]
 
 
 class Strategy(enum.Enum):
@@ -27,35 +41,6 @@ class Backend(enum.Enum):
     ROCKSDB = "rocksdb"
     LMDB = "lmdb"
     SPARK = "spark"
-
-
-class TimeDomain(enum.Enum):
-    """``upsertmat.state.ttl.time-domain``."""
-
-    PROCESSING_TIME = "processing_time"
-    EVENT_TIME = "event_time"
-
-
-class UpdateType(enum.Enum):
-    """``upsertmat.state.ttl.update-type``."""
-
-    ON_CREATE_AND_WRITE = "on_create_and_write"
-    ON_CREATE = "on_create"
-    ON_READ_AND_WRITE = "on_read_and_write"
-
-
-@dataclass(frozen=True)
-class TtlSettings:
-    """State retention; ``ttl_ms == 0`` means off."""
-
-    ttl_ms: int = 0
-    time_domain: TimeDomain = TimeDomain.PROCESSING_TIME
-    update_type: UpdateType = UpdateType.ON_CREATE_AND_WRITE
-
-    @property
-    def enabled(self) -> bool:
-        """True when state expires."""
-        return self.ttl_ms > 0
 
 
 @dataclass(frozen=True)

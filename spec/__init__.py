@@ -18,7 +18,8 @@ from .equalizer import (
     parse_equalizer,
 )
 from .keys import Keys
-from .model import ModelMaterializer, apply_to_history, run_model
+from .model import ModelMaterializer, apply_to_elements, apply_to_history, run_model
+from .ttl import Granularity, MissingTimestampError, TimeDomain, TtlSettings, UpdateType
 
 __all__ = [
     "DEFAULT_EQUALIZER",
@@ -27,15 +28,21 @@ __all__ = [
     "Change",
     "Element",
     "Equalizer",
+    "Granularity",
     "HistoryAccess",
     "IgnoreColumnsEqualizer",
     "JsonValue",
     "Keys",
     "Materializer",
+    "MissingTimestampError",
     "ModelMaterializer",
     "Row",
     "RowKind",
     "StateTransfer",
+    "TimeDomain",
+    "TtlSettings",
+    "UpdateType",
+    "apply_to_elements",
     "apply_to_history",
     "canonical",
     "delete",

@@ -192,10 +192,6 @@ def test_help_and_version(cli: Cli) -> None:
         ),
         (["replay", "--pk", "0", "--set", "nonsense"], "--set expects KEY=VALUE"),
         (["replay", "--pk", "0", "--strategy", "linked"], "bad value 'linked' for table.exec.sink"),
-        (
-            ["replay", "--pk", "0", "--ttl", "1 h"],
-            "TTL (table.exec.state.ttl) is not implemented for LEGACY/heap",
-        ),
         (["replay", "--pk", "0", "--backend", "spark"], "spark"),
         (
             ["replay", "--pk", "0", "--dead-letter", "x.jsonl"],
@@ -215,14 +211,15 @@ def test_usage_and_configuration_errors_exit_2(cli: Cli, argv: list[str], messag
 
 def test_config_file_and_set_layering_reach_the_materializer(cli: Cli, tmp_path: Path) -> None:
     config = tmp_path / "job.yaml"
-    config.write_text("table:\n  exec:\n    state:\n      ttl: 1 h\n", encoding="utf-8")
-    refused = cli("replay", "--pk", "0", "--config", config, EXAMPLE)
-    assert refused.code == ExitCode.USAGE
-    assert "TTL (table.exec.state.ttl) is not implemented" in refused.err
-    assert (
-        cli("replay", "--pk", "0", "--config", config, "--set", "table.exec.state.ttl=0", EXAMPLE).code == 0
-    )
-    assert cli("replay", "--pk", "0", "--config", config, "--ttl", "0 ms", EXAMPLE).code == 0
+    config.write_text("table:\n  exec:\n    state:\n      ttl: 10 ms\n", encoding="utf-8")
+    text = '{"op": "+I", "row": [1]}\n{"time": 10}\n{"op": "-D", "row": [1]}\n'
+    expired = cli("replay", "--pk", "0", "-q", "--config", config, "-", stdin=text)
+    assert expired.code == 0
+    assert expired.out == '{"in": 0, "op": "+I", "row": [1]}\n'  # the TTL expired the row
+    for override in (["--set", "table.exec.state.ttl=0"], ["--ttl", "0 ms"]):
+        kept = cli("replay", "--pk", "0", "-q", "--config", config, *override, "-", stdin=text)
+        assert kept.code == 0
+        assert kept.out.count("\n") == 2, kept.out
 
 
 # -- bad input -----------------------------------------------------------------------------------

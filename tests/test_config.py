@@ -206,9 +206,7 @@ def test_flatten_joins_nested_keys() -> None:
     assert flatten({"a": {"b": {"c": 1}, "d": 2}, "e.f": {"g": 3}}) == {"a.b.c": 1, "a.d": 2, "e.f.g": 3}
 
 
-def test_legacy_heap_refuses_ttl() -> None:
-    with pytest.raises(
-        UnsupportedSetting, match=r"TTL \(table\.exec\.state\.ttl\) is not implemented for LEGACY/heap"
-    ):
-        create_heap(Keys(pk=(0,)), settings_of("--ttl", "1 h"))
-    assert create_heap(Keys(pk=(0,)), settings_of("--ttl", "0")).retract_misses == 0
+def test_legacy_heap_takes_ttl_and_refuses_a_negative_one() -> None:
+    assert create_heap(Keys(pk=(0,)), settings_of("--ttl", "1 h")).retract_misses == 0
+    with pytest.raises(UnsupportedSetting, match=r"table\.exec\.state\.ttl must be >= 0"):
+        create_heap(Keys(pk=(0,)), Settings(ttl=TtlSettings(ttl_ms=-1)))

@@ -42,7 +42,7 @@ class MutantLegacy(LegacyMaterializer):
         super().__init__(keys, open_backend(Settings()))
         self.defect = defect
 
-    def _apply(self, change: Change) -> Change | None:
+    def _apply(self, change: Change, stamp: int = 0) -> Change | None:
         context = self.keys.context_key(change.row)
         rows: list[Row] = [tuple(row) for row in self._state.get(context) or ()]
         matches = [

@@ -21,9 +21,9 @@ from typing import Any
 from ...spec import Change, Keys, Row, RowKind
 from ..settings import Backend, Settings
 from ..state import StateBackend, open_backend
-from .common import StrategyBase, UnsupportedSettingError, check_settings
-from .linked_map import ROW, SIZE, STAMP, LinkedList, Meta
-from .value import new_record, record_add, record_elements, record_retract
+from .common import StrategyBase, UnsupportedSettingError, check_settings, missing
+from .linked_map import ROW, SIZE, STAMP, TAIL, LinkedList, Meta
+from .value import new_record, record_add, record_elements, record_expire, record_retract
 
 DEFAULT_THRESHOLDS: dict[Backend, tuple[int, int]] = {Backend.HEAP: (400, 300)}
 OTHER_BACKENDS_THRESHOLDS = (50, 40)
@@ -67,25 +67,39 @@ class AdaptiveMaterializer(StrategyBase):
         if record is not None and type(record[0]) is int:  # MAP mode (is_map_mode, inlined)
             entry = self._list.find(context, match)
             if entry is not None and self._upsert:
-                self._list.replace(context, entry, row, stamp)
+                self._list.replace(context, entry, row, stamp, self._restamp_replaced)
+                if self._restamp_replaced:
+                    self._stamped(context, entry[0], stamp)
             else:
-                self._records.put(context, self._list.append(context, record, entry, match, row, stamp))
+                record = self._list.append(context, record, entry, match, row, stamp)
+                self._records.put(context, record)
+                self._stamped(context, record[TAIL], stamp)
             return Change(RowKind.UPDATE_AFTER, row)
         kind = RowKind.INSERT if record is None else RowKind.UPDATE_AFTER
-        record = record_add(record, match, row, stamp, self._upsert)
+        record, stamped = record_add(record, match, row, stamp, self._upsert, self._restamp_replaced)
         if len(record[0]) >= self.high:
-            self._records.put(context, self._list.build(context, *record))
+            self._records.put(context, self._to_map(context, record))
         else:
             self._records.put(context, record)
+            if stamped:
+                self._stamped(context, 0, stamp)
         return Change(kind, row)
 
-    def _retract(self, context: bytes, match: bytes, change: Change) -> Change | None:
+    def _to_map(self, context: bytes, record: list[Any]) -> Meta:
+        """Store a VALUE record as MAP nodes (a timer per node with TTL); the meta. O(n)."""
+        meta = self._list.build(context, *record)
+        for seq, stamp in enumerate(record[1], start=1):
+            self._stamped(context, seq, stamp)
+        return meta
+
+    def _retract(self, context: bytes, match: bytes, change: Change, stamp: int) -> Change | None:
         record = self._records.get(context)
         if record is None:
             self._miss(context, change)
             return None
+        restamp = stamp if self._restamp_rollback else None
         if type(record[0]) is not int:  # VALUE mode (is_map_mode, inlined)
-            found, rollback = record_retract(record, match)
+            found, rollback = record_retract(record, match, restamp)
             if not found:
                 self._miss(context, change)
                 return None
@@ -93,20 +107,54 @@ class AdaptiveMaterializer(StrategyBase):
                 self._records.delete(context)
                 return Change(RowKind.DELETE, change.row)
             self._records.put(context, record)
+            if rollback is not None and restamp is not None:
+                self._stamped(context, 0, restamp)
         else:
             entry = self._list.find(context, match)
             if entry is None:
                 self._miss(context, change)
                 return None
-            meta, rollback = self._list.remove(context, record, entry, match)
+            meta, rollback = self._list.remove(context, record, entry, match, restamp=restamp)
             if meta is None:
                 self._records.delete(context)
                 return Change(RowKind.DELETE, change.row)
-            if meta[SIZE] <= self.low:
-                self._records.put(context, self._to_value(context, meta))
-            else:
-                self._records.put(context, meta)
+            if rollback is not None and restamp is not None:
+                self._stamped(context, meta[TAIL], restamp)
+            self._store_meta(context, meta)
         return None if rollback is None else Change(RowKind.UPDATE_AFTER, rollback)
+
+    def _store_meta(self, context: bytes, meta: Meta) -> None:
+        """Write a MAP-mode key's meta, converting it to VALUE when its size is ``<= low``."""
+        if meta[SIZE] <= self.low:
+            self._records.put(context, self._to_value(context, meta))
+        else:
+            self._records.put(context, meta)
+
+    def _expire_element(self, context: bytes, seq: int) -> None:
+        """VALUE mode: drop every expired element (any timer). MAP mode: node ``seq`` if it
+        is expired (timers with seq 0 were set in VALUE mode; the conversion re-armed them)."""
+        record = self._records.get(context)
+        if record is None:
+            return
+        if type(record[0]) is not int:
+            if record_expire(record, self._now, self._ttl_ms):
+                if record[0]:
+                    self._records.put(context, record)
+                else:
+                    self._records.delete(context)
+            return
+        node = self._list.node(context, seq) if seq else None
+        if node is None or not self._expired(node[STAMP]):
+            return
+        match = self._match_key(tuple(node[ROW]))
+        entry = self._list.find(context, match)
+        if entry is None:
+            raise missing("index", context, seq)
+        meta, _ = self._list.remove(context, record, entry, match, seq)
+        if meta is None:
+            self._records.delete(context)
+        else:
+            self._store_meta(context, meta)
 
     def _to_value(self, context: bytes, meta: Meta) -> list[Any]:
         """The VALUE record of a MAP-mode key, whose nodes and index are dropped. O(n)."""
@@ -142,13 +190,16 @@ class AdaptiveMaterializer(StrategyBase):
             self._list.drop(context)
         self._records.delete(context)
 
-    def _load(self, context: bytes, rows: list[Row]) -> None:
-        stamps = [self._now] * len(rows)
-        matches = [self._match_key(row) for row in rows]
+    def _load(self, context: bytes, elements: list[tuple[Row, int]]) -> None:
+        rows = [row for row, _ in elements]
+        stamps = [stamp for _, stamp in elements]
+        record = new_record(rows, stamps, [self._match_key(row) for row in rows])
         if len(rows) >= self.high:
-            self._records.put(context, self._list.build(context, rows, stamps, matches))
+            self._records.put(context, self._to_map(context, record))
         else:
-            self._records.put(context, new_record(rows, stamps, matches))
+            self._records.put(context, record)
+            for stamp in set(stamps):
+                self._stamped(context, 0, stamp)
 
 
 def create(keys: Keys, settings: Settings) -> AdaptiveMaterializer:

@@ -11,10 +11,11 @@ import logging
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator
 
-from ...spec import Change, Keys, Row
-from ..settings import Settings, TimeDomain
+from ...spec import Change, Element, Keys, Row, UpdateType
+from ..settings import Settings
 from ..state import CorruptStateError, StateBackend
 from ..state.codec import decode_seq, encode_seq
+from .timers import Timers
 
 __all__ = [
     "StrategyBase",
@@ -30,18 +31,17 @@ log = logging.getLogger("upsertmat")
 
 
 class UnsupportedSettingError(ValueError):
-    """The settings ask for something this strategy does not implement (yet)."""
+    """The settings ask for something this strategy does not implement."""
 
 
 def check_settings(settings: Settings, strategy: str) -> None:
-    """Refuse settings the strategies cannot honour: TTL arrives with the next issue.
+    """Refuse settings the strategies cannot honour: a negative TTL.
 
     Raises UnsupportedSettingError rather than silently ignoring ``table.exec.state.ttl``.
     """
-    if settings.ttl.enabled:
+    if settings.ttl.ttl_ms < 0:
         raise UnsupportedSettingError(
-            f"strategy {strategy} does not implement state TTL yet "
-            f"(table.exec.state.ttl = {settings.ttl.ttl_ms} ms); set it to 0 or use another strategy"
+            f"strategy {strategy}: table.exec.state.ttl must be >= 0 ms (0 = off), got {settings.ttl.ttl_ms}"
         )
 
 
@@ -73,11 +73,19 @@ def same_chains(matches: list[bytes]) -> tuple[list[int], dict[bytes, list[int]]
 
 
 class StrategyBase(ABC):
-    """The ``Materializer`` shell of VALUE, MAP, SORTED and ADAPTIVE.
+    """The ``Materializer`` and ``StateTransfer`` shell of VALUE, MAP, SORTED and ADAPTIVE.
 
     Per input: one context-key and one match-key computation, the layout's state accesses,
     and one ``backend.commit()``. Stamps: the processing-time clock (``advance_time``), or in
-    the event-time domain the change's ``ts`` when it has one.
+    the event-time domain the change's ``ts`` (required when TTL is on).
+
+    Per-element TTL (docs/ttl.md): every stamp written also writes a timer
+    (:class:`~.timers.Timers`); expiry runs the due timers, each re-checking its element and
+    removing it if ``now >= stamp + ttl`` (:meth:`_expire_element`). It runs in
+    ``advance_time`` (the only place ``now`` moves) and after an input whose own stamp is
+    already expired (a late event-time record), so after every call the physical state holds
+    exactly the visible elements and rules 1-11 run on stored state unchanged. Without TTL
+    none of this runs (no timer state is touched).
     """
 
     strategy_name = "?"
@@ -89,33 +97,72 @@ class StrategyBase(ABC):
         self.backend = backend
         self.retract_misses = 0
         self._now = 0
-        self._event_time = settings.ttl.time_domain is TimeDomain.EVENT_TIME
+        self._ttl = settings.ttl
+        self._ttl_ms = settings.ttl.ttl_ms
+        self._timers = Timers(backend) if settings.ttl.enabled else None
+        self._restamp_replaced = settings.ttl.update_type is not UpdateType.ON_CREATE
+        self._restamp_rollback = settings.ttl.update_type is UpdateType.ON_READ_AND_WRITE
         self._upsert = keys.has_upsert_key
         self._context_key = keys.context_key
         self._match_key = keys.match_key
 
+    @property
+    def now(self) -> int:
+        """The clock: the greatest time passed to ``advance_time`` (or imported)."""
+        return self._now
+
     def process(self, change: Change) -> Change | None:
         """Rules 1-11 for one input; the state change is committed before returning."""
+        stamp = self._ttl.stamp_of(change.ts, self._now)  # may raise: before any state change
         row = change.row
         context = self._context_key(row)
         match = self._match_key(row)
         emitted: Change | None
         if change.kind.is_add:
-            ts = change.ts
-            stamp = ts if self._event_time and ts is not None else self._now
             emitted = self._add(context, match, row, stamp)
         else:
-            emitted = self._retract(context, match, change)
+            emitted = self._retract(context, match, change, stamp)
+        if self._timers is not None and stamp + self._ttl_ms <= self._now:
+            self._expire_due()  # a late record: what it just wrote is already invisible
         self.backend.commit()
         return emitted
 
     @abstractmethod
     def _add(self, context: bytes, match: bytes, row: Row, stamp: int) -> Change:
-        """Apply an ADD (rules 3-5) to ``context``; return the ``+I``/``+U`` to emit."""
+        """Apply an ADD (rules 3-5) to ``context``; return the ``+I``/``+U`` to emit.
+
+        A rule-4 replacement takes ``stamp`` only when ``_restamp_replaced``; call
+        :meth:`_stamped` for every stamp written.
+        """
 
     @abstractmethod
-    def _retract(self, context: bytes, match: bytes, change: Change) -> Change | None:
-        """Apply a RETRACT (rules 6-10) to ``context``; call :meth:`_miss` on rule 7."""
+    def _retract(self, context: bytes, match: bytes, change: Change, stamp: int) -> Change | None:
+        """Apply a RETRACT (rules 6-10) to ``context``; call :meth:`_miss` on rule 7.
+
+        When ``_restamp_rollback``, the element emitted by rule 9 takes ``stamp``.
+        """
+
+    def _stamped(self, context: bytes, seq: int, stamp: int) -> None:
+        """Record that element ``seq`` of ``context`` now carries ``stamp`` (a timer). TTL only."""
+        if self._timers is not None:
+            self._timers.add(stamp + self._ttl_ms, context, seq)
+
+    def _expired(self, stamp: int) -> bool:
+        """``now >= stamp + ttl`` (TTL on)."""
+        return self._now >= stamp + self._ttl_ms
+
+    def _expire_due(self) -> int:
+        """Run every due timer; returns how many fired. Amortised O(1) accesses per write."""
+        assert self._timers is not None
+        fired = 0
+        for context, seq in self._timers.pop_due(self._now):
+            self._expire_element(context, seq)
+            fired += 1
+        return fired
+
+    @abstractmethod
+    def _expire_element(self, context: bytes, seq: int) -> None:
+        """A timer for element ``seq`` of ``context`` fired: remove what is expired there."""
 
     def _miss(self, context: bytes, change: Change) -> None:
         """Rule 7: count the retraction that matched nothing and log a warning."""
@@ -127,9 +174,11 @@ class StrategyBase(ABC):
         )
 
     def advance_time(self, now: int) -> None:
-        """Move the clock; later writes are stamped with it (processing-time domain)."""
+        """Move the clock (a time in the past is ignored); with TTL, expire what is due."""
         if now > self._now:
             self._now = now
+            if self._timers is not None and self._expire_due():
+                self.backend.commit()
 
     def histories(self) -> Iterator[tuple[bytes, list[Row]]]:
         """Every non-empty context key with its rows in insertion order (a full scan)."""
@@ -138,7 +187,7 @@ class StrategyBase(ABC):
             if rows:
                 yield context, rows
 
-    def elements(self, context: bytes) -> list[tuple[Row, int]]:
+    def elements(self, context: bytes) -> list[Element]:
         """The stored rows of ``context`` with their timestamps, in insertion order. O(n)."""
         return self._elements(context)
 
@@ -147,18 +196,51 @@ class StrategyBase(ABC):
 
         Elements are stamped with the current clock; committed once at the end.
         """
-        for context, rows in histories:
+        self._import((context, [(tuple(row), self._now) for row in rows]) for context, rows in histories)
+
+    def export_elements(self) -> Iterator[tuple[bytes, list[Element]]]:
+        """Every non-empty context key with its elements in insertion order (a full scan)."""
+        for context in self._contexts():
+            elements = self._elements(context)
+            if elements:
+                yield context, elements
+
+    def import_elements(self, items: Iterable[tuple[bytes, list[Element]]], now: int) -> None:
+        """Set the elements of each given key (empty removes it) and the clock to ``now``.
+
+        Imported stamps get timers; elements already expired at ``now`` are removed at once.
+        """
+        self._now = now
+        self._import(items)
+
+    def _import(self, items: Iterable[tuple[bytes, list[Element]]]) -> None:
+        for context, elements in items:
             self._drop(context)
-            if rows:
-                self._load(context, [tuple(row) for row in rows])
+            if elements:
+                self._load(context, [(tuple(row), stamp) for row, stamp in elements])
+        if self._timers is not None:
+            self._expire_due()
         self.backend.commit()
+
+    def stats(self) -> dict[str, int]:
+        """``keys`` and ``elements`` stored (= visible: expiry is eager at every call) and
+        ``timers`` pending (physical TTL entries; stale ones included). A full scan."""
+        keys = elements = 0
+        for _, stored in self.export_elements():
+            keys += 1
+            elements += len(stored)
+        return {
+            "keys": keys,
+            "elements": elements,
+            "timers": 0 if self._timers is None else self._timers.count(),
+        }
 
     @abstractmethod
     def _contexts(self) -> list[bytes]:
         """Every context key that may hold rows (a scan)."""
 
     @abstractmethod
-    def _elements(self, context: bytes) -> list[tuple[Row, int]]:
+    def _elements(self, context: bytes) -> list[Element]:
         """(row, stamp) of every element of ``context`` in insertion order (a scan of one key)."""
 
     @abstractmethod
@@ -166,8 +248,9 @@ class StrategyBase(ABC):
         """Remove every stored element of ``context``."""
 
     @abstractmethod
-    def _load(self, context: bytes, rows: list[Row]) -> None:
-        """Store ``rows`` (non-empty) as the whole history of an empty ``context``."""
+    def _load(self, context: bytes, elements: list[Element]) -> None:
+        """Store ``elements`` (non-empty) as the whole history of an empty ``context``,
+        with a timer per stamp (:meth:`_stamped`)."""
 
     def close(self) -> None:
         """Close the backend (files, locks); the materializer is unusable afterwards."""

@@ -82,12 +82,21 @@ class LinkedList:
         entry: Entry | None = self._index.get(context, match)
         return entry
 
-    def replace(self, context: bytes, entry: Entry, row: Row, stamp: int) -> None:
-        """Rule 4: the first match takes ``row`` and ``stamp`` in place. 1 read, 1 write."""
+    def node(self, context: bytes, seq: int) -> Node | None:
+        """The node ``seq`` of ``context``, or None. One read."""
+        node: Node | None = self._nodes.get(context, encode_seq(seq))
+        return node
+
+    def replace(self, context: bytes, entry: Entry, row: Row, stamp: int, restamp: bool = True) -> None:
+        """Rule 4: the first match takes ``row`` (and ``stamp`` if ``restamp``) in place.
+
+        1 read, 1 write.
+        """
         key = encode_seq(entry[0])
         node = self._node(context, key)
         node[ROW] = row
-        node[STAMP] = stamp
+        if restamp:
+            node[STAMP] = stamp
         self._nodes.put(context, key, node)
 
     def append(
@@ -117,15 +126,24 @@ class LinkedList:
         return [size + 1, head, seq]
 
     def remove(
-        self, context: bytes, meta: Meta, entry: Entry, match: bytes
+        self,
+        context: bytes,
+        meta: Meta,
+        entry: Entry,
+        match: bytes,
+        seq: int = 0,
+        restamp: int | None = None,
     ) -> tuple[Meta | None, Row | None]:
-        """Rule 6: unlink the first node of ``entry`` (the first match of ``match``).
+        """Unlink node ``seq`` (default: the first of ``entry``, rule 6) of the chain of ``match``.
 
         Returns ``(meta, rollback)``: ``meta`` None means the key is now empty (rule 8);
-        ``rollback`` is the new tail's row when the removed node was the tail (rule 9).
+        ``rollback`` is the new tail's row when the removed node was the tail (rule 9), and
+        the new tail takes the stamp ``restamp`` unless that is None. Removing the first of
+        its chain (every rule-6 removal) is O(1) accesses; a later node (only TTL expiry does
+        that) first walks its chain to find the chain predecessor: O(chain length).
         """
         nodes, index = self._nodes, self._index
-        first = entry[0]
+        first = seq or entry[0]
         key = encode_seq(first)
         node = self._node(context, key)
         nodes.delete(context, key)
@@ -134,7 +152,18 @@ class LinkedList:
             index.delete(context, match)
             return None, None
         same = node[SAME]
-        if same:
+        if first != entry[0]:  # not the chain's first: relink its chain predecessor
+            before = entry[0]
+            before_node = self._node(context, encode_seq(before))
+            while before_node[SAME] != first:
+                before = before_node[SAME]
+                before_node = self._node(context, encode_seq(before))
+            before_node[SAME] = same
+            nodes.put(context, encode_seq(before), before_node)
+            if first == entry[1]:
+                entry[1] = before
+                index.put(context, match, entry)
+        elif same:
             entry[0] = same
             index.put(context, match, entry)
         else:
@@ -145,8 +174,10 @@ class LinkedList:
         prev_key = encode_seq(prev)
         prev_node = self._node(context, prev_key)
         if first == tail:  # rule 9: the predecessor is the new tail, its next implicit
-            if prev_node[NEXT]:
+            if prev_node[NEXT] or restamp is not None:
                 prev_node[NEXT] = 0
+                if restamp is not None:
+                    prev_node[STAMP] = restamp
                 nodes.put(context, prev_key, prev_node)
             return [size - 1, head, prev], tuple(prev_node[ROW])
         after = node[NEXT] or first + 1
@@ -204,26 +235,53 @@ class MapMaterializer(StrategyBase):
         meta = self._meta.get(context)
         if meta is None:
             self._meta.put(context, self._list.append(context, None, None, match, row, stamp))
+            self._stamped(context, 1, stamp)
             return Change(RowKind.INSERT, row)
         entry = self._list.find(context, match)
         if entry is not None and self._upsert:
-            self._list.replace(context, entry, row, stamp)
+            self._list.replace(context, entry, row, stamp, self._restamp_replaced)
+            if self._restamp_replaced:
+                self._stamped(context, entry[0], stamp)
         else:
-            self._meta.put(context, self._list.append(context, meta, entry, match, row, stamp))
+            meta = self._list.append(context, meta, entry, match, row, stamp)
+            self._meta.put(context, meta)
+            self._stamped(context, meta[TAIL], stamp)
         return Change(RowKind.UPDATE_AFTER, row)
 
-    def _retract(self, context: bytes, match: bytes, change: Change) -> Change | None:
+    def _retract(self, context: bytes, match: bytes, change: Change, stamp: int) -> Change | None:
         meta = self._meta.get(context)
         entry = None if meta is None else self._list.find(context, match)
         if meta is None or entry is None:
             self._miss(context, change)
             return None
-        meta, rollback = self._list.remove(context, meta, entry, match)
+        restamp = stamp if self._restamp_rollback else None
+        meta, rollback = self._list.remove(context, meta, entry, match, restamp=restamp)
         if meta is None:
             self._meta.delete(context)
             return Change(RowKind.DELETE, change.row)
         self._meta.put(context, meta)
-        return None if rollback is None else Change(RowKind.UPDATE_AFTER, rollback)
+        if rollback is None:
+            return None
+        if restamp is not None:
+            self._stamped(context, meta[TAIL], stamp)
+        return Change(RowKind.UPDATE_AFTER, rollback)
+
+    def _expire_element(self, context: bytes, seq: int) -> None:
+        """Remove node ``seq`` if it exists and is expired (its timer may be stale). O(1)
+        accesses, or O(chain) when it is not the first of its match key's chain."""
+        node = self._list.node(context, seq)
+        if node is None or not self._expired(node[STAMP]):
+            return
+        meta = self._meta.get(context)
+        match = self._match_key(tuple(node[ROW]))
+        entry = self._list.find(context, match)
+        if meta is None or entry is None:
+            raise missing("meta/index", context, seq)
+        meta, _ = self._list.remove(context, meta, entry, match, seq)
+        if meta is None:
+            self._meta.delete(context)
+        else:
+            self._meta.put(context, meta)
 
     def _contexts(self) -> list[bytes]:
         return list(self._meta.contexts())
@@ -236,10 +294,13 @@ class MapMaterializer(StrategyBase):
         self._list.drop(context)
         self._meta.delete(context)
 
-    def _load(self, context: bytes, rows: list[Row]) -> None:
+    def _load(self, context: bytes, elements: list[tuple[Row, int]]) -> None:
+        rows = [row for row, _ in elements]
+        stamps = [stamp for _, stamp in elements]
         matches = [self._match_key(row) for row in rows]
-        meta = self._list.build(context, rows, [self._now] * len(rows), matches)
-        self._meta.put(context, meta)
+        self._meta.put(context, self._list.build(context, rows, stamps, matches))
+        for seq, stamp in enumerate(stamps, start=1):
+            self._stamped(context, seq, stamp)
 
 
 def create(keys: Keys, settings: Settings) -> MapMaterializer:

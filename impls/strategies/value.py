@@ -30,14 +30,17 @@ def new_record(rows: list[Row], stamps: list[int], matches: list[bytes]) -> Valu
     return [rows, stamps, matches]
 
 
-def record_add(record: ValueRecord | None, match: bytes, row: Row, stamp: int, upsert: bool) -> ValueRecord:
-    """Rules 3-4 on a record (None = empty key); returns the record to store (mutated in place).
+def record_add(
+    record: ValueRecord | None, match: bytes, row: Row, stamp: int, upsert: bool, restamp: bool = True
+) -> tuple[ValueRecord, bool]:
+    """Rules 3-4 on a record (None = empty key); returns ``(record to store, stamp written)``.
 
     With an upsert key the first element whose match key equals ``match`` is replaced in
-    place and re-stamped; otherwise (or with no match) the row is appended. O(n).
+    place, re-stamped unless ``restamp`` is False (TTL ``on_create``); otherwise (or with no
+    match) the row is appended with ``stamp``. The record is mutated in place. O(n).
     """
     if record is None:
-        return [[row], [stamp], [match]]
+        return [[row], [stamp], [match]], True
     rows, stamps, matches = record
     if upsert:
         try:
@@ -46,19 +49,21 @@ def record_add(record: ValueRecord | None, match: bytes, row: Row, stamp: int, u
             pass
         else:
             rows[position] = row
-            stamps[position] = stamp
-            return record
+            if restamp:
+                stamps[position] = stamp
+            return record, restamp
     rows.append(row)
     stamps.append(stamp)
     matches.append(match)
-    return record
+    return record, True
 
 
-def record_retract(record: ValueRecord, match: bytes) -> tuple[bool, Row | None]:
+def record_retract(record: ValueRecord, match: bytes, restamp: int | None = None) -> tuple[bool, Row | None]:
     """Rule 6 on a non-empty record, in place: remove the first element matching ``match``.
 
     Returns ``(found, rollback)``: ``found`` False is rule 7 (record unchanged); ``rollback``
-    is the new last row when the removed element was the last one and rows remain (rule 9).
+    is the new last row when the removed element was the last one and rows remain (rule 9);
+    it then takes the stamp ``restamp`` unless that is None (TTL ``on_read_and_write``).
     An emptied record (rule 8) is left with empty lists. O(n).
     """
     rows, stamps, matches = record
@@ -68,8 +73,20 @@ def record_retract(record: ValueRecord, match: bytes) -> tuple[bool, Row | None]
         return False, None
     del rows[position], stamps[position], matches[position]
     if rows and position == len(rows):
+        if restamp is not None:
+            stamps[-1] = restamp
         return True, tuple(rows[-1])
     return True, None
+
+
+def record_expire(record: ValueRecord, now: int, ttl_ms: int) -> bool:
+    """Remove, in place, every element with ``now >= stamp + ttl_ms``; True if any was. O(n)."""
+    rows, stamps, matches = record
+    live = [position for position, stamp in enumerate(stamps) if now < stamp + ttl_ms]
+    if len(live) == len(stamps):
+        return False
+    record[:] = [[rows[i] for i in live], [stamps[i] for i in live], [matches[i] for i in live]]
+    return True
 
 
 def record_elements(record: ValueRecord) -> list[tuple[Row, int]]:
@@ -87,19 +104,22 @@ class ValueMaterializer(StrategyBase):
         self._values = backend.value_state("value")
 
     def _add(self, context: bytes, match: bytes, row: Row, stamp: int) -> Change:
-        """1 read, 1 write."""
+        """1 read, 1 write (+1 timer write with TTL)."""
         record = self._values.get(context)
         kind = RowKind.INSERT if record is None else RowKind.UPDATE_AFTER
-        self._values.put(context, record_add(record, match, row, stamp, self._upsert))
+        record, stamped = record_add(record, match, row, stamp, self._upsert, self._restamp_replaced)
+        self._values.put(context, record)
+        if stamped:
+            self._stamped(context, 0, stamp)
         return Change(kind, row)
 
-    def _retract(self, context: bytes, match: bytes, change: Change) -> Change | None:
+    def _retract(self, context: bytes, match: bytes, change: Change, stamp: int) -> Change | None:
         """1 read; 1 write or delete unless rule 7."""
         record = self._values.get(context)
         if record is None:
             self._miss(context, change)
             return None
-        found, rollback = record_retract(record, match)
+        found, rollback = record_retract(record, match, stamp if self._restamp_rollback else None)
         if not found:
             self._miss(context, change)
             return None
@@ -107,7 +127,21 @@ class ValueMaterializer(StrategyBase):
             self._values.delete(context)
             return Change(RowKind.DELETE, change.row)
         self._values.put(context, record)
-        return None if rollback is None else Change(RowKind.UPDATE_AFTER, rollback)
+        if rollback is None:
+            return None
+        if self._restamp_rollback:
+            self._stamped(context, 0, stamp)
+        return Change(RowKind.UPDATE_AFTER, rollback)
+
+    def _expire_element(self, context: bytes, seq: int) -> None:
+        """Any timer of a VALUE key: drop every expired element of its record. O(n)."""
+        record = self._values.get(context)
+        if record is None or not record_expire(record, self._now, self._ttl_ms):
+            return
+        if record[0]:
+            self._values.put(context, record)
+        else:
+            self._values.delete(context)
 
     def _contexts(self) -> list[bytes]:
         return list(self._values.contexts())
@@ -119,9 +153,13 @@ class ValueMaterializer(StrategyBase):
     def _drop(self, context: bytes) -> None:
         self._values.delete(context)
 
-    def _load(self, context: bytes, rows: list[Row]) -> None:
+    def _load(self, context: bytes, elements: list[tuple[Row, int]]) -> None:
+        rows = [row for row, _ in elements]
+        stamps = [stamp for _, stamp in elements]
         matches = [self._match_key(row) for row in rows]
-        self._values.put(context, new_record(rows, [self._now] * len(rows), matches))
+        self._values.put(context, new_record(rows, stamps, matches))
+        for stamp in set(stamps):
+            self._stamped(context, 0, stamp)
 
 
 def create(keys: Keys, settings: Settings) -> ValueMaterializer:

@@ -1,4 +1,4 @@
-"""Per-element stamps on every strategy, TTL refusal, SORTED's need for ordered iteration."""
+"""Per-element stamps on every strategy, negative-TTL refusal, SORTED's need for ordered iteration."""
 
 from __future__ import annotations
 
@@ -57,9 +57,9 @@ def test_event_time_domain_stamps_with_the_change_ts(name: str) -> None:
 
 
 @pytest.mark.parametrize("strategy", [Strategy.VALUE, Strategy.MAP, Strategy.SORTED, Strategy.ADAPTIVE])
-def test_ttl_is_refused_until_implemented(strategy: Strategy) -> None:
-    with pytest.raises(UnsupportedSettingError, match=r"TTL.*table\.exec\.state\.ttl"):
-        create(UPSERT_KEY, Settings(strategy=strategy, ttl=TtlSettings(ttl_ms=1000)))
+def test_negative_ttl_is_refused(strategy: Strategy) -> None:
+    with pytest.raises(UnsupportedSettingError, match=r"table\.exec\.state\.ttl must be >= 0"):
+        create(UPSERT_KEY, Settings(strategy=strategy, ttl=TtlSettings(ttl_ms=-1)))
 
 
 class UnorderedHeap(HeapBackend):

@@ -1,0 +1,56 @@
+"""The TTL timer index: when each stored stamp expires, in expiry order, over any backend.
+
+One ordered map state ``ttl_timers`` under the empty context key holds one entry per write
+of a stamp: ``encode_seq(expiry) + encode_seq(seq) + context -> 0`` where ``expiry = stamp +
+ttl``, ``seq`` names the element inside its key (0 where a strategy has no element ids: VALUE
+records, LEGACY's per-key stamp). Entries iterate in expiry order, so the due ones are a
+prefix. A timer is a hint, never a fact: when it fires the strategy re-checks the element's
+*current* stamp (it may have been re-stamped, removed, or its seq reused) and removes only
+what is really expired — so stale timers are harmless and need no deletion.
+
+Cost: one write per stamp written (append, re-stamp), one seek + one delete per timer fired;
+each timer fires once, so expiry is O(1) state accesses amortised per write (heap: O(log T)
+for T timers; byte backends: an LSM/B-tree write).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from ..state import StateBackend
+from ..state.codec import decode_seq, encode_seq
+
+_GLOBAL = b""
+
+
+class Timers:
+    """The ``ttl_timers`` state of one backend."""
+
+    def __init__(self, backend: StateBackend) -> None:
+        self._state = backend.sorted_map_state("ttl_timers")
+
+    def add(self, expiry: int, context: bytes, seq: int = 0) -> None:
+        """Fire at ``expiry`` for element ``seq`` of ``context``. One write."""
+        self._state.put(_GLOBAL, encode_seq(expiry) + encode_seq(seq) + context, 0)
+
+    def pop_due(self, now: int) -> Iterator[tuple[bytes, int]]:
+        """Remove and yield ``(context, seq)`` of every timer with ``expiry <= now``, earliest first.
+
+        One seek per timer plus one for the first not due; the caller may write state between
+        items (each item is deleted before it is yielded).
+        """
+        while True:
+            first = self._state.first(_GLOBAL)
+            if first is None or decode_seq(first[0][:8]) > now:
+                return
+            key = first[0]
+            self._state.delete(_GLOBAL, key)
+            yield key[16:], decode_seq(key[8:16])
+
+    def count(self) -> int:
+        """Pending timers (a scan)."""
+        return sum(1 for _ in self._state.items(_GLOBAL))
+
+    def clear(self) -> None:
+        """Drop every timer (before re-registering a whole imported state)."""
+        self._state.clear(_GLOBAL)
