@@ -1,0 +1,236 @@
+"""The ``spark`` backend: our keyed-state protocols on Spark's state store, batched per key.
+
+Inside a ``transformWithState`` processor every state call is a round trip from the Python
+worker to the JVM (about 0.1-0.3 ms). A strategy makes a few state accesses per input, so this
+adapter sits in between: it reads lazily, caches what it read for the current grouping key,
+buffers writes, and :meth:`SparkBackend.flush` writes each dirty entry once at the end of
+``handleInputRows``. :meth:`SparkBackend.commit` (called by strategies after every input) is a
+no-op: the unit of atomicity is Spark's micro-batch, whose state store version is committed
+with the batch (a failed batch is re-run from the previous version).
+
+Layout: every state of ours (value, map) is one Spark ``MapState`` with schema
+``k BINARY -> v BINARY``. The Spark user key is the context key for a value state and
+``len(context) (4 bytes, big-endian) + context + user key`` for a map state; values are our
+msgpack encoding (never pickle). Keying the entries by context as well as by Spark's grouping
+key keeps distinct context keys apart even when Spark's grouping merges them (e.g. ``0.0`` and
+``-0.0``). Iteration order of Spark's ``MapState`` is its encoded-byte order with no seek, so
+the backend offers no ordered map state (SORTED would have to load a key's whole history per
+batch); ``supports_ordered`` is False.
+
+This module does not import pyspark: it talks to the handle through the small protocols below
+(what ``StatefulProcessorHandle.getMapState`` returns), so the strategies stay testable alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any, Protocol
+
+from .base import SortedMapState, Value
+from .codec import ValueCodec
+from .errors import BackendUnavailableError
+
+KEY_SCHEMA = "k BINARY"
+VALUE_SCHEMA = "v BINARY"
+
+
+class SparkMapHandle(Protocol):
+    """The subset of pyspark's ``MapState`` the adapter uses (keys and values are 1-tuples)."""
+
+    def getValue(self, key: tuple[Any, ...]) -> tuple[Any, ...] | None: ...
+
+    def updateValue(self, key: tuple[Any, ...], value: tuple[Any, ...]) -> None: ...
+
+    def removeKey(self, key: tuple[Any, ...]) -> None: ...
+
+    def iterator(self) -> Iterator[tuple[tuple[Any, ...], tuple[Any, ...]]]: ...
+
+
+class SparkStateHandle(Protocol):
+    """The subset of pyspark's ``StatefulProcessorHandle`` the adapter uses."""
+
+    def getMapState(
+        self, stateName: str, userKeySchema: Any, valueSchema: Any, ttlDurationMs: int | None = None
+    ) -> Any: ...
+
+
+def map_key(context: bytes, key: bytes) -> bytes:
+    """The Spark user key of entry ``key`` of ``context`` in a map state."""
+    return len(context).to_bytes(4, "big") + context + key
+
+
+def split_map_key(storage: bytes) -> tuple[bytes, bytes]:
+    """(context, user key) of a Spark user key written by :func:`map_key`."""
+    length = int.from_bytes(storage[:4], "big")
+    return storage[4 : 4 + length], storage[4 + length :]
+
+
+class CachedSparkMap:
+    """One Spark ``MapState`` (BINARY -> BINARY) seen through a per-grouping-key cache.
+
+    ``get``: a cached value or one round trip (``getValue``); ``put``/``delete``: cache only;
+    ``scan``: one iteration of the Spark map (then everything is cached); ``flush``: one
+    ``updateValue``/``removeKey`` per dirty entry, then the cache is dropped (the next grouping
+    key starts cold). Reads see buffered writes.
+    """
+
+    def __init__(self, name: str, handle: SparkMapHandle, codec: ValueCodec) -> None:
+        self.name = name
+        self._handle = handle
+        self._codec = codec
+        self._cache: dict[bytes, Value | None] = {}
+        self._dirty: set[bytes] = set()
+        self._loaded = False
+        self.round_trips = 0
+
+    def get(self, storage: bytes) -> Value | None:
+        if storage in self._cache:
+            return self._cache[storage]
+        if self._loaded:
+            return None
+        self.round_trips += 1
+        stored = self._handle.getValue((storage,))
+        value = None if stored is None else self._codec.unpack(stored[0], self.name, storage)
+        self._cache[storage] = value
+        return value
+
+    def put(self, storage: bytes, value: Value) -> None:
+        self._cache[storage] = value
+        self._dirty.add(storage)
+
+    def delete(self, storage: bytes) -> None:
+        self._cache[storage] = None
+        self._dirty.add(storage)
+
+    def scan(self) -> list[tuple[bytes, Value]]:
+        """Every live entry of the current grouping key (buffered writes included), sorted by key."""
+        if not self._loaded:
+            self.round_trips += 1
+            for (storage,), (data,) in self._handle.iterator():
+                key = bytes(storage)
+                if key not in self._cache:
+                    self._cache[key] = self._codec.unpack(data, self.name, key)
+            self._loaded = True
+        return sorted((key, value) for key, value in self._cache.items() if value is not None)
+
+    def flush(self) -> None:
+        """Write the dirty entries to Spark and forget the cache."""
+        for storage in self._dirty:
+            value = self._cache[storage]
+            self.round_trips += 1
+            if value is None:
+                self._handle.removeKey((storage,))
+            else:
+                self._handle.updateValue((storage,), (self._codec.pack(value),))
+        self._cache.clear()
+        self._dirty.clear()
+        self._loaded = False
+
+
+class SparkValueState:
+    """``ValueState`` over a :class:`CachedSparkMap` keyed by the context key."""
+
+    def __init__(self, store: CachedSparkMap) -> None:
+        self._store = store
+
+    def get(self, context: bytes) -> Value | None:
+        return self._store.get(context)
+
+    def put(self, context: bytes, value: Value) -> None:
+        self._store.put(context, value)
+
+    def delete(self, context: bytes) -> None:
+        self._store.delete(context)
+
+    def contexts(self) -> Iterator[bytes]:
+        """The contexts of the current grouping key that hold a value (Spark cannot scan others)."""
+        for context, _ in self._store.scan():
+            yield context
+
+
+class SparkMapState:
+    """``MapState`` over a :class:`CachedSparkMap` keyed by :func:`map_key`."""
+
+    def __init__(self, store: CachedSparkMap) -> None:
+        self._store = store
+
+    def get(self, context: bytes, key: bytes) -> Value | None:
+        return self._store.get(map_key(context, key))
+
+    def put(self, context: bytes, key: bytes, value: Value) -> None:
+        self._store.put(map_key(context, key), value)
+
+    def delete(self, context: bytes, key: bytes) -> None:
+        self._store.delete(map_key(context, key))
+
+    def items(self, context: bytes) -> Iterator[tuple[bytes, Value]]:
+        """Entries of ``context`` (one scan of the grouping key's Spark map per batch)."""
+        prefix = map_key(context, b"")
+        for storage, value in self._store.scan():
+            if storage.startswith(prefix):
+                yield storage[len(prefix) :], value
+
+    def clear(self, context: bytes) -> None:
+        for key, _ in list(self.items(context)):
+            self.delete(context, key)
+
+    def contexts(self) -> Iterator[bytes]:
+        """The contexts of the current grouping key with entries."""
+        seen: set[bytes] = set()
+        for storage, _ in self._store.scan():
+            context, _ = split_map_key(storage)
+            if context not in seen:
+                seen.add(context)
+                yield context
+
+
+class SparkBackend:
+    """A :class:`~upsertmat.impls.state.base.StateBackend` on a Spark ``StatefulProcessorHandle``.
+
+    Create it in ``StatefulProcessor.init`` (Spark registers state variables there), build the
+    strategy on it, and call :meth:`flush` once at the end of each ``handleInputRows``. States
+    are created on first use, each a Spark ``MapState`` named like ours.
+    """
+
+    name = "spark"
+    supports_ordered = False
+
+    def __init__(self, handle: SparkStateHandle) -> None:
+        self._handle = handle
+        self._codec = ValueCodec()
+        self._stores: dict[str, CachedSparkMap] = {}
+
+    def _store(self, name: str) -> CachedSparkMap:
+        store = self._stores.get(name)
+        if store is None:
+            spark_map = self._handle.getMapState(name, KEY_SCHEMA, VALUE_SCHEMA)
+            store = self._stores[name] = CachedSparkMap(name, spark_map, self._codec)
+        return store
+
+    def value_state(self, name: str) -> SparkValueState:
+        return SparkValueState(self._store(name))
+
+    def map_state(self, name: str) -> SparkMapState:
+        return SparkMapState(self._store(name))
+
+    def sorted_map_state(self, name: str) -> SortedMapState:
+        raise BackendUnavailableError(
+            "backend 'spark' has no ordered map state (Spark's MapState cannot seek); "
+            "use VALUE, MAP, ADAPTIVE or LEGACY on spark"
+        )
+
+    @property
+    def round_trips(self) -> int:
+        """State calls made to the JVM so far (reads, scans and flushed writes)."""
+        return sum(store.round_trips for store in self._stores.values())
+
+    def commit(self) -> None:
+        """No-op: Spark commits the state store with the micro-batch."""
+
+    def flush(self) -> None:
+        """Write every buffered change of the current grouping key to Spark; drop the caches."""
+        for store in self._stores.values():
+            store.flush()
+
+    def close(self) -> None:
+        """Nothing to release (Spark owns the state store)."""

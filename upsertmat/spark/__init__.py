@@ -1,0 +1,13 @@
+"""upsertmat.spark — the materializer on Spark Structured Streaming with an exactly-once upsert sink.
+
+Modules: :mod:`.config` (``PipelineConfig``, ``BatchProgress``, ``PipelineResult``; no pyspark
+import), :mod:`.session` (the SparkSession settings), :mod:`.processor` (the
+``transformWithState`` processor running a strategy on the ``spark`` state backend),
+:mod:`.sources` (changelog file readers), :mod:`.sink` (SQLite / PostgreSQL upsert sinks with
+batch-id bookkeeping) and :mod:`.pipeline` (``run_pipeline(config) -> PipelineResult``).
+Run a saved config with ``python -m upsertmat.spark CONFIG.json``. See ``docs/spark.md``.
+"""
+
+from .config import BatchProgress, PipelineConfig, PipelineConfigError, PipelineResult
+
+__all__ = ["BatchProgress", "PipelineConfig", "PipelineConfigError", "PipelineResult"]

@@ -1,0 +1,174 @@
+"""What a pipeline run is told and what it reports: :class:`PipelineConfig`, :class:`BatchProgress`,
+:class:`PipelineResult`.
+
+The pipeline (:func:`upsertmat.spark.pipeline.run_pipeline`) reads a changelog from files, runs the
+materializer keyed by the sink primary key on Spark's state store, and upserts the result into a
+database table exactly once per micro-batch. Everything it needs is in one frozen
+:class:`PipelineConfig`; it reports every micro-batch to ``config.progress`` (a
+:class:`BatchProgress`) and returns a :class:`PipelineResult`. A config round-trips through JSON
+(:meth:`PipelineConfig.to_json` / :meth:`PipelineConfig.from_json`; the progress callback is not
+serialised), which is how ``python -m upsertmat.spark CONFIG.json`` runs one in a subprocess.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+from ..impls.settings import Strategy, TimeDomain, TtlSettings, UpdateType
+
+FORMATS = ("json", "parquet", "csv")
+
+
+class PipelineConfigError(ValueError):
+    """A pipeline configuration that cannot run (unknown column, bad format, missing key...)."""
+
+
+@dataclass(frozen=True)
+class BatchProgress:
+    """One micro-batch as the sink saw it (reported from ``foreachBatch``, on the driver).
+
+    ``changes``: rows that reached the sink (materializer output, or the raw changelog without
+    it); ``upserts``/``deletes``: statements applied; ``skipped``: the batch id was already
+    committed in the sink (a batch re-run after a restart: nothing applied). ``sink_seconds``:
+    time in the sink (collect + transaction); ``elapsed_seconds``: since the query started.
+    """
+
+    batch_id: int
+    changes: int
+    upserts: int
+    deletes: int
+    skipped: bool
+    sink_seconds: float
+    elapsed_seconds: float
+
+
+@dataclass(frozen=True)
+class PipelineConfig:
+    """One pipeline: source files -> (materializer) -> upsert sink.
+
+    Source: every file in ``source_path`` (a directory, watched as a stream; new files must
+    appear atomically, e.g. written elsewhere then renamed in) in ``source_format`` (``json`` =
+    JSON Lines, ``parquet``, ``csv`` with a header), read with the DDL ``schema`` (e.g.
+    ``"seq LONG, op STRING, id LONG, level LONG, payload STRING"``). ``op_column`` holds
+    ``+I -U +U -D``; ``arrival_column`` (integer) gives the arrival order, which is the order the
+    materializer applies the events of one key in. ``columns``: the row's columns in order (the
+    sink table's columns); default: every schema column except op, arrival and ts. ``ts_column``:
+    optional event timestamp (ms). ``max_files_per_trigger``: files per micro-batch (None: all).
+
+    Keys: ``pk`` names the sink primary key columns (state is keyed by them: ``groupBy(pk)``),
+    ``upsert_key`` the upsert key columns (empty: rows match on the whole row).
+
+    Materializer: ``strategy`` (VALUE, MAP, LEGACY, ADAPTIVE, SORTED) on the ``spark`` backend;
+    ``materialize=False`` bypasses it: the sink applies the raw changelog in arrival order
+    (``+I``/``+U`` upsert, ``-U``/``-D`` delete), which shows the wrong result of a sink without
+    a materializer. ``ttl`` is passed to the strategy.
+
+    Sink: ``sink_url`` is ``sqlite:///path/to.db`` (or a plain file path) or
+    ``postgresql://user@host:port/db``; ``table`` is created if missing with the PK as primary key.
+    Batch ids are committed in ``_upsertmat_batches`` of the same database, keyed by ``table``.
+
+    Spark: ``checkpoint_dir`` holds offsets, commits and state (restart on the same directory to
+    continue); ``available_now=True`` processes what is there and stops, otherwise the query runs
+    with ``trigger_interval`` until ``timeout_seconds`` (None: until stopped).
+    ``shuffle_partitions`` is the number of state partitions (pinned in the checkpoint).
+    """
+
+    source_path: Path
+    schema: str
+    pk: tuple[str, ...]
+    checkpoint_dir: Path
+    sink_url: str
+    upsert_key: tuple[str, ...] = ()
+    columns: tuple[str, ...] | None = None
+    source_format: str = "json"
+    op_column: str = "op"
+    arrival_column: str = "seq"
+    ts_column: str | None = None
+    max_files_per_trigger: int | None = None
+    table: str = "sink"
+    materialize: bool = True
+    strategy: Strategy = Strategy.VALUE
+    threshold_high: int | None = None
+    threshold_low: int | None = None
+    ttl: TtlSettings = field(default_factory=TtlSettings)
+    available_now: bool = True
+    trigger_interval: str = "1 second"
+    timeout_seconds: float | None = None
+    shuffle_partitions: int = 2
+    progress: Callable[[BatchProgress], None] | None = field(default=None, compare=False)
+
+    def to_json(self) -> str:
+        """The config as JSON (without ``progress``)."""
+        data: dict[str, Any] = {}
+        for item in fields(self):
+            if item.name == "progress":
+                continue
+            value = getattr(self, item.name)
+            if isinstance(value, Path):
+                value = str(value)
+            elif isinstance(value, Strategy):
+                value = value.value
+            elif isinstance(value, TtlSettings):
+                value = asdict(value)
+                value["time_domain"] = self.ttl.time_domain.value
+                value["update_type"] = self.ttl.update_type.value
+            elif isinstance(value, tuple):
+                value = list(value)
+            data[item.name] = value
+        return json.dumps(data, indent=2)
+
+    @classmethod
+    def from_json(cls, text: str) -> PipelineConfig:
+        """The config :meth:`to_json` wrote. PipelineConfigError on unknown or missing fields."""
+        data = json.loads(text)
+        known = {item.name for item in fields(cls)} - {"progress"}
+        unknown = set(data) - known
+        if unknown:
+            raise PipelineConfigError(f"unknown pipeline config fields: {sorted(unknown)}")
+        try:
+            for name in ("source_path", "checkpoint_dir"):
+                data[name] = Path(data[name])
+            for name in ("pk", "upsert_key", "columns"):
+                if data.get(name) is not None:
+                    data[name] = tuple(data[name])
+            if "strategy" in data:
+                data["strategy"] = Strategy(data["strategy"])
+            if "ttl" in data:
+                ttl = data["ttl"]
+                data["ttl"] = TtlSettings(
+                    ttl_ms=int(ttl.get("ttl_ms", 0)),
+                    time_domain=TimeDomain(ttl.get("time_domain", TimeDomain.PROCESSING_TIME.value)),
+                    update_type=UpdateType(ttl.get("update_type", UpdateType.ON_CREATE_AND_WRITE.value)),
+                )
+            return cls(**data)
+        except (KeyError, TypeError, ValueError) as error:
+            raise PipelineConfigError(f"bad pipeline config: {error}") from error
+
+    def with_progress(self, progress: Callable[[BatchProgress], None] | None) -> PipelineConfig:
+        """A copy reporting to ``progress``."""
+        return replace(self, progress=progress)
+
+
+@dataclass(frozen=True)
+class PipelineResult:
+    """What a finished (or timed-out) run did.
+
+    ``batches``: every micro-batch the sink saw in this run, in order; ``input_rows``: rows
+    read from the source in this run (Spark's progress reports); ``seconds``: wall time from
+    query start to stop (session start-up excluded); ``query_id``: Spark's query id (stable
+    across restarts on one checkpoint).
+    """
+
+    batches: tuple[BatchProgress, ...]
+    input_rows: int
+    seconds: float
+    query_id: str
+
+    @property
+    def changes(self) -> int:
+        """Rows that reached the sink in this run."""
+        return sum(batch.changes for batch in self.batches)
