@@ -16,10 +16,21 @@ from collections.abc import Callable, Sequence
 
 from . import __version__, replay
 from .bench import command as bench
+from .demo import command as demo
 from .errors import CliError, ExitCode
+from .jobs import command as run_job
+from .plan import command as plan
 
 SubcommandAdder = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], None]
-SUBCOMMANDS: tuple[SubcommandAdder, ...] = (replay.add_parser, bench.add_parser)
+SUBCOMMANDS: tuple[SubcommandAdder, ...] = (
+    replay.add_parser,
+    bench.add_parser,
+    run_job.add_parser,
+    demo.add_parser,
+    plan.add_compile_parser,
+    plan.add_explain_parser,
+    plan.add_execute_parser,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

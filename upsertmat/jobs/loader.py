@@ -1,0 +1,322 @@
+"""Job files (YAML) to :class:`~upsertmat.jobs.model.JobSpec`, with layered configuration.
+
+A job file::
+
+    name: users-levels
+    source:
+      path: changes.jsonl          # relative paths are relative to the job file
+      format: jsonl                # jsonl (default), parquet or csv
+      columns: [{id: long}, {level: long}, {attr: string}]
+      op-column: op                # default op
+      order-column: seq            # default seq: the arrival order
+    keys:
+      primary-key: [id]            # the sink primary key (column names)
+      upsert-key: []               # default: none (whole-row matching)
+    sink:
+      url: sink.db                 # SQLite file (default <name>.db), sqlite:///…, or postgresql://…
+      table: users                 # default: the job name with - replaced by _
+    checkpoint: checkpoint         # default <name>-checkpoint
+    materialize: true              # false: the raw changelog goes to the sink
+    spark: {master: "local[2]", shuffle-partitions: 2, max-files-per-trigger: null}
+    config:                        # configuration keys, flat or nested (as upsertmat replay)
+      table.exec.sink.upsert-materialize-strategy.type: MAP
+      table.exec.state.ttl: 1 h
+
+Configuration layers, lowest first: the built-in defaults (``upsertmat/data/defaults.yaml``)
+< the pipeline's defaults (``state.backend.type: spark``, strategy ``VALUE``) < the job
+file's ``config`` < the command line (``--config FILE`` < ``--set KEY=VALUE`` <
+``--strategy/--backend/--ttl``).
+Every problem is a :class:`JobError` naming the file and the field.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ..cliconfig import DEFAULTS_SOURCE, default_layer
+from ..impls.config import (
+    BACKEND,
+    STRATEGY,
+    THRESHOLD_HIGH,
+    THRESHOLD_LOW,
+    TIME_DOMAIN,
+    TTL,
+    UPDATE_TYPE,
+    ConfigError,
+    build_settings,
+    flatten,
+)
+from ..impls.settings import Backend, Settings
+from .model import COLUMN_TYPES, Column, JobSpec, SinkSpec, SourceFormat, SourceSpec, SparkOptions
+
+Layer = tuple[str, Mapping[str, Any]]
+PIPELINE_DEFAULTS: Layer = (
+    "the pipeline's defaults",
+    {BACKEND: Backend.SPARK.value, STRATEGY: "VALUE"},
+)
+"""The pipeline's state lives in Spark; VALUE is its default strategy (LEGACY has no TTL on Spark)."""
+
+_TOP = ("name", "source", "keys", "sink", "checkpoint", "materialize", "spark", "config")
+_SOURCE = ("path", "format", "columns", "op-column", "order-column")
+_KEYS = ("primary-key", "upsert-key")
+_SINK = ("url", "table")
+_SPARK = ("master", "shuffle-partitions", "max-files-per-trigger")
+_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class JobError(ConfigError):
+    """A job file or job option that cannot be used; the message names the file and field."""
+
+
+def _mapping(value: Any, where: str, allowed: Sequence[str]) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise JobError(f"{where} must be a mapping, got {value!r}")
+    unknown = [key for key in value if key not in allowed]
+    if unknown:
+        raise JobError(f"unknown key {unknown[0]!r} in {where}; known keys: {', '.join(allowed)}")
+    return value
+
+
+def _text(value: Any, where: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise JobError(f"{where} must be a non-empty string, got {value!r}")
+    return value.strip()
+
+
+def _identifier(value: Any, where: str) -> str:
+    text = _text(value, where)
+    if not _IDENTIFIER.match(text):
+        raise JobError(f"{where} must be an identifier (letters, digits, _), got {text!r}")
+    return text
+
+
+def _names(value: Any, where: str, columns: Sequence[str]) -> tuple[str, ...]:
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list):
+        raise JobError(f"{where} must be a list of column names, got {value!r}")
+    names = tuple(_text(item, where) for item in value)
+    for name in names:
+        if name not in columns:
+            raise JobError(f"{where} names {name!r}, which is not a source column ({', '.join(columns)})")
+    if len(set(names)) != len(names):
+        raise JobError(f"{where} names a column twice: {list(names)}")
+    return names
+
+
+def _columns(value: Any, where: str) -> tuple[Column, ...]:
+    if not isinstance(value, list) or not value:
+        raise JobError(f"{where} must be a non-empty list like [{{id: long}}, {{name: string}}]")
+    columns: list[Column] = []
+    for item in value:
+        if not isinstance(item, Mapping) or len(item) != 1:
+            raise JobError(f"each entry of {where} must be one 'name: type' pair, got {item!r}")
+        ((name, kind),) = item.items()
+        name = _identifier(name, f"a column name in {where}")
+        kind_text = str(kind).strip().lower()
+        if kind_text not in COLUMN_TYPES:
+            raise JobError(
+                f"column {name!r} in {where} has unknown type {kind!r}; known: {', '.join(COLUMN_TYPES)}"
+            )
+        columns.append(Column(name, kind_text))
+    names = [column.name for column in columns]
+    duplicates = sorted({name for name in names if names.count(name) > 1})
+    if duplicates:
+        raise JobError(f"{where} declares column {duplicates[0]!r} twice")
+    return tuple(columns)
+
+
+def _positive(value: Any, where: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise JobError(f"{where} must be a positive integer, got {value!r}")
+    return value
+
+
+def _spark(value: Any, where: str) -> SparkOptions:
+    data = _mapping(value, where, _SPARK)
+    files = data.get("max-files-per-trigger")
+    return SparkOptions(
+        master=_text(data.get("master", "local[2]"), f"{where}.master"),
+        shuffle_partitions=_positive(data.get("shuffle-partitions", 2), f"{where}.shuffle-partitions"),
+        max_files_per_trigger=None if files is None else _positive(files, f"{where}.max-files-per-trigger"),
+    )
+
+
+def _path(value: Any, where: str, base: Path) -> Path:
+    path = Path(_text(value, where)).expanduser()
+    return path if path.is_absolute() else base / path
+
+
+def _sink_url(value: Any, where: str, base: Path) -> str:
+    url = _text(value, where)
+    if url.startswith(("postgresql://", "postgres://")):
+        return url
+    if url.startswith("sqlite://"):
+        url = url[len("sqlite:///") :] if url.startswith("sqlite:///") else url[len("sqlite://") :]
+    if "://" in url:
+        raise JobError(
+            f"{where}: unsupported database URL {url!r} (a SQLite path, sqlite:///…, postgresql://…)"
+        )
+    return str(_path(url, where, base))
+
+
+def read_job_document(path: Path) -> dict[str, Any]:
+    """The YAML mapping of a job file. JobError if unreadable, not YAML or not a mapping."""
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as error:
+        raise JobError(f"cannot read job file {path}: {error.strerror}") from error
+    except yaml.YAMLError as error:
+        raise JobError(f"job file {path} is not valid YAML: {error}") from error
+    if not isinstance(data, dict):
+        raise JobError(f"job file {path} must hold a mapping (name, source, keys, sink, …)")
+    return data
+
+
+def settings_layers(job_config: Mapping[str, Any], job_source: str, cli: Sequence[Layer]) -> list[Layer]:
+    """All configuration layers, lowest first: defaults, pipeline defaults, the job's, the CLI's."""
+    layers: list[Layer] = [(DEFAULTS_SOURCE, default_layer()), PIPELINE_DEFAULTS]
+    if job_config:
+        layers.append((job_source, job_config))
+    layers.extend(cli)
+    return layers
+
+
+def resolve_settings(layers: Sequence[Layer]) -> Settings:
+    """Settings of the layers; JobError unless the backend is ``spark`` (the pipeline's state store)."""
+    try:
+        settings = build_settings(layers)
+    except JobError:
+        raise
+    except ConfigError as error:
+        raise JobError(str(error)) from None
+    if settings.backend is not Backend.SPARK:
+        chosen = next((source for source, layer in reversed(layers) if BACKEND in layer), DEFAULTS_SOURCE)
+        raise JobError(
+            f"the pipeline keeps the materializer's state in Spark's state store: {BACKEND} must be "
+            f"spark, got {settings.backend.value} (from {chosen})"
+        )
+    return settings
+
+
+def config_strings(settings: Settings) -> dict[str, str]:
+    """The resolved configuration keys as display strings (``table.exec.state.ttl: '0 ms'``)."""
+    values = {
+        STRATEGY: settings.strategy.value,
+        BACKEND: settings.backend.value,
+        TTL: f"{settings.ttl.ttl_ms} ms",
+        TIME_DOMAIN: settings.ttl.time_domain.value,
+        UPDATE_TYPE: settings.ttl.update_type.value,
+    }
+    if settings.threshold_high is not None:
+        values[THRESHOLD_HIGH] = str(settings.threshold_high)
+    if settings.threshold_low is not None:
+        values[THRESHOLD_LOW] = str(settings.threshold_low)
+    return values
+
+
+def job_from_document(
+    data: Mapping[str, Any], *, base: Path, where: str, cli_layers: Sequence[Layer] = ()
+) -> JobSpec:
+    """Validate a job document (the parsed YAML) and resolve it with the CLI layers on top.
+
+    ``base`` is the directory relative paths are resolved against; ``where`` names the
+    document in messages. O(columns + keys).
+    """
+    top = _mapping(data, where, _TOP)
+    name = _text(top.get("name", "job"), f"{where}: name")
+    if "source" not in top:
+        raise JobError(f"{where} has no source")
+    source_data = _mapping(top["source"], f"{where}: source", _SOURCE)
+    if "path" not in source_data or "columns" not in source_data:
+        raise JobError(f"{where}: source needs a path and columns")
+    format_text = str(source_data.get("format", "jsonl")).strip().lower()
+    try:
+        source_format = SourceFormat(format_text)
+    except ValueError:
+        known = ", ".join(f.value for f in SourceFormat)
+        raise JobError(f"{where}: source.format {format_text!r} is not one of {known}") from None
+    columns = _columns(source_data["columns"], f"{where}: source.columns")
+    source = SourceSpec(
+        path=_path(source_data["path"], f"{where}: source.path", base),
+        format=source_format,
+        columns=columns,
+        op_column=_identifier(source_data.get("op-column", "op"), f"{where}: source.op-column"),
+        order_column=_identifier(source_data.get("order-column", "seq"), f"{where}: source.order-column"),
+    )
+    names = source.column_names
+    for meta in (source.op_column, source.order_column):
+        if meta in names:
+            raise JobError(f"{where}: {meta!r} is both a data column and the op/order column")
+    if source.op_column == source.order_column:
+        raise JobError(f"{where}: source.op-column and source.order-column must differ")
+    keys = _mapping(top.get("keys", {}), f"{where}: keys", _KEYS)
+    if "primary-key" not in keys:
+        raise JobError(f"{where}: keys.primary-key is required (the sink's primary key columns)")
+    primary_key = _names(keys["primary-key"], f"{where}: keys.primary-key", names)
+    if not primary_key:
+        raise JobError(f"{where}: keys.primary-key needs at least one column")
+    upsert_key = _names(keys.get("upsert-key", []), f"{where}: keys.upsert-key", names)
+    sink_data = _mapping(top.get("sink", {}), f"{where}: sink", _SINK)
+    default_table = re.sub(r"\W", "_", name)
+    sink = SinkSpec(
+        url=_sink_url(sink_data.get("url", f"{default_table}.db"), f"{where}: sink.url", base),
+        table=_identifier(sink_data.get("table", default_table), f"{where}: sink.table"),
+    )
+    materialize = top.get("materialize", True)
+    if not isinstance(materialize, bool):
+        raise JobError(f"{where}: materialize must be true or false, got {materialize!r}")
+    config = top.get("config") or {}
+    if not isinstance(config, Mapping):
+        raise JobError(f"{where}: config must be a mapping of configuration keys")
+    settings = resolve_settings(settings_layers(flatten(config), where, cli_layers))
+    return JobSpec(
+        name=name,
+        source=source,
+        sink=sink,
+        primary_key=primary_key,
+        upsert_key=upsert_key,
+        checkpoint=_path(top.get("checkpoint", f"{default_table}-checkpoint"), f"{where}: checkpoint", base),
+        settings=settings,
+        materialize=materialize,
+        spark=_spark(top.get("spark", {}), f"{where}: spark"),
+        config=config_strings(settings),
+    )
+
+
+def load_job(path: Path, cli_layers: Sequence[Layer] = ()) -> JobSpec:
+    """Load and resolve the job file at ``path``; ``cli_layers`` are the command line's layers."""
+    data = read_job_document(path)
+    return job_from_document(
+        data, base=path.resolve().parent, where=f"job file {path}", cli_layers=cli_layers
+    )
+
+
+def with_overrides(
+    job: JobSpec,
+    *,
+    sink_url: str | None = None,
+    table: str | None = None,
+    checkpoint: Path | None = None,
+    source_path: Path | None = None,
+    materialize: bool | None = None,
+) -> JobSpec:
+    """``job`` with command-line overrides (relative paths are relative to the working directory)."""
+    cwd = Path.cwd()
+    if sink_url is not None:
+        job = replace(job, sink=replace(job.sink, url=_sink_url(sink_url, "--sink", cwd)))
+    if table is not None:
+        job = replace(job, sink=replace(job.sink, table=_identifier(table, "--table")))
+    if checkpoint is not None:
+        job = replace(job, checkpoint=_path(str(checkpoint), "--checkpoint", cwd))
+    if source_path is not None:
+        job = replace(job, source=replace(job.source, path=_path(str(source_path), "--source", cwd)))
+    if materialize is not None:
+        job = replace(job, materialize=materialize)
+    return job

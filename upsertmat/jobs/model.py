@@ -1,0 +1,136 @@
+"""The resolved description of a pipeline job: source, keys, sink, checkpoint, settings.
+
+A :class:`JobSpec` is what a job file (``upsertmat/jobs/loader.py``) and a compiled plan
+(``upsertmat/plan``) both resolve to, after every configuration layer has been applied. It
+holds no Spark objects, so loading, validating and compiling a job never starts a JVM.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..impls.settings import Settings
+
+
+class SourceFormat(enum.Enum):
+    """File formats of the changelog source."""
+
+    JSONL = "jsonl"
+    PARQUET = "parquet"
+    CSV = "csv"
+
+
+# Column types a job may declare, and their Spark SQL DDL spelling.
+COLUMN_TYPES: dict[str, str] = {
+    "string": "STRING",
+    "long": "BIGINT",
+    "bigint": "BIGINT",
+    "int": "INT",
+    "integer": "INT",
+    "double": "DOUBLE",
+    "boolean": "BOOLEAN",
+}
+
+
+@dataclass(frozen=True)
+class Column:
+    """One data column of the changelog rows: its name and type (a key of :data:`COLUMN_TYPES`)."""
+
+    name: str
+    type: str
+
+    @property
+    def ddl_type(self) -> str:
+        """The Spark SQL type name (``BIGINT`` for ``long``)."""
+        return COLUMN_TYPES[self.type]
+
+
+@dataclass(frozen=True)
+class SourceSpec:
+    """A changelog in files: one change per record.
+
+    ``columns`` are the row's data columns in order; ``op_column`` holds ``+I -U +U -D`` and
+    ``order_column`` the arrival order (an integer that increases along the changelog).
+    """
+
+    path: Path
+    format: SourceFormat
+    columns: tuple[Column, ...]
+    op_column: str = "op"
+    order_column: str = "seq"
+
+    @property
+    def column_names(self) -> tuple[str, ...]:
+        """The data columns' names, in row order."""
+        return tuple(column.name for column in self.columns)
+
+    def ddl(self) -> str:
+        """Spark DDL of a source record: op, order, then the data columns."""
+        fields = [f"`{self.op_column}` STRING", f"`{self.order_column}` BIGINT"]
+        fields += [f"`{column.name}` {column.ddl_type}" for column in self.columns]
+        return ", ".join(fields)
+
+
+@dataclass(frozen=True)
+class SinkSpec:
+    """An upsert sink: a database URL (SQLite path, ``sqlite:///…`` or ``postgresql://…``) and a table."""
+
+    url: str
+    table: str
+
+    @property
+    def is_postgresql(self) -> bool:
+        """True for ``postgresql://`` and ``postgres://`` URLs."""
+        return self.url.startswith(("postgresql://", "postgres://"))
+
+    def sqlite_path(self) -> Path:
+        """The SQLite database file of a non-PostgreSQL URL (``sqlite:///a.db`` or a plain path)."""
+        if self.is_postgresql:
+            raise ValueError(f"not a SQLite sink: {self.url}")
+        url = self.url
+        for prefix in ("sqlite:///", "sqlite://"):
+            if url.startswith(prefix):
+                return Path(url[len(prefix) :])
+        return Path(url)
+
+
+@dataclass(frozen=True)
+class SparkOptions:
+    """How the local Spark runs: the master and the number of state partitions.
+
+    ``shuffle_partitions`` is pinned in the checkpoint (Spark refuses to change it later);
+    ``max_files_per_trigger`` bounds a micro-batch (None: everything available at once).
+    """
+
+    master: str = "local[2]"
+    shuffle_partitions: int = 2
+    max_files_per_trigger: int | None = None
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """A fully resolved job. ``materialize=False`` writes the raw changelog to the sink (no materializer)."""
+
+    name: str
+    source: SourceSpec
+    sink: SinkSpec
+    primary_key: tuple[str, ...]
+    upsert_key: tuple[str, ...]
+    checkpoint: Path
+    settings: Settings
+    materialize: bool = True
+    spark: SparkOptions = field(default_factory=SparkOptions)
+    config: dict[str, str] = field(default_factory=dict)
+    """The resolved configuration keys (Flink names) as display strings, for plans and reports."""
+
+    def pk_indexes(self) -> tuple[int, ...]:
+        """Column indexes of the sink primary key in the row."""
+        names = self.source.column_names
+        return tuple(names.index(name) for name in self.primary_key)
+
+    def upsert_key_indexes(self) -> tuple[int, ...]:
+        """Column indexes of the upsert key in the row (``()`` for none)."""
+        names = self.source.column_names
+        return tuple(names.index(name) for name in self.upsert_key)

@@ -1,0 +1,89 @@
+"""Running a resolved job on the PySpark pipeline, with a progress line per micro-batch.
+
+:func:`pipeline_config` maps a :class:`~upsertmat.jobs.model.JobSpec` to the pipeline's
+:class:`~upsertmat.spark.config.PipelineConfig`; :func:`run_job` runs it. PySpark is imported
+only when a job runs, so loading, compiling and explaining jobs works without the ``spark``
+extra. A missing PySpark is a :class:`~upsertmat.errors.CliError` telling how to install it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from collections.abc import Callable
+from typing import TYPE_CHECKING, TextIO
+
+from ..errors import CliError, ExitCode
+from .model import JobSpec, SourceFormat
+
+if TYPE_CHECKING:
+    from ..spark.config import BatchProgress, PipelineConfig, PipelineResult
+
+_FORMATS = {SourceFormat.JSONL: "json", SourceFormat.PARQUET: "parquet", SourceFormat.CSV: "csv"}
+INSTALL_HINT = "the pipeline needs PySpark and Java 17+: pip install 'upsertmat[spark]'"
+
+
+def require_pyspark() -> None:
+    """CliError (usage) unless PySpark can be imported."""
+    if importlib.util.find_spec("pyspark") is None:
+        raise CliError(INSTALL_HINT, ExitCode.USAGE)
+
+
+def pipeline_config(job: JobSpec) -> PipelineConfig:
+    """The pipeline configuration of a job (available-now: process what is there, then stop)."""
+    from ..spark.config import PipelineConfig
+
+    source = job.source
+    return PipelineConfig(
+        source_path=source.path,
+        schema=", ".join(
+            [f"{source.op_column} STRING", f"{source.order_column} BIGINT"]
+            + [f"{column.name} {column.ddl_type}" for column in source.columns]
+        ),
+        pk=job.primary_key,
+        checkpoint_dir=job.checkpoint,
+        sink_url=job.sink.url,
+        upsert_key=job.upsert_key,
+        columns=source.column_names,
+        source_format=_FORMATS[source.format],
+        op_column=source.op_column,
+        arrival_column=source.order_column,
+        max_files_per_trigger=job.spark.max_files_per_trigger,
+        table=job.sink.table,
+        materialize=job.materialize,
+        strategy=job.settings.strategy,
+        threshold_high=job.settings.threshold_high,
+        threshold_low=job.settings.threshold_low,
+        ttl=job.settings.ttl,
+        available_now=True,
+        shuffle_partitions=job.spark.shuffle_partitions,
+    )
+
+
+def batch_line(prefix: str, batch: BatchProgress) -> str:
+    """One progress line: ``PREFIX batch 3: 12,000 changes -> 9,000 upserts, 3,000 deletes …``."""
+    text = (
+        f"{prefix} batch {batch.batch_id}: {batch.changes:,} changes -> {batch.upserts:,} upserts, "
+        f"{batch.deletes:,} deletes; sink {batch.sink_seconds:.2f} s; {batch.elapsed_seconds:.1f} s elapsed"
+    )
+    return text + (" (already committed: skipped)" if batch.skipped else "")
+
+
+def printer(prefix: str, stream: TextIO) -> Callable[[BatchProgress], None]:
+    """A progress callback writing :func:`batch_line` to ``stream``, flushed per batch."""
+
+    def report(batch: BatchProgress) -> None:
+        stream.write(batch_line(prefix, batch) + "\n")
+        stream.flush()
+
+    return report
+
+
+def run_job(job: JobSpec, progress: Callable[[BatchProgress], None] | None = None) -> PipelineResult:
+    """Run the job to the end of the available input; ``progress`` sees every micro-batch."""
+    require_pyspark()
+    # Imported by name: the pipeline module imports PySpark, which this package must not need.
+    run_pipeline: Callable[[PipelineConfig], PipelineResult] = importlib.import_module(
+        "upsertmat.spark.pipeline"
+    ).run_pipeline
+    return run_pipeline(pipeline_config(job).with_progress(progress))

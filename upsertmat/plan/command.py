@@ -1,0 +1,131 @@
+"""``compile-plan``, ``explain-plan`` and ``execute-plan``: per-operator state TTL via a JSON plan.
+
+``upsertmat compile-plan JOB -o plan.json`` resolves a job file (with the same configuration
+layers as ``run``) and writes its operators; a user edits a state entry's ``ttl``;
+``upsertmat explain-plan plan.json`` validates the plan and prints operators, keys, strategy
+and TTLs; ``upsertmat execute-plan plan.json`` runs it. See ``docs/plans.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from ..cliconfig import add_config_arguments
+from ..errors import CliError, ExitCode
+from ..impls.config import ConfigError
+from ..jobs.command import add_job_arguments, cli_layers, execute, job_from_args
+from ..jobs.loader import with_overrides
+from ..jobs.model import JobSpec
+from .codec import plan_to_json, read_plan, write_plan
+from .compiler import compile_job, job_of_plan
+from .explain import explain
+from .model import Plan, PlanError
+
+COMPILE, EXPLAIN, EXECUTE = "compile-plan", "explain-plan", "execute-plan"
+
+
+def load_plan(path: Path) -> tuple[Plan, JobSpec]:
+    """Read, validate and resolve a plan file. CliError (usage) on any problem."""
+    try:
+        plan = read_plan(path)
+        return plan, job_of_plan(plan, path.resolve().parent, f"plan {path}")
+    except (PlanError, ConfigError) as error:
+        raise CliError(str(error), ExitCode.USAGE) from None
+
+
+def run_compile(args: argparse.Namespace) -> int:
+    """``compile-plan``: write the job's plan to ``--output`` (stdout if ``-``)."""
+    plan = compile_job(job_from_args(args))
+    if str(args.output) == "-":
+        print(json.dumps(plan_to_json(plan), indent=2))
+        return int(ExitCode.OK)
+    try:
+        write_plan(plan, args.output)
+    except OSError as error:
+        raise CliError(f"cannot write {args.output}: {error.strerror}", ExitCode.IO) from None
+    print(f"upsertmat {COMPILE}: wrote {args.output} ({len(plan.nodes)} operators)", file=sys.stderr)
+    return int(ExitCode.OK)
+
+
+def run_explain(args: argparse.Namespace) -> int:
+    """``explain-plan``: validate and describe a plan."""
+    plan, job = load_plan(args.plan)
+    print(explain(plan, job))
+    return int(ExitCode.OK)
+
+
+def run_execute(args: argparse.Namespace) -> int:
+    """``execute-plan``: run a plan (the command line's overrides and layers on top)."""
+    plan = read_or_fail(args.plan)
+    try:
+        job = job_of_plan(plan, args.plan.resolve().parent, f"plan {args.plan}", cli_layers(args))
+        job = with_overrides(
+            job,
+            sink_url=args.sink,
+            table=args.table,
+            checkpoint=args.checkpoint,
+            source_path=args.source,
+            materialize=None,
+        )
+    except (PlanError, ConfigError) as error:
+        raise CliError(str(error), ExitCode.USAGE) from None
+    return execute(job, args.quiet, f"upsertmat {EXECUTE}")
+
+
+def read_or_fail(path: Path) -> Plan:
+    """The validated plan at ``path``; CliError (usage) if it is not one."""
+    try:
+        return read_plan(path)
+    except PlanError as error:
+        raise CliError(str(error), ExitCode.USAGE) from None
+
+
+def add_compile_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Register ``compile-plan``."""
+    parser = subparsers.add_parser(
+        COMPILE,
+        help="compile a job file into a JSON plan with per-operator state TTL",
+        description="Resolve a job file and write its operators as a JSON plan; edit a state entry's "
+        "ttl, then run it with execute-plan.",
+    )
+    parser.add_argument("job", type=Path, metavar="JOB", help="the job file (YAML)")
+    parser.add_argument(
+        "-o", "--output", type=Path, required=True, metavar="PLAN", help="plan file ('-': stdout)"
+    )
+    add_job_arguments(parser)
+    add_config_arguments(parser)
+    parser.set_defaults(run=run_compile)
+
+
+def add_explain_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Register ``explain-plan``."""
+    parser = subparsers.add_parser(
+        EXPLAIN,
+        help="validate a JSON plan and print its operators, keys, strategy and TTLs",
+        description="Validate a compiled plan and print its operators, keys, strategy and state TTLs.",
+    )
+    parser.add_argument("plan", type=Path, metavar="PLAN", help="the plan file (JSON)")
+    parser.set_defaults(run=run_explain)
+
+
+def add_execute_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Register ``execute-plan``."""
+    parser = subparsers.add_parser(
+        EXECUTE,
+        help="run a JSON plan on the PySpark pipeline",
+        description="Run a compiled plan: its TTLs per operator, the command line's layers on top.",
+    )
+    parser.add_argument("plan", type=Path, metavar="PLAN", help="the plan file (JSON)")
+    group = parser.add_argument_group("overrides")
+    group.add_argument(
+        "--sink", metavar="URL", help="sink database: SQLite path, sqlite:///…, postgresql://…"
+    )
+    group.add_argument("--table", metavar="NAME", help="sink table")
+    group.add_argument("--checkpoint", metavar="DIR", type=Path, help="Spark checkpoint directory")
+    group.add_argument("--source", metavar="PATH", type=Path, help="the changelog files")
+    add_config_arguments(parser)
+    parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    parser.set_defaults(run=run_execute)
