@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 
-from ..spec import Change, Keys, Materializer, ModelMaterializer
-from .generators import GeneratedStream
-from .scenarios import Scenario
+from ..spec import Granularity, Keys, Materializer, ModelMaterializer, TtlSettings
+from .generators import Advance, GeneratedStream, Step, TimedStream
+from .scenarios import Scenario, TtlScenario
 
 Maker = Callable[[Keys], Materializer]
 
@@ -27,7 +27,7 @@ def opened(make: Maker, keys: Keys) -> Iterator[Materializer]:
         materializer.close()
 
 
-def _history(inputs: Iterable[Change], upto: int) -> str:
+def _history(inputs: Iterable[Step], upto: int) -> str:
     lines = [f"  [{i}] {change!r}" for i, change in enumerate(inputs) if i <= upto]
     return "\n".join(lines[-12:])
 
@@ -50,12 +50,27 @@ def check_scenario(make: Maker, scenario: Scenario) -> None:
             )
 
 
-def check_against_model(make: Maker, keys: Keys, changes: Iterable[Change]) -> None:
-    """Differential check: the implementation and the model side by side, input by input."""
+def check_against_model(
+    make: Maker,
+    keys: Keys,
+    changes: Iterable[Step],
+    ttl: TtlSettings | None = None,
+    granularity: Granularity = Granularity.PER_ELEMENT,
+) -> None:
+    """Differential check: the implementation and the model side by side, input by input.
+
+    ``changes`` may hold clock advances (:class:`Advance`), fed to both. ``ttl`` and
+    ``granularity`` configure the model; ``make`` must build an implementation with the same
+    TTL settings.
+    """
     inputs = list(changes)
-    model = ModelMaterializer(keys)
+    model = ModelMaterializer(keys, ttl, granularity)
     with opened(make, keys) as materializer:
         for index, change in enumerate(inputs):
+            if isinstance(change, Advance):
+                model.advance_time(change.time)
+                materializer.advance_time(change.time)
+                continue
             expected = model.process(change)
             actual = materializer.process(change)
             if actual != expected:
@@ -68,6 +83,34 @@ def check_against_model(make: Maker, keys: Keys, changes: Iterable[Change]) -> N
                     f"after input [{index}] {change!r}: retract_misses is {materializer.retract_misses}, "
                     f"the model counts {model.retract_misses}\ninputs so far:\n{_history(inputs, index)}"
                 )
+
+
+def check_timed_stream(
+    make: Maker, stream: TimedStream, ttl: TtlSettings, granularity: Granularity = Granularity.PER_ELEMENT
+) -> None:
+    """:func:`check_against_model` on a stream with clock advances, under ``ttl``."""
+    check_against_model(make, stream.keys, stream.steps, ttl, granularity)
+
+
+def check_ttl_scenario(make: Maker, scenario: TtlScenario) -> None:
+    """Feed a TTL scenario (``make`` builds with ``scenario.ttl``); outputs exactly as written."""
+    with opened(make, scenario.keys) as materializer:
+        for index, (step, expected) in enumerate(zip(scenario.steps, scenario.expected, strict=True)):
+            if isinstance(step, Advance):
+                materializer.advance_time(step.time)
+                continue
+            actual = materializer.process(step)
+            if actual != expected:
+                raise AssertionError(
+                    f"TTL scenario {scenario.name!r}, step [{index}] {step!r}: expected {expected!r}, "
+                    f"got {actual!r}\nsteps so far:\n{_history(scenario.steps, index)}"
+                    + (f"\nnote: {scenario.note}" if scenario.note else "")
+                )
+        if materializer.retract_misses != scenario.misses:
+            raise AssertionError(
+                f"TTL scenario {scenario.name!r}: expected retract_misses == {scenario.misses}, "
+                f"got {materializer.retract_misses}"
+            )
 
 
 def check_stream(make: Maker, stream: GeneratedStream) -> None:

@@ -391,3 +391,65 @@ def any_streams(upsert_key: bool | None = None) -> st.SearchStrategy[GeneratedSt
     if upsert_key is not False:
         streams.append(bare_update_streams())
     return st.one_of(streams)
+
+
+# -- time: clock advances and event timestamps (TTL) ----------------------------------------------
+
+
+@dataclass(frozen=True)
+class Advance:
+    """A clock advance, the ``{"time": T}`` line: processing time, or the watermark."""
+
+    time: int
+
+
+Step = Change | Advance
+"""One item of a timed stream: a change, or a clock advance."""
+
+
+@dataclass(frozen=True)
+class TimedStream:
+    """A stream with clock advances between changes (and ``ts`` on every change).
+
+    ``ts`` is the clock at the change plus a drawn offset in ``[-lateness, ahead]``, so event
+    time has late records (some already expired on arrival) and early ones; processing-time
+    implementations ignore it.
+    """
+
+    keys: Keys
+    steps: tuple[Step, ...]
+
+    def __repr__(self) -> str:
+        body = ", ".join(repr(step) for step in self.steps)
+        return f"TimedStream(keys={self.keys!r}, steps=[{body}])"
+
+
+@st.composite
+def timed_streams(
+    draw: st.DrawFn,
+    base: st.SearchStrategy[GeneratedStream] | None = None,
+    *,
+    max_advance: int = 4,
+    lateness: int = 6,
+    ahead: int = 4,
+) -> TimedStream:
+    """A generated stream (valid, bare-update or tolerated by default) with time added.
+
+    Before each change the clock advances by a drawn ``0..max_advance`` (0 most often, so
+    several changes share an instant); each change gets ``ts = clock + offset``. With TTLs
+    of a few ms (the suite uses 5) elements expire mid-stream, at, before and after the
+    moments they are matched, replaced and rolled back to.
+    """
+    stream = draw(
+        base if base is not None else st.one_of(valid_streams(), bare_update_streams(), tolerated_streams())
+    )
+    clock = 0
+    steps: list[Step] = []
+    for change in stream.arrival:
+        delta = draw(st.sampled_from((0, 0, 0, *range(1, max_advance + 1))))
+        if delta:
+            clock += delta
+            steps.append(Advance(clock))
+        offset = draw(st.integers(-lateness, ahead))
+        steps.append(Change(change.kind, change.row, ts=max(0, clock + offset)))
+    return TimedStream(stream.keys, tuple(steps))

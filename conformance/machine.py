@@ -7,15 +7,23 @@ the keys have an upsert key is chosen once, at initialization. After every rule 
 must be equal exactly; invariants compare ``retract_misses`` and, when the implementation
 offers :class:`~upsertmat.spec.HistoryAccess`, the whole state as per-key histories.
 
-Later features add rules by subclassing (``advance_time`` with TTL, checkpoint/restore,
-migrate, rescale): feed changes with :meth:`MaterializerMachine.step`, swap in a restored or
-migrated implementation with :meth:`MaterializerMachine.replace_implementation`, and keep
-``self.model`` and ``self.impl`` in lockstep. Bind an implementation with
-:meth:`MaterializerMachine.bound_to`.
+TTL: a machine bound with ``ttl_configs`` draws one TTL configuration at initialization
+(``self.ttl``; the model gets it with ``granularity``), builds the implementation with
+:meth:`MaterializerMachine.make_ttl`, and time matters: ``advance_time`` moves both clocks,
+``shift_event_time`` changes the offset of the ``ts`` that :meth:`step` puts on every change in
+event time (late records included), and an invariant compares the exported elements with
+their stamps (:class:`~upsertmat.spec.StateTransfer`).
+
+Later features add rules by subclassing (checkpoint/restore, migrate, rescale): feed changes
+with :meth:`MaterializerMachine.step`, build a fresh implementation configured like the
+current one with :meth:`MaterializerMachine.fresh`, swap it in with
+:meth:`MaterializerMachine.replace_implementation`, and keep ``self.model`` and ``self.impl``
+in lockstep. Bind an implementation with :meth:`MaterializerMachine.bound_to`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import ClassVar, cast
 
 from hypothesis import strategies as st
@@ -23,6 +31,7 @@ from hypothesis.stateful import Bundle, RuleBasedStateMachine, initialize, invar
 
 from ..spec import (
     Change,
+    Granularity,
     HistoryAccess,
     JsonValue,
     Keys,
@@ -30,6 +39,9 @@ from ..spec import (
     ModelMaterializer,
     Row,
     RowKind,
+    StateTransfer,
+    TimeDomain,
+    TtlSettings,
     canonical,
 )
 from .checks import Maker
@@ -46,6 +58,8 @@ rows: st.SearchStrategy[Row] = st.tuples(
 adds = st.sampled_from((RowKind.INSERT, RowKind.UPDATE_AFTER))
 retracts = st.sampled_from((RowKind.UPDATE_BEFORE, RowKind.DELETE))
 
+TtlMaker = Callable[[Keys, TtlSettings], Materializer]
+
 
 class MaterializerMachine(RuleBasedStateMachine):
     """Model vs implementation over many context keys. Subclass and override :meth:`make`."""
@@ -53,37 +67,72 @@ class MaterializerMachine(RuleBasedStateMachine):
     added = Bundle("added")
     check_histories: ClassVar[bool] = True
     """Compare full per-key histories when the implementation offers ``HistoryAccess``."""
+    ttl_configs: ClassVar[tuple[TtlSettings, ...]] = ()
+    """TTL configurations to draw from at initialization (empty: no TTL)."""
+    granularity: ClassVar[Granularity] = Granularity.PER_ELEMENT
+    """The implementation's TTL granularity (``PER_KEY`` for LEGACY)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.keys: Keys = KEYS_WITHOUT_UPSERT_KEY
+        self.ttl: TtlSettings = TtlSettings()
         self.model = ModelMaterializer(self.keys)
         self.impl: Materializer | None = None
         self.now = 0
+        self.ts_offset = 0
         self.steps = 0
 
     def make(self, keys: Keys) -> Materializer:
         """Build the implementation under test (overridden by :meth:`bound_to`)."""
         raise NotImplementedError("bind an implementation with MaterializerMachine.bound_to(maker)")
 
+    def make_ttl(self, keys: Keys, ttl: TtlSettings) -> Materializer:
+        """Build the implementation under test with ``ttl`` (overridden by :meth:`bound_to`)."""
+        raise NotImplementedError("bind a TTL maker with MaterializerMachine.bound_to(maker, ttl_maker=...)")
+
+    def fresh(self) -> Materializer:
+        """A new, empty implementation configured like the current one (keys, TTL)."""
+        return self.make_ttl(self.keys, self.ttl) if self.ttl.enabled else self.make(self.keys)
+
     @classmethod
-    def bound_to(cls, maker: Maker, name: str = "") -> type[MaterializerMachine]:
+    def bound_to(
+        cls,
+        maker: Maker,
+        name: str = "",
+        *,
+        ttl_maker: TtlMaker | None = None,
+        ttl_configs: tuple[TtlSettings, ...] = (),
+        granularity: Granularity = Granularity.PER_ELEMENT,
+    ) -> type[MaterializerMachine]:
         """A subclass of this machine whose :meth:`make` is ``maker``.
 
-        ``name`` (e.g. the test's qualified name) keeps example databases apart.
+        ``name`` (e.g. the test's qualified name) keeps example databases apart. With
+        ``ttl_configs`` (and ``ttl_maker``), each run draws one TTL configuration.
         """
 
         def make(self: MaterializerMachine, keys: Keys) -> Materializer:
             return maker(keys)
 
-        bound = type(name.replace(".", "_") or f"{cls.__name__}Bound", (cls,), {"make": make})
+        namespace: dict[str, object] = {"make": make, "ttl_configs": ttl_configs, "granularity": granularity}
+        if ttl_maker is not None:
+
+            def make_ttl(self: MaterializerMachine, keys: Keys, ttl: TtlSettings) -> Materializer:
+                return ttl_maker(keys, ttl)
+
+            namespace["make_ttl"] = make_ttl
+        bound = type(name.replace(".", "_") or f"{cls.__name__}Bound", (cls,), namespace)
         return cast("type[MaterializerMachine]", bound)
 
     # -- plumbing subclasses reuse -------------------------------------------------------------
 
     def step(self, change: Change) -> Change | None:
-        """Feed ``change`` to both; the outputs must be exactly equal. Returns the output."""
+        """Feed ``change`` to both; the outputs must be exactly equal. Returns the output.
+
+        In event time a change without ``ts`` gets ``now + ts_offset`` (at least 0).
+        """
         assert self.impl is not None
+        if change.ts is None and self.ttl.time_domain is TimeDomain.EVENT_TIME:
+            change = Change(change.kind, change.row, ts=max(0, self.now + self.ts_offset))
         expected = self.model.process(change)
         actual = self.impl.process(change)
         self.steps += 1
@@ -100,11 +149,13 @@ class MaterializerMachine(RuleBasedStateMachine):
 
     # -- rules ---------------------------------------------------------------------------------
 
-    @initialize(upsert_key=st.booleans())
-    def open(self, upsert_key: bool) -> None:
+    @initialize(upsert_key=st.booleans(), data=st.data())
+    def open(self, upsert_key: bool, data: st.DataObject) -> None:
         self.keys = KEYS_WITH_UPSERT_KEY if upsert_key else KEYS_WITHOUT_UPSERT_KEY
-        self.model = ModelMaterializer(self.keys)
-        self.replace_implementation(self.make(self.keys))
+        if self.ttl_configs:
+            self.ttl = data.draw(st.sampled_from(self.ttl_configs), label="ttl")
+        self.model = ModelMaterializer(self.keys, self.ttl, self.granularity)
+        self.replace_implementation(self.fresh())
 
     @rule(target=added, row=rows, kind=adds)
     def add(self, row: Row, kind: RowKind) -> Row:
@@ -142,6 +193,11 @@ class MaterializerMachine(RuleBasedStateMachine):
         self.model.advance_time(self.now)
         self.impl.advance_time(self.now)
 
+    @rule(offset=st.integers(-8, 6))
+    def shift_event_time(self, offset: int) -> None:
+        """Later changes carry ``ts = now + offset`` in event time (negative: late records)."""
+        self.ts_offset = offset
+
     # -- invariants ----------------------------------------------------------------------------
 
     @invariant()
@@ -158,6 +214,16 @@ class MaterializerMachine(RuleBasedStateMachine):
         expected = {context: [canonical(row) for row in rows] for context, rows in self.model.histories()}
         actual = {context: [canonical(row) for row in rows] for context, rows in self.impl.histories()}
         assert actual == expected, f"state differs: {actual!r} vs model {expected!r}"
+
+    @invariant()
+    def elements_agree(self) -> None:
+        """With TTL: the exported elements, stamps included, equal the model's."""
+        if self.impl is None or not self.ttl.enabled or not isinstance(self.impl, StateTransfer):
+            return
+        expected = {c: [(canonical(r), s) for r, s in e] for c, e in self.model.export_elements()}
+        actual = {c: [(canonical(r), s) for r, s in e] for c, e in self.impl.export_elements()}
+        assert actual == expected, f"elements differ: {actual!r} vs model {expected!r}"
+        assert self.impl.now == self.model.now
 
     def teardown(self) -> None:
         if self.impl is not None:

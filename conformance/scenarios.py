@@ -12,7 +12,20 @@ import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from ..spec import Change, Keys, Row, delete, insert, update_after, update_before
+from ..spec import (
+    Change,
+    Granularity,
+    Keys,
+    Row,
+    TimeDomain,
+    TtlSettings,
+    UpdateType,
+    delete,
+    insert,
+    update_after,
+    update_before,
+)
+from .generators import Advance, Step
 
 NO_UK = Keys(pk=(0,))
 UK = Keys(pk=(0,), upsert_key=(1,))
@@ -296,3 +309,240 @@ SCENARIOS: tuple[Scenario, ...] = tuple(itertools.chain(WORKED_EXAMPLE, SIX_ORDE
 BY_NAME = {scenario.name: scenario for scenario in SCENARIOS}
 if len(BY_NAME) != len(SCENARIOS):  # pragma: no cover - a catalogue editing mistake
     raise RuntimeError("two scenarios share a name")
+
+
+# -- TTL (DESIGN section 3, "TTL"; docs/ttl.md) -----------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TtlScenario:
+    """A TTL scenario: steps (changes and clock advances) and the output expected at each.
+
+    Advances expect None. ``granularity`` says which implementations it applies to
+    (``PER_KEY``: LEGACY; ``PER_ELEMENT``: the others).
+    """
+
+    name: str
+    keys: Keys
+    ttl: TtlSettings
+    granularity: Granularity
+    steps: tuple[Step, ...]
+    expected: tuple[Change | None, ...]
+    misses: int = 0
+    note: str = ""
+
+
+def _t(
+    name: str,
+    keys: Keys,
+    ttl: TtlSettings,
+    granularity: Granularity,
+    steps: list[Advance | tuple[Change, Change | None]],
+    misses: int = 0,
+    note: str = "",
+) -> TtlScenario:
+    items = [(step, None) if isinstance(step, Advance) else step for step in steps]
+    return TtlScenario(
+        name,
+        keys,
+        ttl,
+        granularity,
+        tuple(step for step, _ in items),
+        tuple(out for _, out in items),
+        misses,
+        note,
+    )
+
+
+TTL10 = TtlSettings(ttl_ms=10)
+TTL10_ON_CREATE = TtlSettings(ttl_ms=10, update_type=UpdateType.ON_CREATE)
+TTL10_ON_READ = TtlSettings(ttl_ms=10, update_type=UpdateType.ON_READ_AND_WRITE)
+TTL10_EVENT = TtlSettings(ttl_ms=10, time_domain=TimeDomain.EVENT_TIME)
+_E, _K = Granularity.PER_ELEMENT, Granularity.PER_KEY
+_a, _b, _c = (1, "u1", 10, "a"), (1, "u2", 10, "b"), (1, "u1", 20, "c")
+
+TTL_SCENARIOS: tuple[TtlScenario, ...] = (
+    _t(
+        "ttl-expiry-is-exact",
+        NO_UK,
+        TTL10,
+        _E,
+        [
+            (insert(*_a), insert(*_a)),
+            Advance(9),
+            (delete(*_a), delete(*_a)),
+            (insert(*_a), insert(*_a)),
+            Advance(19),
+            (delete(*_a), None),
+        ],
+        misses=1,
+        note="stamped 9, ttl 10: visible at 18, gone from the instant 19 (not at a later cleanup)",
+    ),
+    _t(
+        "ttl-expired-retraction-is-a-miss",
+        NO_UK,
+        TTL10,
+        _E,
+        [
+            (insert(*_a), insert(*_a)),
+            Advance(10),
+            (update_before(*_a), None),
+            (update_after(1, "u1", 20, "b"), insert(1, "u1", 20, "b")),
+        ],
+        misses=1,
+        note="expiry emits nothing: the sink keeps the stale row a until the next write to the key",
+    ),
+    _t(
+        "ttl-older-element-expires-newer-stays",
+        NO_UK,
+        TTL10,
+        _E,
+        [
+            (insert(*_a), insert(*_a)),
+            Advance(5),
+            (insert(*_b), update_after(*_b)),
+            Advance(10),
+            (delete(*_b), delete(*_b)),
+        ],
+        note="a (stamped 0) expired at 10, so removing b empties the key: -D, not +U(a)",
+    ),
+    _t(
+        "ttl-replacement-refreshes-stamp-older-behind-expires",
+        UK,
+        TTL10,
+        _E,
+        [
+            (insert(*_a), insert(*_a)),
+            Advance(2),
+            (update_after(*_b), update_after(*_b)),
+            Advance(6),
+            (update_after(*_c), update_after(*_c)),
+            Advance(12),
+            (update_before(*_c), delete(*_c)),
+        ],
+        note="u1 replaced in place at 6 (re-stamped, visible until 16); u2 behind it, stamped 2, "
+        "expired at 12: removing u1 empties the key",
+    ),
+    _t(
+        "ttl-on-create-replacement-keeps-stamp",
+        UK,
+        TTL10_ON_CREATE,
+        _E,
+        [
+            (insert(*_a), insert(*_a)),
+            Advance(2),
+            (update_after(*_b), update_after(*_b)),
+            Advance(6),
+            (update_after(*_c), update_after(*_c)),
+            Advance(10),
+            (update_before(*_c), None),
+            (update_before(*_b), delete(*_b)),
+        ],
+        misses=1,
+        note="on_create: the replacement at 6 keeps u1's stamp 0, so u1 expires at 10; u2 (2) lives to 12",
+    ),
+    _t(
+        "ttl-on-read-and-write-rollback-restamps",
+        NO_UK,
+        TTL10_ON_READ,
+        _E,
+        [
+            (insert(*_a), insert(*_a)),
+            Advance(5),
+            (insert(*_b), update_after(*_b)),
+            Advance(8),
+            (delete(*_b), update_after(*_a)),
+            Advance(12),
+            (delete(*_a), delete(*_a)),
+        ],
+        note="the rule-9 rollback at 8 re-stamps a with 8: visible until 18",
+    ),
+    _t(
+        "ttl-default-rollback-does-not-restamp",
+        NO_UK,
+        TTL10,
+        _E,
+        [
+            (insert(*_a), insert(*_a)),
+            Advance(5),
+            (insert(*_b), update_after(*_b)),
+            Advance(8),
+            (delete(*_b), update_after(*_a)),
+            Advance(12),
+            (delete(*_a), None),
+        ],
+        misses=1,
+        note="on_create_and_write: a keeps its stamp 0 and expires at 10",
+    ),
+    _t(
+        "ttl-event-time-late-record",
+        NO_UK,
+        TTL10_EVENT,
+        _E,
+        [
+            (insert(*_a, ts=0), insert(*_a)),
+            (insert(*_b, ts=8), update_after(*_b)),
+            Advance(10),
+            (delete(*_b, ts=11), delete(*_b)),
+            (insert(*_c, ts=0), insert(*_c)),
+            (delete(*_c, ts=12), None),
+        ],
+        misses=1,
+        note="watermark 10: a (ts 0) expired; c (ts 0) is emitted but already invisible on arrival",
+    ),
+    _t(
+        "ttl-per-key-history-lives-as-one",
+        NO_UK,
+        TTL10,
+        _K,
+        [
+            (insert(*_a), insert(*_a)),
+            Advance(5),
+            (insert(*_b), update_after(*_b)),
+            Advance(12),
+            (delete(*_a), None),
+            Advance(21),
+            (delete(*_b), delete(*_b)),
+            (insert(*_c), insert(*_c)),
+            Advance(31),
+            (delete(*_c), None),
+        ],
+        misses=1,
+        note="per key: a outlives its own 10 ms because writes at 5 and 12 re-stamp the whole key",
+    ),
+    _t(
+        "ttl-per-key-on-create",
+        NO_UK,
+        TTL10_ON_CREATE,
+        _K,
+        [
+            (insert(*_a), insert(*_a)),
+            Advance(5),
+            (insert(*_b), update_after(*_b)),
+            Advance(10),
+            (delete(*_b), None),
+            (insert(*_b), insert(*_b)),
+        ],
+        misses=1,
+        note="on_create: the key keeps the stamp of its creation (0); the whole history expires at 10",
+    ),
+    _t(
+        "ttl-per-key-event-time",
+        NO_UK,
+        TTL10_EVENT,
+        _K,
+        [
+            (insert(*_a, ts=5), insert(*_a)),
+            Advance(14),
+            (insert(*_b, ts=9), update_after(*_b)),
+            (delete(*_a, ts=20), None),
+            (delete(*_b, ts=20), delete(*_b)),
+            (insert(*_a, ts=3), insert(*_a)),
+            (delete(*_a, ts=20), None),
+        ],
+        misses=1,
+        note="every write sets the key's stamp to its ts, also backwards: the late +I (ts 3) "
+        "leaves a key that is invisible at watermark 14",
+    ),
+)
+"""Hand-written TTL scenarios, each verified against the model in tests/test_ttl.py."""

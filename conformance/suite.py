@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import ClassVar, TypeVar
 
 import pytest
@@ -29,21 +30,30 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import run_state_machine_as_test
 
-from ..impls import Settings, create_named
-from ..spec import Keys, Materializer
-from .checks import check_scenario, check_stream
+from ..impls import Settings, Strategy, create_named
+from ..impls.registry import resolve
+from ..spec import Granularity, Keys, Materializer, TimeDomain, TtlSettings, UpdateType
+from .checks import check_scenario, check_stream, check_timed_stream, check_ttl_scenario
 from .generators import (
     GeneratedStream,
     bare_update_streams,
     long_histories,
+    timed_streams,
     tolerated_streams,
     valid_streams,
 )
 from .machine import MaterializerMachine
 from .pinned import PINNED
-from .scenarios import SCENARIOS, Scenario
+from .scenarios import SCENARIOS, TTL_SCENARIOS, Scenario, TtlScenario
 
 T = TypeVar("T")
+
+TTL_CONFIGS: tuple[TtlSettings, ...] = tuple(
+    TtlSettings(ttl_ms=5, time_domain=domain, update_type=policy)
+    for domain in TimeDomain
+    for policy in UpdateType
+)
+"""The TTL configurations every implementation is checked under: both domains x three policies."""
 
 SCALE_VARIABLE = "UPSERTMAT_EXAMPLES_SCALE"
 
@@ -107,7 +117,10 @@ class MaterializerTests:
     Class attributes: ``implementation`` (registry name, alias or ``module:factory``),
     ``impl_settings`` (a :class:`~upsertmat.impls.Settings`; strategy/backend come from the
     name), ``examples_scale`` (multiplies every Hypothesis example count), and
-    ``pinned_streams`` (extra streams replayed first, e.g. failures you found).
+    ``pinned_streams`` (extra streams replayed first, e.g. failures you found),
+    ``ttl_granularity`` (None: PER_KEY for LEGACY, else PER_ELEMENT) and ``ttl_weight``
+    (examples of each TTL configuration relative to the untimed tests).
+    TTL tests build through :meth:`make_ttl` (the registry; skipped without ``implementation``).
     """
 
     implementation: ClassVar[str | None] = None
@@ -115,12 +128,29 @@ class MaterializerTests:
     examples_scale: ClassVar[float] = 1.0
     pinned_streams: ClassVar[tuple[GeneratedStream, ...]] = ()
     machine: ClassVar[type[MaterializerMachine]] = MaterializerMachine
+    ttl_granularity: ClassVar[Granularity | None] = None
+    ttl_weight: ClassVar[float] = 0.25
 
     def make(self, keys: Keys) -> Materializer:
         """A fresh implementation for ``keys`` (the suite closes it)."""
         if self.implementation is None:
             raise NotImplementedError(f"{type(self).__name__}: set `implementation` or override `make`")
         return create_named(self.implementation, keys, self.impl_settings)
+
+    def make_ttl(self, keys: Keys, ttl: TtlSettings) -> Materializer:
+        """A fresh implementation for ``keys`` with TTL ``ttl`` (skips without ``implementation``)."""
+        if self.implementation is None:
+            pytest.skip("TTL tests build through the registry: set `implementation` or override `make_ttl`")
+        return create_named(self.implementation, keys, replace(self.impl_settings or Settings(), ttl=ttl))
+
+    def granularity(self) -> Granularity:
+        """The implementation's TTL granularity: ``ttl_granularity``, else by strategy name."""
+        if self.ttl_granularity is not None:
+            return self.ttl_granularity
+        name = self.implementation or ""
+        if ":" not in name and resolve(name)[0] is Strategy.LEGACY:
+            return Granularity.PER_KEY
+        return Granularity.PER_ELEMENT
 
     def _property(
         self,
@@ -170,5 +200,49 @@ class MaterializerTests:
         current = scaled_settings(0.5, self.examples_scale)
         run_state_machine_as_test(  # type: ignore[no-untyped-call, unused-ignore]
             self.machine.bound_to(self.make, f"{type(self).__module__}.{type(self).__qualname__}.machine"),
+            settings=settings(current, stateful_step_count=30),
+        )
+
+    # -- TTL -------------------------------------------------------------------------------------
+
+    @pytest.mark.parametrize("scenario", TTL_SCENARIOS, ids=[scenario.name for scenario in TTL_SCENARIOS])
+    def test_ttl_scenario(self, scenario: TtlScenario) -> None:
+        """Each hand-written TTL scenario of the implementation's granularity, exactly."""
+        if scenario.granularity is not self.granularity():
+            pytest.skip(
+                f"a {scenario.granularity.value} scenario; this implementation is {self.granularity().value}"
+            )
+        check_ttl_scenario(lambda keys: self.make_ttl(keys, scenario.ttl), scenario)
+
+    @pytest.mark.parametrize(
+        "ttl", TTL_CONFIGS, ids=[f"{ttl.time_domain.value}-{ttl.update_type.value}" for ttl in TTL_CONFIGS]
+    )
+    def test_ttl_streams(self, ttl: TtlSettings) -> None:
+        """Streams with clock advances and timestamps under TTL: equal to the model at every input."""
+        granularity = self.granularity()
+        name = f"ttl_{ttl.time_domain.value}_{ttl.update_type.value}"
+        run_property(
+            f"{type(self).__module__}.{type(self).__qualname__}.{name}",
+            timed_streams(),
+            lambda stream: check_timed_stream(
+                lambda keys: self.make_ttl(keys, ttl), stream, ttl, granularity
+            ),
+            weight=self.ttl_weight,
+            scale=self.examples_scale,
+        )
+
+    def test_ttl_state_machine(self) -> None:
+        """The state machine under a drawn TTL configuration, with clock and event-time rules."""
+        if self.implementation is None:
+            pytest.skip("TTL tests build through the registry: set `implementation`")
+        current = scaled_settings(0.5 * self.ttl_weight * len(TTL_CONFIGS), self.examples_scale)
+        run_state_machine_as_test(  # type: ignore[no-untyped-call, unused-ignore]
+            self.machine.bound_to(
+                self.make,
+                f"{type(self).__module__}.{type(self).__qualname__}.ttl_machine",
+                ttl_maker=self.make_ttl,
+                ttl_configs=TTL_CONFIGS,
+                granularity=self.granularity(),
+            ),
             settings=settings(current, stateful_step_count=30),
         )
