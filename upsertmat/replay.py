@@ -35,11 +35,13 @@ from .cliconfig import add_config_arguments, settings_from_args
 from .errors import CliError, ExitCode, StateDirError
 from .impls import ConfigError, Settings, UnknownImplementation, create
 from .impls.config import BACKEND, STRATEGY
+from .impls.lifecycle import export_state, import_state, supports_transfer
 from .impls.settings import Backend, TimeDomain
 from .impls.state.errors import BackendUnavailableError, StateError
 from .jsonl import BadLine, ChangeLine, RowShape, format_change, format_dead_letter, parse_line
 from .progress import Progress
-from .spec import Change, HistoryAccess, Keys, Materializer
+from .recovery import Position, PositionRecord, reopen_output, skip_lines
+from .spec import Change, Keys, Materializer
 from .statedir import DEAD_LETTER_NAME, Manifest, StateDir
 
 NAME = "replay"
@@ -146,6 +148,13 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "--state-dir", type=Path, metavar="DIR", help="keep state and the line count in DIR across runs"
     )
     parser.add_argument(
+        "--checkpoint-every",
+        type=_positive,
+        metavar="N",
+        help="with --state-dir on heap: checkpoint state and position every N lines, so a killed "
+        "run resumes from there (byte backends commit their position with every line)",
+    )
+    parser.add_argument(
         "--progress",
         action=argparse.BooleanOptionalAction,
         default=None,
@@ -223,7 +232,13 @@ class _Run:
         self.state = state
         self.shape = RowShape(keys, args.arity)
         self.manifest: Manifest | None = None
-        self.base = 0  # stream index of this run's first line
+        self.base = 0  # stream index of this run's first line (after lines skipped on resume)
+        self.run_start = 0  # stream index of the first line of this run's input
+        self.resuming = False  # the previous run on the state dir was killed; continue it
+        self.skip = 0  # input lines already consumed by the killed run
+        self.misses_base = 0  # rule-7 misses before this run
+        self.out_bytes: int | None = None  # length of -o FILE (None for stdout)
+        self.record: PositionRecord | None = None
         self.now = 0
         self.counts = _Counts()
         self.need_ts = settings.ttl.enabled and settings.ttl.time_domain is TimeDomain.EVENT_TIME
@@ -258,6 +273,7 @@ class _Run:
         found = self.state.load_manifest()
         if found is None:
             self.manifest = self.state.save(wanted, None)
+            self.out_bytes = self._fresh_output_bytes()
             return
         where = f"(state in {self.state.manifest_path})"
         checks = (
@@ -277,53 +293,106 @@ class _Run:
             raise StateDirError(
                 f"this run's --arity is {wanted.arity} but the stream's arity is {found.arity} {where}"
             )
-        if found.in_progress:
-            raise StateDirError(
-                f"the last run on {self.state.path} stopped without saving (killed, or its output failed); "
-                f"the {found.backend} state may already hold lines after the saved count ({found.lines}), "
-                "so resuming could apply them twice; start a new --state-dir"
-            )
         if found.arity is not None:
             self.shape.arity = found.arity
         self.manifest = found
         self.base = found.lines
         self.now = found.now
+        self.misses_base = found.retract_misses
+        self.resuming = found.in_progress
+        self.run_start = found.run_start if found.in_progress else found.lines
+        self.out_bytes = found.output_bytes if found.in_progress else self._fresh_output_bytes()
+
+    def _fresh_output_bytes(self) -> int | None:
+        return None if self.args.output == "-" else 0
 
     def restore(self, materializer: Materializer) -> None:
-        """Load the heap snapshot into ``materializer`` and set its clock."""
+        """Load the heap snapshot (or the byte backend's position) and mark the run in progress.
+
+        On a resume after a kill, ``skip`` becomes the number of this input's lines the killed
+        run had already committed, and ``out_bytes`` the output length at that commit.
+        """
         assert self.state is not None and self.manifest is not None
         if self.settings.backend is Backend.HEAP:
-            if not isinstance(materializer, HistoryAccess):
+            if not supports_transfer(materializer):
                 raise CliError(
-                    f"{self.settings.strategy.value}/heap cannot export its state (no HistoryAccess), "
+                    f"{self.settings.strategy.value}/heap cannot export its state (no StateTransfer), "
                     "so it cannot be used with --state-dir"
                 )
-            if self.settings.ttl.enabled:
+            import_state(materializer, self.state.load_snapshot(self.manifest, self.keys), self.now)
+        else:
+            self.record = PositionRecord.attach(materializer)
+            if self.record is None:
                 raise CliError(
-                    "--state-dir with TTL on a heap backend is not supported yet (no timestamps saved)"
+                    f"{self.settings.strategy.value}/{self.settings.backend.value} cannot commit the "
+                    "replay position with its state, so it cannot be used with --state-dir"
                 )
-            materializer.load_histories(self.state.load_snapshot(self.manifest, self.keys))
+            position = self.record.read() if self.resuming else None
+            if position is not None and position.lines >= self.run_start:
+                self.base, self.now, self.misses_base = position.lines, position.now, position.misses
+                self.out_bytes = position.output_bytes
         if self.now:
             materializer.advance_time(self.now)
-        if self.settings.backend is not Backend.HEAP:  # it commits every input from now on
-            self.manifest = self.state.save(replace(self.manifest, in_progress=True), None)
+        if self.resuming:
+            self.skip = self.base - self.run_start
+        manifest = replace(self.manifest, in_progress=True, run_start=self.run_start, lines=self.base)
+        self.manifest = self.state.save(manifest, None, keep_snapshot=True)
+        if self.record is not None and not self.resuming:
+            self.record.commit(self._position())
+
+    def open_output(self, source: IO[bytes]) -> IO[bytes]:
+        """Skip what a killed run consumed, and open the output (truncated to its checkpoint)."""
+        name = self.args.output
+        if not self.resuming:
+            return _open_output(name)
+        if skip_lines(source, self.skip) < self.skip:
+            raise StateDirError(
+                f"cannot resume the killed run on {self.state.path if self.state else ''}: its checkpoint is "
+                f"{self.skip} line(s) into its input, but this input is shorter; resume with the same input"
+            )
+        _say(f"resuming the killed run from stream line in={self.base} ({self.skip} input line(s) skipped)")
+        if name == "-":
+            if self.skip:
+                _say(
+                    "stdout cannot be truncated: changes written after the checkpoint may repeat (same 'in')"
+                )
+            return _open_output(name)
+        if self.out_bytes is None:
+            self.out_bytes = 0
+            return _open_output(name)
+        return reopen_output(name, self.out_bytes)
+
+    def _position(self) -> Position:
+        return Position(self.base + self.counts.consumed, self.now, self._misses(), self.out_bytes)
+
+    def _misses(self) -> int:
+        return self.misses_base + self.counts.misses
 
     def save(self, materializer: Materializer) -> None:
         """Persist the state after ``counts.consumed`` lines of this run (if --state-dir)."""
         if self.state is None or self.manifest is None:
             return
+        self._save(materializer, in_progress=False)
+
+    def _save(self, materializer: Materializer, *, in_progress: bool) -> None:
+        assert self.state is not None and self.manifest is not None
         histories = None
-        if self.settings.backend is Backend.HEAP and isinstance(materializer, HistoryAccess):
-            histories = materializer.histories()
+        if self.settings.backend is Backend.HEAP:
+            histories = export_state(materializer)
         manifest = replace(
             self.manifest,
             arity=self.shape.arity,
             lines=self.base + self.counts.consumed,
             now=self.now,
-            retract_misses=self.manifest.retract_misses + materializer.retract_misses,
-            in_progress=False,
+            retract_misses=self._misses(),
+            in_progress=in_progress,
+            output_bytes=self.out_bytes if in_progress else None,
         )
         self.manifest = self.state.save(manifest, histories)
+
+    def checkpoint(self, materializer: Materializer) -> None:
+        """A heap checkpoint: snapshot + manifest with the position (the run stays in progress)."""
+        self._save(materializer, in_progress=True)
 
     # -- the loop --------------------------------------------------------------------------
 
@@ -341,9 +410,13 @@ class _Run:
         progress = Progress(PREFIX, Progress.wanted(self.args.progress))
         fail = self.args.on_error == "fail"
         index = self.base
+        record = self.record
+        every = self.args.checkpoint_every if self.state is not None and record is None else None
         for raw in source:
             guard.busy = True
             number = counts.consumed + 1
+            if record is not None:
+                record.hold()
             try:
                 item = parse_line(raw)
                 if isinstance(item, ChangeLine):
@@ -354,9 +427,12 @@ class _Run:
                     misses = materializer.retract_misses
                     emitted = process(change)
                     if emitted is not None:
-                        write(format_change(index, emitted).encode("utf-8"))
+                        data = format_change(index, emitted).encode("utf-8")
+                        write(data)
                         flush()
                         counts.emitted += 1
+                        if self.out_bytes is not None:
+                            self.out_bytes += len(data)
                     elif materializer.retract_misses != misses:
                         self._miss(number, change)
                 elif item is not None:
@@ -369,6 +445,10 @@ class _Run:
                 self._skip(number, index, str(error), raw)
             counts.consumed = number
             index += 1
+            if record is not None:
+                record.commit(self._position())
+            elif every is not None and number % every == 0:
+                self.checkpoint(materializer)
             progress.update(number, counts.emitted, counts.skipped)
             guard.busy = False
             if guard.received is not None:
@@ -378,7 +458,7 @@ class _Run:
 
     def _miss(self, number: int, change: Change) -> None:
         self.counts.misses += 1
-        if not self.args.quiet and self.counts.misses <= SHOWN_MESSAGES:
+        if not self.args.quiet and self.counts.misses <= SHOWN_MESSAGES:  # per run
             _say(
                 f"line {number}: warning: {change.kind.value} {_row_text(change)} matched no stored row "
                 "(rule 7: nothing emitted)"
@@ -508,7 +588,7 @@ def run(args: argparse.Namespace) -> int:
         source = _open_input(args.input)
         if args.input != "-":
             stack.enter_context(source)
-        sink = _open_output(args.output)
+        sink = job.open_output(source)
         stack.callback(_close_quietly, sink, args.output == "-")
         stack.enter_context(_library_warnings_silenced())
         guard = stack.enter_context(_SignalGuard())

@@ -16,8 +16,9 @@ truncated, of an unknown version or whose checksum differs is refused with a
 :class:`~upsertmat.errors.StateDirError` naming the file: a damaged directory never turns
 silently into an empty state.
 
-The snapshot is msgpack (never pickle), streamed: a header map, one ``[context key, rows]``
-array per context key in the implementation's order, and a trailer ``{"end": count}``.
+The snapshot is msgpack (never pickle), streamed: a header map, one ``[context key, rows,
+stamps]`` array per context key in the implementation's order (``stamps[i]`` is the TTL
+stamp of ``rows[i]``), and a trailer ``{"end": count}``.
 JSON values map to msgpack types one to one (so ``1``, ``1.0``, ``true`` stay apart and
 object key order is kept); integers beyond 64 bits use extension type 1 (decimal text).
 """
@@ -37,7 +38,7 @@ from typing import IO, Any
 import msgpack
 
 from .errors import StateDirError
-from .spec import Keys, Row
+from .spec import Element, Keys, Row
 
 MANIFEST_NAME = "manifest.json"
 LOCK_NAME = "lock"
@@ -45,7 +46,7 @@ DEAD_LETTER_NAME = "dead-letter.jsonl"
 MANIFEST_FORMAT = "upsertmat-replay-state"
 MANIFEST_VERSION = 1
 SNAPSHOT_FORMAT = "upsertmat-heap-histories"
-SNAPSHOT_VERSION = 1
+SNAPSHOT_VERSION = 2
 _BIG_INT = 1  # msgpack extension type: an integer as decimal ASCII
 _SNAPSHOT_PREFIX = "snapshot-"
 _SNAPSHOT_SUFFIX = ".msgpack"
@@ -61,6 +62,13 @@ class Manifest:
     ``retract_misses``: rule-7 retractions so far. ``generation`` numbers the saves;
     ``snapshot`` names the heap snapshot file (None for byte backends, which keep their
     state in ``DIR`` themselves) and ``snapshot_sha256`` its checksum.
+
+    Crash recovery (docs/operations.md): ``in_progress`` is true while a run is going on;
+    ``run_start`` is the stream index of that run's first line, so a run restarted with the
+    same input after a kill skips ``lines - run_start`` lines of it; ``output_bytes`` is the
+    length of that run's ``-o FILE`` at the checkpoint (None for stdout), to which a resumed
+    run truncates it. Byte backends refine ``lines``, ``now``, the misses and the output
+    length per input in a record committed atomically with the state (see ``replay``).
     """
 
     pk: tuple[int, ...]
@@ -77,6 +85,8 @@ class Manifest:
     snapshot: str | None = None
     snapshot_sha256: str | None = None
     in_progress: bool = False
+    run_start: int = 0
+    output_bytes: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The manifest as a JSON object (with the format name and version)."""
@@ -99,6 +109,13 @@ class Manifest:
                 f"reads version {MANIFEST_VERSION} only"
             )
         fields: dict[str, Any] = {name: data.get(name) for name in cls.__dataclass_fields__}
+        fields["run_start"] = data.get("run_start", 0)  # absent in manifests before recovery
+        if not _is_int(fields["run_start"]) or fields["run_start"] < 0:
+            raise bad("'run_start' must be a non-negative integer")
+        if fields["output_bytes"] is not None and not (
+            _is_int(fields["output_bytes"]) and fields["output_bytes"] >= 0
+        ):
+            raise bad("'output_bytes' must be a non-negative integer or null")
         for name in ("pk", "upsert_key"):
             value = fields[name]
             if not isinstance(value, list) or not all(_is_int(column) for column in value):
@@ -243,7 +260,7 @@ class StateDir:
             ) from None
         return Manifest.from_json(data, self.manifest_path)
 
-    def load_snapshot(self, manifest: Manifest, keys: Keys) -> list[tuple[bytes, list[Row]]]:
+    def load_snapshot(self, manifest: Manifest, keys: Keys) -> list[tuple[bytes, list[Element]]]:
         """The histories of the manifest's snapshot (empty if it names none), fully verified.
 
         Checks the SHA-256, the header (format, version, keys, equalizer), every entry's
@@ -270,14 +287,24 @@ class StateDir:
         except Exception as error:  # any decoding failure means a damaged file
             raise StateDirError(f"damaged snapshot {path}: {error}; refusing to start from it") from None
 
-    def save(self, manifest: Manifest, histories: Iterable[tuple[bytes, list[Row]]] | None) -> Manifest:
+    def save(
+        self,
+        manifest: Manifest,
+        histories: Iterable[tuple[bytes, list[Element]]] | None,
+        *,
+        keep_snapshot: bool = False,
+    ) -> Manifest:
         """Persist ``manifest`` (and, for heap state, ``histories`` as a new snapshot).
 
+        ``histories``: per context key its elements ``(row, stamp)`` in insertion order.
+        With ``keep_snapshot`` and no histories, the manifest keeps naming its snapshot.
         Returns the manifest as written (next generation, snapshot name and checksum).
         Older snapshot files are removed once the new manifest is in place.
         """
         generation = manifest.generation + 1
         snapshot = digest = None
+        if keep_snapshot and histories is None:
+            snapshot, digest = manifest.snapshot, manifest.snapshot_sha256
         if histories is not None:
             snapshot = f"{_SNAPSHOT_PREFIX}{generation:08d}{_SNAPSHOT_SUFFIX}"
             hasher = hashlib.sha256()
@@ -328,7 +355,7 @@ def _write_snapshot(
     stream: IO[bytes],
     hasher: Any,
     manifest: Manifest,
-    histories: Iterable[tuple[bytes, list[Row]]],
+    histories: Iterable[tuple[bytes, list[Element]]],
 ) -> None:
     packer = msgpack.Packer(default=_pack_default, use_bin_type=True)
 
@@ -339,13 +366,13 @@ def _write_snapshot(
 
     emit(_header(manifest))
     count = 0
-    for context, rows in histories:
-        emit([context, [list(row) for row in rows]])
+    for context, elements in histories:
+        emit([context, [list(row) for row, _ in elements], [stamp for _, stamp in elements]])
         count += 1
     emit({"end": count})
 
 
-def _read_snapshot(stream: IO[bytes], manifest: Manifest, keys: Keys) -> list[tuple[bytes, list[Row]]]:
+def _read_snapshot(stream: IO[bytes], manifest: Manifest, keys: Keys) -> list[tuple[bytes, list[Element]]]:
     unpacker = msgpack.Unpacker(
         stream, raw=False, strict_map_key=True, ext_hook=_ext_hook, max_buffer_size=1 << 31
     )
@@ -357,7 +384,7 @@ def _read_snapshot(stream: IO[bytes], manifest: Manifest, keys: Keys) -> list[tu
         raise ValueError(f"format version {header.get('version')!r}; this upsertmat reads {SNAPSHOT_VERSION}")
     if header != _header(manifest):
         raise ValueError("its header (keys or equalizer) disagrees with the manifest")
-    histories: list[tuple[bytes, list[Row]]] = []
+    histories: list[tuple[bytes, list[Element]]] = []
     for entry in entries:
         if isinstance(entry, dict):
             if entry != {"end": len(histories)} or next(entries, None) is not None:
@@ -367,12 +394,16 @@ def _read_snapshot(stream: IO[bytes], manifest: Manifest, keys: Keys) -> list[tu
     raise ValueError("truncated (no trailer)")
 
 
-def _history(entry: object, manifest: Manifest, keys: Keys) -> tuple[bytes, list[Row]]:
-    if not (isinstance(entry, list) and len(entry) == 2 and isinstance(entry[0], bytes)):
-        raise ValueError("an entry is not [context key, rows]")
-    context, rows = entry
+def _history(entry: object, manifest: Manifest, keys: Keys) -> tuple[bytes, list[Element]]:
+    if not (isinstance(entry, list) and len(entry) == 3 and isinstance(entry[0], bytes)):
+        raise ValueError("an entry is not [context key, rows, stamps]")
+    context, rows, stamps = entry
     if not isinstance(rows, list) or not rows or not all(isinstance(row, list) for row in rows):
         raise ValueError("an entry's rows are not a non-empty list of rows")
+    if not (
+        isinstance(stamps, list) and len(stamps) == len(rows) and all(_is_int(stamp) for stamp in stamps)
+    ):
+        raise ValueError("an entry's stamps are not one integer per row")
     history: list[Row] = []
     for row in rows:
         if manifest.arity is not None and len(row) != manifest.arity:
@@ -380,4 +411,4 @@ def _history(entry: object, manifest: Manifest, keys: Keys) -> tuple[bytes, list
         if keys.context_key(row) != context:
             raise ValueError("a row is stored under a context key that is not its own")
         history.append(tuple(row))
-    return context, history
+    return context, list(zip(history, stamps, strict=True))

@@ -65,6 +65,9 @@ class LmdbBackend:
 
     name = "lmdb"
     supports_ordered = True
+    defer_commits = False
+    """While True, ``commit`` does nothing: the owner (``replay``) adds its own writes to the
+    same batch and commits once, so they are atomic with the input's state change."""
 
     def __init__(
         self, path: Path | None = None, *, map_size: int = DEFAULT_MAP_SIZE, durable: bool = False
@@ -163,6 +166,8 @@ class LmdbBackend:
 
     def commit(self) -> None:
         """Commit the open write transaction and begin the next (no-op if nothing changed)."""
+        if self.defer_commits:
+            return
         if not self._dirty:
             return
         self._cursor = None

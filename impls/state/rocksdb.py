@@ -75,6 +75,9 @@ class RocksdbBackend:
 
     name = "rocksdb"
     supports_ordered = True
+    defer_commits = False
+    """While True, ``commit`` does nothing: the owner (``replay``) adds its own writes to the
+    same batch and commits once, so they are atomic with the input's state change."""
 
     def __init__(self, path: Path | None = None) -> None:
         self._dir = StateDirectory(path, "rocksdb")
@@ -152,6 +155,8 @@ class RocksdbBackend:
 
     def commit(self) -> None:
         """Write every pending change in one atomic WriteBatch (no-op if there is none)."""
+        if self.defer_commits:
+            return
         if not self._dirty:
             return
         batch = WriteBatch(raw_mode=True)
