@@ -581,7 +581,17 @@ def test_byte_backends_keep_their_state_in_the_state_dir(
 @pytest.mark.skipif(not any(b == "rocksdb" for _, b in BYTE_PAIRS), reason="rocksdb backend not available")
 def test_a_killed_byte_backend_run_resumes_from_its_committed_position(tmp_path: Path) -> None:
     """Crash recovery (more in tests/lifecycle/test_crash_recovery.py): same input, no repeats."""
-    flags = ["replay", "--pk", "0", "--strategy", "map", "--backend", "rocksdb", "--state-dir", tmp_path]
+    flags: list[str | Path] = [
+        "replay",
+        "--pk",
+        "0",
+        "--strategy",
+        "map",
+        "--backend",
+        "rocksdb",
+        "--state-dir",
+        tmp_path,
+    ]
     process = subprocess.Popen(
         [SCRIPT, *map(str, flags)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
     )
