@@ -14,7 +14,7 @@ import sys
 import traceback
 from collections.abc import Callable, Sequence
 
-from . import __version__, replay
+from . import __version__, replay, savepoints
 from .bench import command as bench
 from .demo import command as demo
 from .errors import CliError, ExitCode
@@ -24,6 +24,7 @@ from .plan import command as plan
 SubcommandAdder = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], None]
 SUBCOMMANDS: tuple[SubcommandAdder, ...] = (
     replay.add_parser,
+    savepoints.add_parser,
     bench.add_parser,
     run_job.add_parser,
     demo.add_parser,

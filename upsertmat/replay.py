@@ -41,7 +41,7 @@ from .impls.state.errors import BackendUnavailableError, StateError
 from .jsonl import BadLine, ChangeLine, RowShape, format_change, format_dead_letter, parse_line
 from .progress import Progress
 from .recovery import Position, PositionRecord, reopen_output, skip_lines
-from .spec import Change, Keys, Materializer
+from .spec import Change, Keys, Materializer, equalizer_spec, parse_equalizer
 from .statedir import DEAD_LETTER_NAME, Manifest, StateDir
 
 NAME = "replay"
@@ -123,6 +123,13 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         type=parse_columns,
         metavar="COLS",
         help="upsert key columns (default: none)",
+    )
+    keys.add_argument(
+        "--equalizer",
+        default="canonical",
+        metavar="NAME",
+        help="how rows are matched: canonical (default), case-insensitive, ignore-columns:I[,J] "
+        "(positions within the compared values); kept in --state-dir",
     )
     keys.add_argument(
         "--arity",
@@ -261,7 +268,7 @@ class _Run:
             upsert_key=self.keys.upsert_key,
             strategy=self.settings.strategy.value,
             backend=self.settings.backend.value,
-            equalizer=equalizer.name,
+            equalizer=equalizer_spec(equalizer),
             equalizer_fingerprint=equalizer.fingerprint,
             arity=self.shape.arity,
         )
@@ -281,7 +288,11 @@ class _Run:
             ("--upsert-key", _columns(wanted.upsert_key) or "(none)", _columns(found.upsert_key) or "(none)"),
             (f"strategy ({STRATEGY})", wanted.strategy, found.strategy),
             (f"backend ({BACKEND})", wanted.backend, found.backend),
-            ("equalizer", wanted.equalizer_fingerprint, found.equalizer_fingerprint),
+            (
+                "--equalizer",
+                f"{wanted.equalizer} ({wanted.equalizer_fingerprint})",
+                f"{found.equalizer} ({found.equalizer_fingerprint})",
+            ),
         )
         for what, ours, theirs in checks:
             if ours != theirs:
@@ -567,7 +578,7 @@ def run(args: argparse.Namespace) -> int:
     """Execute ``upsertmat replay`` for parsed arguments; return the exit code."""
     try:
         settings = settings_from_args(args)
-        keys = Keys(pk=args.pk, upsert_key=args.upsert_key)
+        keys = Keys(pk=args.pk, upsert_key=args.upsert_key, equalizer=parse_equalizer(args.equalizer))
         RowShape(keys, args.arity)
     except (ConfigError, ValueError) as error:
         raise CliError(str(error)) from None

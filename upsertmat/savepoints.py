@@ -1,0 +1,284 @@
+"""``upsertmat savepoint``, ``upsertmat restore`` and ``upsertmat inspect``: canonical savepoints.
+
+``savepoint`` reads a ``replay --state-dir`` directory (any strategy and backend) and writes a
+backend-independent savepoint (:mod:`upsertmat.impls.lifecycle.savepoint`): per key group,
+each context key's elements in insertion order with their stamps, plus the clock, the keys,
+the equalizer identity, TTL settings and the stream position (``extra.lines``).
+
+``restore`` builds a new state directory from a savepoint, for any strategy and backend
+(migration) and for instance ``--index`` of ``--parallelism`` (rescaling: the instance gets
+exactly the key groups of its range). ``replay --state-dir NEWDIR`` then continues the
+stream at the savepoint's line with identical output.
+
+``inspect`` verifies a savepoint completely and prints its manifest summary as JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from .cliconfig import add_config_arguments, settings_from_args
+from .errors import CliError, ExitCode, StateDirError
+from .impls import ConfigError, Settings, UnknownImplementation, create
+from .impls.lifecycle import DEFAULT_MAX_PARALLELISM, Savepoint, SavepointError, export_state, write_savepoint
+from .impls.settings import Backend, Strategy
+from .impls.state.errors import BackendUnavailableError, StateError
+from .spec import Keys, Materializer, parse_equalizer
+from .statedir import Manifest, StateDir
+
+EXIT_CODES = (
+    "exit codes: 0 ok, 2 usage or configuration error, 3 state directory or savepoint refused, 4 I/O error."
+)
+
+
+def _positive(text: str) -> int:
+    if not text.strip().isdigit() or int(text) <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return int(text)
+
+
+def _index(text: str) -> int:
+    if not text.strip().isdigit():
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}")
+    return int(text)
+
+
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Register ``savepoint``, ``restore`` and ``inspect``."""
+    save = subparsers.add_parser(
+        "savepoint",
+        help="write a backend-independent savepoint of a replay --state-dir",
+        description="Write the state of a replay --state-dir (any strategy/backend) as a canonical "
+        "savepoint.",
+        epilog=f"example: upsertmat savepoint --state-dir st -o sp1\n{EXIT_CODES}",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    save.add_argument(
+        "--state-dir", type=Path, required=True, metavar="DIR", help="the state directory to save"
+    )
+    save.add_argument(
+        "-o", "--output", type=Path, required=True, metavar="SP", help="new savepoint directory"
+    )
+    save.add_argument(
+        "--max-parallelism",
+        type=_positive,
+        default=DEFAULT_MAX_PARALLELISM,
+        metavar="N",
+        help=f"key groups (default {DEFAULT_MAX_PARALLELISM}); the highest parallelism it can restore at",
+    )
+    add_config_arguments(save)
+    save.set_defaults(run=run_savepoint)
+
+    restore = subparsers.add_parser(
+        "restore",
+        help="create a replay --state-dir from a savepoint (migration, rescaling)",
+        description="Create a new replay state directory from a savepoint, for any strategy and backend\n"
+        "(migration) and any parallelism up to the savepoint's max parallelism (rescaling).",
+        epilog="examples:\n  upsertmat restore sp1 --state-dir st2 --strategy MAP --backend rocksdb\n"
+        "  upsertmat restore sp1 --state-dir part0 --parallelism 2 --index 0\n"
+        f"{EXIT_CODES}\nTTL settings come from the savepoint; giving other ones is refused.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    restore.add_argument("savepoint", type=Path, metavar="SP", help="the savepoint directory")
+    restore.add_argument("--state-dir", type=Path, required=True, metavar="DIR", help="new (empty) state dir")
+    restore.add_argument(
+        "--parallelism", type=_positive, default=1, metavar="Q", help="instances (default 1)"
+    )
+    restore.add_argument(
+        "--index", type=_index, default=0, metavar="I", help="this instance, 0..Q-1 (default 0)"
+    )
+    add_config_arguments(restore)
+    restore.set_defaults(run=run_restore)
+
+    inspect = subparsers.add_parser(
+        "inspect",
+        help="verify a savepoint and print its summary as JSON",
+        description="Verify every file of a savepoint (checksums, structure, keys) and print its "
+        "manifest summary.",
+        epilog=EXIT_CODES,
+    )
+    inspect.add_argument("savepoint", type=Path, metavar="SP", help="the savepoint directory")
+    inspect.set_defaults(run=run_inspect)
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    try:
+        return settings_from_args(args)
+    except ConfigError as error:
+        raise CliError(str(error)) from None
+
+
+def _create(keys: Keys, settings: Settings) -> Materializer:
+    try:
+        return create(keys, settings)
+    except (ConfigError, UnknownImplementation, BackendUnavailableError) as error:
+        raise CliError(str(error)) from None
+    except StateError as error:
+        raise StateDirError(str(error)) from None
+
+
+def _keys(
+    pk: tuple[int, ...], upsert_key: tuple[int, ...], equalizer: str, fingerprint: str, where: Path
+) -> Keys:
+    try:
+        keys = Keys(pk=pk, upsert_key=upsert_key, equalizer=parse_equalizer(equalizer))
+    except ValueError as error:
+        raise StateDirError(f"{where}: {error}") from None
+    if keys.equalizer.fingerprint != fingerprint:
+        raise StateDirError(
+            f"{where} records equalizer {equalizer} with fingerprint {fingerprint}, but this upsertmat's "
+            f"{equalizer} has fingerprint {keys.equalizer.fingerprint}; refusing to mix them"
+        )
+    return keys
+
+
+def _savepoint_error(error: SavepointError) -> CliError:
+    return CliError(str(error), ExitCode.STATE_DIR)
+
+
+def run_savepoint(args: argparse.Namespace) -> int:
+    """Execute ``upsertmat savepoint``."""
+    base = _settings(args)
+    with StateDir(args.state_dir) as state:
+        manifest = state.load_manifest()
+        if manifest is None:
+            raise StateDirError(f"{args.state_dir} holds no replay state (no manifest.json)")
+        if manifest.in_progress:
+            raise StateDirError(
+                f"the last run on {args.state_dir} was killed and not yet resumed; resume it with the same "
+                "input first, so the savepoint has a definite stream position"
+            )
+        keys = _keys(
+            manifest.pk,
+            manifest.upsert_key,
+            manifest.equalizer,
+            manifest.equalizer_fingerprint,
+            state.manifest_path,
+        )
+        settings = replace(base, strategy=Strategy(manifest.strategy), backend=Backend(manifest.backend))
+        if settings.backend is not Backend.HEAP:
+            settings = replace(settings, state_dir=state.path)
+        materializer = _create(keys, settings)
+        try:
+            if settings.backend is Backend.HEAP:
+                from .impls.lifecycle import import_state
+
+                import_state(materializer, state.load_snapshot(manifest, keys), manifest.now)
+            elif manifest.now:
+                materializer.advance_time(manifest.now)
+            try:
+                written = write_savepoint(
+                    args.output,
+                    export_state(materializer),
+                    keys=keys,
+                    now=manifest.now,
+                    ttl=settings.ttl,
+                    max_parallelism=args.max_parallelism,
+                    retract_misses=manifest.retract_misses,
+                    source={"strategy": manifest.strategy, "backend": manifest.backend, "parallelism": 1},
+                    extra={"lines": manifest.lines, "arity": manifest.arity},
+                )
+            except SavepointError as error:
+                raise _savepoint_error(error) from None
+            except OSError as error:
+                raise CliError(
+                    f"cannot write savepoint {args.output}: {error.strerror}", ExitCode.IO
+                ) from None
+        finally:
+            materializer.close()
+    print(
+        f"upsertmat savepoint: wrote {args.output}: {written.key_count} key(s), {written.element_count} "
+        f"element(s) in {len(written.files)} key group file(s), stream line {manifest.lines}",
+        file=sys.stderr,
+    )
+    return int(ExitCode.OK)
+
+
+def _extra_int(extra: dict[str, Any], name: str, default: int | None) -> int | None:
+    value = extra.get(name, default)
+    if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
+        raise CliError(f"savepoint field extra.{name} must be a non-negative integer", ExitCode.STATE_DIR)
+    return value
+
+
+def run_restore(args: argparse.Namespace) -> int:
+    """Execute ``upsertmat restore``."""
+    try:
+        savepoint = Savepoint.open(args.savepoint)
+    except SavepointError as error:
+        raise _savepoint_error(error) from None
+    sp = savepoint.manifest
+    if args.index >= args.parallelism:
+        raise CliError(f"--index must be below --parallelism ({args.parallelism}), got {args.index}")
+    if args.parallelism > sp.max_parallelism:
+        raise CliError(
+            f"--parallelism {args.parallelism} exceeds the savepoint's max parallelism {sp.max_parallelism}"
+        )
+    explicit_ttl = args.ttl is not None or any(
+        text.startswith("table.exec.state.ttl") for text in args.settings
+    )
+    settings = _settings(args)
+    if not explicit_ttl and args.config is None:
+        settings = replace(settings, ttl=sp.ttl)
+    keys = _keys(
+        sp.pk, sp.upsert_key, sp.equalizer.spec, sp.equalizer.fingerprint, args.savepoint / "manifest.json"
+    )
+    lines = _extra_int(sp.extra, "lines", 0) or 0
+    arity = _extra_int(sp.extra, "arity", None)
+    with StateDir(args.state_dir) as state:
+        if state.load_manifest() is not None:
+            raise StateDirError(f"{args.state_dir} already holds replay state; restore into a new directory")
+        if settings.backend is not Backend.HEAP:
+            settings = replace(settings, state_dir=state.path)
+        materializer = _create(keys, settings)
+        with contextlib.ExitStack() as stack:
+            stack.callback(materializer.close)
+            try:
+                restored = savepoint.load_into(
+                    materializer, keys, ttl=settings.ttl, parallelism=args.parallelism, index=args.index
+                )
+            except SavepointError as error:
+                raise _savepoint_error(error) from None
+            histories = list(export_state(materializer)) if settings.backend is Backend.HEAP else None
+        manifest = Manifest(
+            pk=keys.pk,
+            upsert_key=keys.upsert_key,
+            strategy=settings.strategy.value,
+            backend=settings.backend.value,
+            equalizer=sp.equalizer.spec,
+            equalizer_fingerprint=sp.equalizer.fingerprint,
+            arity=arity,
+            lines=lines,
+            now=sp.now,
+            retract_misses=sp.retract_misses if args.index == 0 else 0,
+        )
+        state.save(manifest, histories)
+    print(
+        f"upsertmat restore: {args.state_dir} holds {restored} key(s) of {args.savepoint} "
+        f"(instance {args.index} of {args.parallelism}, {settings.strategy.value}/{settings.backend.value}); "
+        f"replay continues at stream line {lines}",
+        file=sys.stderr,
+    )
+    return int(ExitCode.OK)
+
+
+def run_inspect(args: argparse.Namespace) -> int:
+    """Execute ``upsertmat inspect``."""
+    try:
+        savepoint = Savepoint.open(args.savepoint)
+        savepoint.verify()
+    except SavepointError as error:
+        raise _savepoint_error(error) from None
+    summary = savepoint.manifest.to_json()
+    summary["files"] = len(savepoint.manifest.files)
+    summary["keys"] = savepoint.manifest.key_count
+    summary["elements"] = savepoint.manifest.element_count
+    summary["verified"] = True
+    print(json.dumps(summary, indent=2))
+    return int(ExitCode.OK)
