@@ -1,0 +1,97 @@
+"""End to end: changelog files -> Spark -> SQLite, with and without the materializer."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pyspark.sql import SparkSession
+
+from upsertmat.impls.settings import Strategy, TtlSettings
+from upsertmat.spark import BatchProgress, PipelineConfig, PipelineConfigError
+from upsertmat.spark.pipeline import read_table, run_pipeline
+
+from .workload import SCHEMA, changelog, model_table, normalized, raw_table, records, write_files
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+
+def config_for(tmp_path: Path, **overrides: Any) -> PipelineConfig:
+    base = PipelineConfig(
+        source_path=tmp_path / "in",
+        schema=SCHEMA,
+        pk=("id",),
+        checkpoint_dir=tmp_path / "checkpoint",
+        sink_url=f"sqlite://{tmp_path / 'sink.db'}",
+        max_files_per_trigger=1,
+    )
+    return replace(base, **overrides)
+
+
+@pytest.mark.parametrize(
+    ("fmt", "strategy"), [("json", Strategy.VALUE), ("parquet", Strategy.MAP), ("csv", Strategy.LEGACY)]
+)
+def test_materialized_table_equals_the_model(
+    spark: SparkSession, tmp_path: Path, fmt: str, strategy: Strategy
+) -> None:
+    changes = changelog(seed=3, keys=20, updates=200)
+    write_files(tmp_path / "in", records(changes), files=3, fmt=fmt)
+    seen: list[BatchProgress] = []
+    config = config_for(tmp_path, source_format=fmt, strategy=strategy, progress=seen.append)
+    result = run_pipeline(config, spark)
+    assert [batch.batch_id for batch in seen] == [0, 1, 2]
+    assert result.input_rows == len(changes)
+    assert not any(batch.skipped for batch in seen)
+    assert normalized(read_table(config, spark)) == normalized(model_table(changes))
+
+
+def test_without_the_materializer_the_raw_changelog_is_applied(spark: SparkSession, tmp_path: Path) -> None:
+    changes = changelog(seed=5, keys=10, updates=150)
+    write_files(tmp_path / "in", records(changes), files=2)
+    config = config_for(tmp_path, materialize=False)
+    run_pipeline(config, spark)
+    table = normalized(read_table(config, spark))
+    assert table == normalized(raw_table(changes))
+    assert table != normalized(model_table(changes))  # the classic wrong result: rows lost
+
+
+def test_restart_on_the_checkpoint_continues_and_new_files_are_picked_up(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    changes = changelog(seed=7, keys=15, updates=180)
+    rows = records(changes)
+    half = len(rows) // 2
+    write_files(tmp_path / "in", rows[:half], files=2)
+    config = config_for(tmp_path)
+    first = run_pipeline(config, spark)
+    assert normalized(read_table(config, spark)) == normalized(model_table(changes[:half]))
+    later = tmp_path / "later"
+    write_files(later, rows[half:], files=2)
+    for path in sorted(later.iterdir()):
+        path.rename(tmp_path / "in" / f"late-{path.name}")
+    second = run_pipeline(config, spark)
+    assert [b.batch_id for b in first.batches] == [0, 1]
+    assert [b.batch_id for b in second.batches] == [2, 3]
+    assert second.query_id == first.query_id
+    assert normalized(read_table(config, spark)) == normalized(model_table(changes))
+
+
+def test_bad_configs_fail_before_starting(spark: SparkSession, tmp_path: Path) -> None:
+    (tmp_path / "in").mkdir()
+    with pytest.raises(PipelineConfigError, match="'nope' is not in the source schema"):
+        run_pipeline(config_for(tmp_path, pk=("nope",)), spark)
+    with pytest.raises(PipelineConfigError, match="SORTED does not run on spark"):
+        run_pipeline(config_for(tmp_path, strategy=Strategy.SORTED), spark)
+    with pytest.raises(PipelineConfigError, match="unknown source format"):
+        run_pipeline(config_for(tmp_path, source_format="xml"), spark)
+    with pytest.raises(PipelineConfigError, match="TTL"):
+        run_pipeline(config_for(tmp_path, ttl=TtlSettings(ttl_ms=1000)), spark)
+
+
+def test_config_round_trips_through_json(tmp_path: Path) -> None:
+    config = config_for(tmp_path, upsert_key=("version",), ttl=TtlSettings(ttl_ms=5), strategy=Strategy.MAP)
+    assert PipelineConfig.from_json(config.to_json()) == config
+    with pytest.raises(PipelineConfigError, match="unknown pipeline config fields"):
+        PipelineConfig.from_json('{"source_pathh": "x"}')

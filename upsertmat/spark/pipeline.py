@@ -1,0 +1,204 @@
+"""``run_pipeline(config) -> PipelineResult``: changelog files -> materializer -> upsert sink.
+
+The query: :func:`~.sources.read_changelog` -> ``groupBy(pk).transformWithState(``
+:class:`~.processor.MaterializerProcessor` ``)`` (skipped when ``config.materialize`` is False)
+-> ``foreachBatch``: collect the batch on the driver, order it by arrival, and apply it to the
+sink in one transaction together with the batch id (:mod:`.sink`). Checkpointed in
+``config.checkpoint_dir``: offsets, commits and the RocksDB state store. Restarting on the same
+checkpoint continues where the last committed batch ended; a batch re-run after a crash is
+recognised by its id and skipped in the sink, so the table sees every batch exactly once.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+
+from ..impls.settings import Backend, Settings, TimeDomain
+from ..spec import Keys
+from ..spec.changes import Row
+from .config import BatchProgress, PipelineConfig, PipelineConfigError, PipelineResult
+from .processor import OUTPUT_SCHEMA, SPARK_STRATEGIES, MaterializerProcessor, ProcessorSpec
+from .session import build_session
+from .sink import Column, UpsertSink, open_sink
+from .sources import read_changelog
+
+
+@dataclass(frozen=True)
+class Layout:
+    """The resolved column layout of a config: row columns, key indexes, sink columns."""
+
+    columns: tuple[str, ...]
+    keys: Keys
+    sink_columns: tuple[Column, ...]
+
+
+def resolve_layout(config: PipelineConfig, types: dict[str, str]) -> Layout:
+    """Check the config's column names against the source schema (``name -> simple type``)."""
+    special = {config.op_column, config.arrival_column} | ({config.ts_column} if config.ts_column else set())
+    for name in special:
+        if name not in types:
+            raise PipelineConfigError(f"column {name!r} is not in the source schema {list(types)}")
+    columns = config.columns or tuple(name for name in types if name not in special)
+    for name in (*columns, *config.pk, *config.upsert_key):
+        if name not in types:
+            raise PipelineConfigError(f"column {name!r} is not in the source schema {list(types)}")
+    for name in (*config.pk, *config.upsert_key):
+        if name not in columns:
+            raise PipelineConfigError(f"key column {name!r} is not one of the row columns {list(columns)}")
+    if not config.pk:
+        raise PipelineConfigError("the sink primary key (pk) needs at least one column")
+    keys = Keys(
+        pk=tuple(columns.index(name) for name in config.pk),
+        upsert_key=tuple(columns.index(name) for name in config.upsert_key),
+    )
+    return Layout(columns, keys, tuple(Column(name, types[name]) for name in columns))
+
+
+def materializer_settings(config: PipelineConfig) -> Settings:
+    """The strategy settings of ``config`` on the spark backend (PipelineConfigError if unsupported)."""
+    if config.strategy not in SPARK_STRATEGIES:
+        names = ", ".join(strategy.value for strategy in SPARK_STRATEGIES)
+        raise PipelineConfigError(
+            f"strategy {config.strategy.value} does not run on spark; use one of {names}"
+        )
+    if config.ttl.enabled:
+        raise PipelineConfigError(
+            "state TTL is not supported by the Spark pipeline yet (table.exec.state.ttl must be 0); "
+            "see docs/spark.md"
+        )
+    return Settings(
+        strategy=config.strategy,
+        backend=Backend.SPARK,
+        ttl=config.ttl,
+        threshold_high=config.threshold_high,
+        threshold_low=config.threshold_low,
+    )
+
+
+def build_query_frame(
+    config: PipelineConfig, source: DataFrame, layout: Layout
+) -> tuple[DataFrame, Any, str]:
+    """(frame to sink, row decoder ``record -> (arrival, op, row)``, time mode)."""
+    if not config.materialize:
+        columns, arrival, op = layout.columns, config.arrival_column, config.op_column
+
+        def raw(record: Any) -> tuple[int, str, Row]:
+            return record[arrival], record[op], tuple(record[column] for column in columns)
+
+        return source.select(arrival, op, *columns), raw, "None"
+    settings = materializer_settings(config)
+    spec = ProcessorSpec(
+        keys=layout.keys,
+        settings=settings,
+        columns=layout.columns,
+        op=config.op_column,
+        arrival=config.arrival_column,
+        ts=config.ts_column,
+    )
+    time_mode = "ProcessingTime" if settings.ttl.time_domain is TimeDomain.PROCESSING_TIME else "None"
+    if not settings.ttl.enabled:
+        time_mode = "None"
+    frame = source.groupBy(*config.pk).transformWithState(
+        MaterializerProcessor(spec), OUTPUT_SCHEMA, "Append", time_mode
+    )
+
+    def materialized(record: Any) -> tuple[int, str, Row]:
+        return record.arrival, record.op, tuple(json.loads(record.row))
+
+    return frame, materialized, time_mode
+
+
+def checkpoint_query_id(checkpoint_dir: Path) -> str:
+    """The query id Spark keeps in ``<checkpoint>/metadata`` (stable across restarts)."""
+    metadata = json.loads((checkpoint_dir / "metadata").read_text().splitlines()[0])
+    return str(metadata["id"])
+
+
+def run_pipeline(config: PipelineConfig, spark: SparkSession | None = None) -> PipelineResult:
+    """Run the pipeline ``config`` describes until the input is drained (``available_now``) or
+    ``timeout_seconds`` pass; report each micro-batch to ``config.progress``.
+
+    ``spark``: an existing session (the tests share one); by default one is built with
+    :func:`~.session.build_session`. Raises PipelineConfigError for a bad config (before
+    starting anything), SinkError for sink problems, and Spark's StreamingQueryException when
+    the query fails (the sink keeps every batch committed before the failure).
+    """
+    if spark is None:
+        spark = build_session(shuffle_partitions=config.shuffle_partitions)
+    else:
+        spark.conf.set("spark.sql.shuffle.partitions", str(config.shuffle_partitions))
+    source = read_changelog(spark, config)
+    layout = resolve_layout(config, {field.name: field.dataType.simpleString() for field in source.schema})
+    frame, decode, _time_mode = build_query_frame(config, source, layout)
+    sink = open_sink(config.sink_url, config.table, layout.sink_columns, layout.keys.pk)
+    batches: list[BatchProgress] = []
+    started = time.monotonic()
+    query_ids: list[str] = []
+
+    def apply(batch: DataFrame, batch_id: int) -> None:
+        begin = time.monotonic()
+        if not query_ids:
+            query_ids.append(checkpoint_query_id(config.checkpoint_dir))
+        changes = sorted((decode(record) for record in batch.collect()), key=lambda change: change[0])
+        outcome = sink.apply_batch(query_ids[0], batch_id, [(op, row) for _, op, row in changes])
+        end = time.monotonic()
+        progress = BatchProgress(
+            batch_id=batch_id,
+            changes=len(changes),
+            upserts=outcome.upserts,
+            deletes=outcome.deletes,
+            skipped=outcome.skipped,
+            sink_seconds=end - begin,
+            elapsed_seconds=end - started,
+        )
+        batches.append(progress)
+        if config.progress is not None:
+            config.progress(progress)
+
+    writer = (
+        frame.writeStream.foreachBatch(apply)
+        .option("checkpointLocation", str(config.checkpoint_dir))
+        .queryName(f"upsertmat_{config.table}")
+    )
+    writer = (
+        writer.trigger(availableNow=True)
+        if config.available_now
+        else writer.trigger(processingTime=config.trigger_interval)
+    )
+    try:
+        query = writer.start()
+        try:
+            if config.timeout_seconds is None:
+                query.awaitTermination()
+            else:
+                query.awaitTermination(max(1, math.ceil(config.timeout_seconds)))
+        finally:
+            if query.isActive:
+                query.stop()
+        input_rows = sum(int(report.get("numInputRows", 0)) for report in query.recentProgress)
+        return PipelineResult(tuple(batches), input_rows, time.monotonic() - started, str(query.id))
+    finally:
+        sink.close()
+
+
+def read_table(config: PipelineConfig, spark: SparkSession | None = None) -> list[Row]:
+    """The sink table's rows ordered by primary key (opens its own connection)."""
+    sink = _open_config_sink(config, spark)
+    try:
+        return sink.rows()
+    finally:
+        sink.close()
+
+
+def _open_config_sink(config: PipelineConfig, spark: SparkSession | None) -> UpsertSink:
+    spark = spark or build_session(shuffle_partitions=config.shuffle_partitions)
+    fields = spark.createDataFrame([], config.schema).schema
+    layout = resolve_layout(config, {field.name: field.dataType.simpleString() for field in fields})
+    return open_sink(config.sink_url, config.table, layout.sink_columns, layout.keys.pk)

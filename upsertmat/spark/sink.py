@@ -1,0 +1,237 @@
+"""Upsert sinks with exactly-once micro-batches: SQLite (embedded) and PostgreSQL.
+
+:meth:`UpsertSink.apply_batch` applies one micro-batch in ONE database transaction that also
+records ``(query_id, batch_id)`` in ``_upsertmat_batches``; a batch id already recorded is
+skipped. Spark re-runs a micro-batch after a restart only if its commit did not reach the
+checkpoint, and it re-runs it with the same id and the same input, so each batch takes effect
+exactly once (``docs/spark.md``).
+
+A batch is a list of changes in arrival order: ``+I``/``+U`` upsert the row, ``-U``/``-D``
+delete the row's primary key. Inside one transaction only the last change of each primary key
+is visible, so the sink reduces the batch to that change per key and writes with
+``executemany``: O(changes) Python work and one statement per surviving key.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..spec.changes import Row
+
+BATCHES_TABLE = "_upsertmat_batches"
+SQL_TYPES = {
+    "bigint": "BIGINT",
+    "int": "BIGINT",
+    "double": "DOUBLE PRECISION",
+    "boolean": "BOOLEAN",
+    "string": "TEXT",
+}
+
+
+class SinkError(RuntimeError):
+    """The sink cannot be opened or written (bad URL, unsupported column type, SQL error)."""
+
+
+@dataclass(frozen=True)
+class Column:
+    """A sink column: its name and Spark simple type name (``bigint``, ``double``, ``string``...)."""
+
+    name: str
+    spark_type: str
+
+    @property
+    def sql_type(self) -> str:
+        try:
+            return SQL_TYPES[self.spark_type]
+        except KeyError:
+            raise SinkError(
+                f"column {self.name!r} has type {self.spark_type}; the sink supports {sorted(SQL_TYPES)}"
+            ) from None
+
+
+@dataclass(frozen=True)
+class BatchOutcome:
+    """What :meth:`UpsertSink.apply_batch` did."""
+
+    upserts: int
+    deletes: int
+    skipped: bool
+
+
+def quote(name: str) -> str:
+    """A quoted SQL identifier (SQLite and PostgreSQL)."""
+    return '"' + name.replace('"', '""') + '"'
+
+
+def last_per_key(changes: Sequence[tuple[str, Row]], pk: Sequence[int]) -> tuple[list[Row], list[Row]]:
+    """(rows to upsert, PK tuples to delete): the last change of every primary key wins. O(n)."""
+    final: dict[tuple[Any, ...], tuple[str, Row]] = {}
+    for op, row in changes:
+        final[tuple(row[column] for column in pk)] = (op, row)
+    upserts = [row for op, row in final.values() if op in ("+I", "+U")]
+    deletes = [key for key, (op, _) in final.items() if op in ("-U", "-D")]
+    return upserts, deletes
+
+
+class UpsertSink(ABC):
+    """A table keyed by ``pk`` (column indexes into ``columns``) plus the batch bookkeeping."""
+
+    paramstyle = "?"
+
+    def __init__(self, table: str, columns: Sequence[Column], pk: Sequence[int]) -> None:
+        if not pk:
+            raise SinkError("the sink table needs a primary key")
+        self.table = table
+        self.columns = tuple(columns)
+        self.pk = tuple(pk)
+        names = [quote(column.name) for column in self.columns]
+        keys = [names[index] for index in self.pk]
+        marks = ", ".join([self.paramstyle] * len(names))
+        others = [name for index, name in enumerate(names) if index not in self.pk]
+        update = ", ".join(f"{name} = excluded.{name}" for name in others)
+        conflict = f"DO UPDATE SET {update}" if others else "DO NOTHING"
+        self.upsert_sql = (
+            f"INSERT INTO {quote(table)} ({', '.join(names)}) VALUES ({marks}) "
+            f"ON CONFLICT ({', '.join(keys)}) {conflict}"
+        )
+        where = " AND ".join(f"{key} = {self.paramstyle}" for key in keys)
+        self.delete_sql = f"DELETE FROM {quote(table)} WHERE {where}"
+        self.create_sql = [
+            f"CREATE TABLE IF NOT EXISTS {quote(table)} ("
+            + ", ".join(f"{quote(c.name)} {c.sql_type}" for c in self.columns)
+            + f", PRIMARY KEY ({', '.join(keys)}))",
+            f"CREATE TABLE IF NOT EXISTS {BATCHES_TABLE} (query_id TEXT NOT NULL, batch_id BIGINT NOT NULL, "
+            "sink_table TEXT NOT NULL, changes BIGINT NOT NULL, PRIMARY KEY (query_id, batch_id))",
+        ]
+        mark = self.paramstyle
+        self.seen_sql = f"SELECT 1 FROM {BATCHES_TABLE} WHERE query_id = {mark} AND batch_id = {mark}"
+        self.mark_sql = f"INSERT INTO {BATCHES_TABLE} VALUES ({', '.join([self.paramstyle] * 4)})"
+
+    def apply_batch(self, query_id: str, batch_id: int, changes: Sequence[tuple[str, Row]]) -> BatchOutcome:
+        """Apply ``changes`` (arrival order) and record the batch, atomically; skip a recorded batch."""
+        upserts, deletes = last_per_key(changes, self.pk)
+        return self._transaction(query_id, batch_id, len(changes), upserts, deletes)
+
+    @abstractmethod
+    def _transaction(
+        self, query_id: str, batch_id: int, changes: int, upserts: list[Row], deletes: list[Row]
+    ) -> BatchOutcome: ...
+
+    @abstractmethod
+    def rows(self) -> list[Row]:
+        """Every row of the table, ordered by primary key (for checks and the demo)."""
+
+    @abstractmethod
+    def committed_batches(self) -> int:
+        """How many batches are recorded in the bookkeeping table (all queries)."""
+
+    @abstractmethod
+    def close(self) -> None: ...
+
+    def _select_all(self) -> str:
+        order = ", ".join(quote(self.columns[index].name) for index in self.pk)
+        names = ", ".join(quote(column.name) for column in self.columns)
+        return f"SELECT {names} FROM {quote(self.table)} ORDER BY {order}"
+
+
+class SqliteSink(UpsertSink):
+    """SQLite file (WAL journal); each batch is one ``BEGIN IMMEDIATE`` transaction."""
+
+    def __init__(self, path: Path, table: str, columns: Sequence[Column], pk: Sequence[int]) -> None:
+        super().__init__(table, columns, pk)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=FULL")
+        for statement in self.create_sql:
+            self._db.execute(statement)
+
+    def _transaction(
+        self, query_id: str, batch_id: int, changes: int, upserts: list[Row], deletes: list[Row]
+    ) -> BatchOutcome:
+        db = self._db
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            if db.execute(self.seen_sql, (query_id, batch_id)).fetchone() is not None:
+                db.execute("ROLLBACK")
+                return BatchOutcome(0, 0, skipped=True)
+            db.executemany(self.delete_sql, deletes)
+            db.executemany(self.upsert_sql, upserts)
+            db.execute(self.mark_sql, (query_id, batch_id, self.table, changes))
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        return BatchOutcome(len(upserts), len(deletes), skipped=False)
+
+    def rows(self) -> list[Row]:
+        return [tuple(row) for row in self._db.execute(self._select_all())]
+
+    def committed_batches(self) -> int:
+        return int(self._db.execute(f"SELECT count(*) FROM {BATCHES_TABLE}").fetchone()[0])
+
+    def close(self) -> None:
+        self._db.close()
+
+
+class PostgresSink(UpsertSink):
+    """PostgreSQL through psycopg 3 (autocommit connection); each batch is one transaction.
+
+    The batch row's primary key makes a concurrent second writer of the same batch fail
+    instead of applying it twice.
+    """
+
+    paramstyle = "%s"
+
+    def __init__(self, url: str, table: str, columns: Sequence[Column], pk: Sequence[int]) -> None:
+        super().__init__(table, columns, pk)
+        import psycopg
+
+        # autocommit: every transaction() block below is a real transaction, not a savepoint.
+        self._db = psycopg.connect(url, autocommit=True)
+        with self._db.transaction():
+            for statement in self.create_sql:
+                self._db.execute(statement)
+
+    def _transaction(
+        self, query_id: str, batch_id: int, changes: int, upserts: list[Row], deletes: list[Row]
+    ) -> BatchOutcome:
+        with self._db.transaction(), self._db.cursor() as cursor:
+            cursor.execute(self.seen_sql + " FOR UPDATE", (query_id, batch_id))
+            if cursor.fetchone() is not None:
+                return BatchOutcome(0, 0, skipped=True)
+            if deletes:
+                cursor.executemany(self.delete_sql, deletes)
+            if upserts:
+                cursor.executemany(self.upsert_sql, upserts)
+            cursor.execute(self.mark_sql, (query_id, batch_id, self.table, changes))
+        return BatchOutcome(len(upserts), len(deletes), skipped=False)
+
+    def rows(self) -> list[Row]:
+        return [tuple(row) for row in self._db.execute(self._select_all()).fetchall()]
+
+    def committed_batches(self) -> int:
+        row = self._db.execute(f"SELECT count(*) FROM {BATCHES_TABLE}").fetchone()
+        return 0 if row is None else int(row[0])
+
+    def close(self) -> None:
+        self._db.close()
+
+
+def open_sink(url: str, table: str, columns: Sequence[Column], pk: Sequence[int]) -> UpsertSink:
+    """The sink for ``url``: ``postgresql://...`` / ``postgres://...``, ``sqlite:///path`` or a file path."""
+    if url.startswith(("postgresql://", "postgres://")):
+        return PostgresSink(url, table, columns, pk)
+    if url.startswith("sqlite://"):
+        path = url.removeprefix("sqlite://")
+        if not path.startswith("/"):
+            raise SinkError(f"expected sqlite:///absolute/path or a plain path, got {url!r}")
+        return SqliteSink(Path(path), table, columns, pk)
+    if "://" in url:
+        raise SinkError(f"unsupported sink URL {url!r} (sqlite:///path, a file path, or postgresql://...)")
+    return SqliteSink(Path(url), table, columns, pk)
