@@ -220,6 +220,17 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="what the medians, plots and goals use: wall time (default) or the process's CPU "
         "time (both are always recorded; CPU time is robust on a busy machine)",
     )
+    pipe = parser.add_argument_group("the PySpark pipeline (--pipeline; docs/benchmarks.md, Pipeline)")
+    pipe.add_argument(
+        "--pipeline",
+        action="store_true",
+        help="benchmark the pipeline end to end and per stage instead (needs the spark extra)",
+    )
+    pipe.add_argument("--changes", type=_positive_int, default=1_000_000, help="changes (default 1,000,000)")
+    pipe.add_argument("--keys", type=_positive_int, default=100_000, help="sink keys (default 100,000)")
+    pipe.add_argument(
+        "--files", type=_positive_int, default=1, help="source files = micro-batches (default 1)"
+    )
     out = parser.add_argument_group("output")
     out.add_argument(
         "--output-dir",
@@ -291,6 +302,10 @@ def plan_parameters(plan: Plan) -> dict[str, Any]:
 
 def run(args: argparse.Namespace) -> int:
     """Run the benchmark the options describe; write the files; print the report."""
+    if args.pipeline:
+        from .pipeline import run_pipeline_command
+
+        return run_pipeline_command(args)
     plan, unavailable = build_plan(args)
     try:
         args.output_dir.mkdir(parents=True, exist_ok=True)

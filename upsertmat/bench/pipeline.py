@@ -1,0 +1,251 @@
+"""``upsertmat bench --pipeline``: end-to-end throughput of the PySpark pipeline, and where the time goes.
+
+Workload (:func:`write_workload`): ``changes`` changes over ``keys`` sink keys, a realistic
+upsert changelog in logical order: every key is inserted (``+I``), then random keys are updated
+as ``-U old``/``+U new`` pairs (rows ``(id, version, payload)``), split into ``files`` JSON
+Lines files (one micro-batch each when ``files_per_batch`` is 1).
+
+Three timed runs on one local Spark session (``local[2]``), each on its own checkpoint:
+
+1. *source*: a batch read of the same files that parses every column (``sum(hash(*))``);
+2. *materializer*: the streaming source -> ``groupBy(pk)`` shuffle -> the materializer
+   (``transformWithState``) -> Spark's ``noop`` sink (available-now);
+3. *end to end*: the real pipeline (:mod:`upsertmat.spark.pipeline`) into SQLite.
+
+Stage times: source = run 1; shuffle + materializer = run 2 - run 1; sink = run 3 - run 2 (also
+reported: the sink's own timer, which includes computing the batch because Spark is lazy).
+Throughput = changes / seconds. Session start-up is excluded and reported separately.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any, TextIO
+
+from ..impls.settings import Backend, Settings, Strategy
+from ..jobs.model import Column, JobSpec, SinkSpec, SourceFormat, SourceSpec, SparkOptions
+
+COLUMNS = (Column("id", "long"), Column("version", "long"), Column("payload", "string"))
+GOAL_CHANGES_PER_SECOND = 50_000.0
+
+
+@dataclass(frozen=True)
+class PipelineBench:
+    """What to run: workload size and shape, strategy, files and micro-batches."""
+
+    changes: int = 1_000_000
+    keys: int = 100_000
+    files: int = 1
+    strategy: Strategy = Strategy.VALUE
+    payload_size: int = 20
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class PipelineFigures:
+    """Measured seconds and throughputs of one benchmark."""
+
+    changes: int
+    keys: int
+    files: int
+    strategy: str
+    session_seconds: float
+    write_seconds: float
+    source_seconds: float
+    materializer_run_seconds: float
+    end_to_end_seconds: float
+    sink_timer_seconds: float
+    batches: int
+
+    @property
+    def end_to_end_rate(self) -> float:
+        """Changes per second through the whole pipeline."""
+        return self.changes / self.end_to_end_seconds
+
+    def stages(self) -> dict[str, float]:
+        """Seconds per stage (differences of the three runs; never negative)."""
+        return {
+            "source read": self.source_seconds,
+            "shuffle + materializer": max(self.materializer_run_seconds - self.source_seconds, 0.0),
+            "sink write": max(self.end_to_end_seconds - self.materializer_run_seconds, 0.0),
+        }
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready figures with the derived rates."""
+        data = asdict(self)
+        data["end_to_end_changes_per_second"] = self.end_to_end_rate
+        data["stages_seconds"] = self.stages()
+        data["goal_changes_per_second"] = GOAL_CHANGES_PER_SECOND
+        data["ratio_to_goal"] = self.end_to_end_rate / GOAL_CHANGES_PER_SECOND
+        return data
+
+
+def write_workload(bench: PipelineBench, directory: Path) -> int:
+    """Write the changelog as ``bench.files`` JSON Lines files; return the number of changes. O(changes)."""
+    rng = random.Random(bench.seed)
+    directory.mkdir(parents=True, exist_ok=True)
+    version = [0] * bench.keys
+    pad = "x" * max(bench.payload_size - 8, 0)
+    per_file = -(-bench.changes // bench.files)
+    written = 0
+    out: TextIO | None = None
+    file_index = 0
+
+    def emit(op: str, key: int) -> None:
+        nonlocal written, out, file_index
+        if out is None or written % per_file == 0:
+            if out is not None:
+                out.close()
+            out = (directory / f"changes-{file_index:04d}.jsonl").open("w", encoding="utf-8")
+            file_index += 1
+        row = {
+            "seq": written,
+            "op": op,
+            "id": key,
+            "version": version[key],
+            "payload": f"{version[key]:08d}{pad}",
+        }
+        out.write(json.dumps(row) + "\n")
+        written += 1
+
+    for key in range(min(bench.keys, bench.changes)):
+        emit("+I", key)
+    while written + 2 <= bench.changes:
+        key = rng.randrange(bench.keys)
+        emit("-U", key)
+        version[key] += 1
+        emit("+U", key)
+    if out is not None:
+        out.close()
+    return written
+
+
+def bench_job(directory: Path, bench: PipelineBench, source: Path) -> JobSpec:
+    """The end-to-end job of the benchmark (SQLite sink in ``directory``)."""
+    return JobSpec(
+        name="bench",
+        source=SourceSpec(source, SourceFormat.JSONL, COLUMNS),
+        sink=SinkSpec(url=str(directory / "bench.db"), table="bench"),
+        primary_key=("id",),
+        upsert_key=(),
+        checkpoint=directory / "checkpoint",
+        settings=replace(Settings(), strategy=bench.strategy, backend=Backend.SPARK),
+        spark=SparkOptions(master="local[2]", shuffle_partitions=2, max_files_per_trigger=1),
+    )
+
+
+def run_pipeline_bench(
+    bench: PipelineBench, tmp_root: Path | None = None, log: Callable[[str], None] | None = None
+) -> PipelineFigures:
+    """Run the three timed runs; ``log`` sees one line per step."""
+    from ..jobs.runner import pipeline_config, require_pyspark, run_job
+
+    require_pyspark()
+    from ..spark.processor import MaterializerProcessor, ProcessorSpec
+    from ..spark.session import build_session
+    from ..spec import Keys
+
+    say = log or (lambda _line: None)
+    with tempfile.TemporaryDirectory(prefix="upsertmat-bench-", dir=tmp_root) as name:
+        directory = Path(name)
+        source = directory / "source"
+        started = time.monotonic()
+        changes = write_workload(bench, source)
+        write_seconds = time.monotonic() - started
+        say(f"wrote {changes:,} changes, {bench.keys:,} keys, {bench.files} file(s): {write_seconds:.1f} s")
+        started = time.monotonic()
+        spark = build_session(master="local[2]", shuffle_partitions=2)
+        session_seconds = time.monotonic() - started
+        job = bench_job(directory, bench, source)
+        config = pipeline_config(job)
+
+        started = time.monotonic()
+        spark.read.schema(config.schema).json(str(source)).selectExpr("sum(hash(*))").collect()
+        source_seconds = time.monotonic() - started
+        say(f"source read: {source_seconds:.1f} s")
+
+        spec = ProcessorSpec(
+            keys=Keys(pk=(0,)), settings=job.settings, columns=job.source.column_names, op="op", arrival="seq"
+        )
+        stream = spark.readStream.schema(config.schema).option("maxFilesPerTrigger", 1).json(str(source))
+        out = stream.groupBy("id").transformWithState(
+            MaterializerProcessor(spec), "arrival LONG, op STRING, row STRING", "Append", "ProcessingTime"
+        )
+        started = time.monotonic()
+        query = (
+            out.writeStream.format("noop")
+            .option("checkpointLocation", str(directory / "checkpoint-noop"))
+            .trigger(availableNow=True)
+            .start()
+        )
+        query.awaitTermination()
+        materializer_seconds = time.monotonic() - started
+        say(f"source + shuffle + materializer (noop sink): {materializer_seconds:.1f} s")
+
+        started = time.monotonic()
+        result = run_job(job)
+        end_to_end = time.monotonic() - started
+        say(f"end to end into SQLite: {end_to_end:.1f} s ({len(result.batches)} micro-batches)")
+        return PipelineFigures(
+            changes=changes,
+            keys=bench.keys,
+            files=bench.files,
+            strategy=bench.strategy.value,
+            session_seconds=session_seconds,
+            write_seconds=write_seconds,
+            source_seconds=source_seconds,
+            materializer_run_seconds=materializer_seconds,
+            end_to_end_seconds=end_to_end,
+            sink_timer_seconds=sum(batch.sink_seconds for batch in result.batches),
+            batches=len(result.batches),
+        )
+
+
+def report(figures: PipelineFigures) -> str:
+    """Human-readable figures: end to end vs the goal, then the stages."""
+    rate = figures.end_to_end_rate
+    lines = [
+        f"pipeline: {figures.changes:,} changes over {figures.keys:,} keys, {figures.files} file(s) "
+        f"({figures.batches} micro-batches), strategy {figures.strategy}, local[2]",
+        f"end to end: {figures.end_to_end_seconds:.1f} s = {rate:,.0f} changes/s "
+        f"(goal {GOAL_CHANGES_PER_SECOND:,.0f}: ratio {rate / GOAL_CHANGES_PER_SECOND:.2f})",
+        "stages:",
+    ]
+    for stage, seconds in figures.stages().items():
+        stage_rate = figures.changes / seconds if seconds > 0 else float("inf")
+        lines.append(f"  {stage:<24} {seconds:7.1f} s  {stage_rate:>12,.0f} changes/s")
+    lines.append(
+        f"  (the sink's own timer: {figures.sink_timer_seconds:.1f} s, includes computing each batch; "
+        f"Spark session start {figures.session_seconds:.1f} s and writing the files "
+        f"{figures.write_seconds:.1f} s are excluded)"
+    )
+    return "\n".join(lines)
+
+
+def run_pipeline_command(args: Any) -> int:
+    """``upsertmat bench --pipeline``: run, print the report (or JSON), write ``pipeline.json``."""
+    strategies = [strategy for group in (args.strategy or []) for strategy in group]
+    bench = PipelineBench(
+        changes=args.changes,
+        keys=args.keys,
+        files=args.files,
+        strategy=strategies[0] if strategies else Strategy.VALUE,
+        seed=args.seed,
+    )
+    figures = run_pipeline_bench(
+        bench,
+        args.tmp_dir,
+        None if args.quiet else lambda line: print(f"upsertmat bench: {line}", file=sys.stderr),
+    )
+    args.output_dir.mkdir(parents=True, exist_ok=True)
+    document = json.dumps(figures.as_dict(), indent=2)
+    (args.output_dir / "pipeline.json").write_text(document + "\n", encoding="utf-8")
+    print(document if args.format == "json" else report(figures))
+    return 0
