@@ -1,0 +1,47 @@
+"""The pipeline benchmark's workload and figures (no Spark)."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from upsertmat.bench.pipeline import PipelineBench, PipelineFigures, report, write_workload
+
+
+def test_workload_is_a_valid_upsert_changelog(tmp_path: Path) -> None:
+    assert write_workload(PipelineBench(changes=1001, keys=100, files=3), tmp_path) == 1000
+    files = sorted(tmp_path.iterdir())
+    assert [f.name for f in files] == ["changes-0000.jsonl", "changes-0001.jsonl", "changes-0002.jsonl"]
+    records = [json.loads(line) for f in files for line in f.read_text().splitlines()]
+    assert [r["seq"] for r in records] == list(range(1000))
+    assert Counter(r["op"] for r in records) == {"+I": 100, "-U": 450, "+U": 450}
+    live: dict[int, tuple[int, str]] = {}
+    for r in records:
+        row = (r["version"], r["payload"])
+        if r["op"] == "+I":
+            assert r["id"] not in live
+            live[r["id"]] = row
+        elif r["op"] == "-U":
+            assert live.pop(r["id"]) == row  # retracts exactly the live row
+        else:
+            assert r["id"] not in live and r["version"] > 0
+            live[r["id"]] = row
+    assert len(live) == 100
+    assert len(records[0]["payload"]) == 20
+
+
+def test_stages_and_report() -> None:
+    figures = PipelineFigures(
+        changes=1000, keys=10, files=1, strategy="VALUE", session_seconds=4.0, write_seconds=0.1,
+        source_seconds=1.0, materializer_run_seconds=3.0, end_to_end_seconds=4.0, sink_timer_seconds=2.5,
+        batches=1,
+    )  # fmt: skip
+    assert figures.stages() == {"source read": 1.0, "shuffle + materializer": 2.0, "sink write": 1.0}
+    assert figures.end_to_end_rate == 250.0
+    assert figures.as_dict()["ratio_to_goal"] == pytest.approx(250 / 50_000)
+    text = report(figures)
+    assert "end to end: 4.0 s = 250 changes/s (goal 50,000: ratio 0.01)" in text
+    assert "shuffle + materializer       2.0 s" in text
