@@ -28,20 +28,27 @@ class Timers:
 
     def __init__(self, backend: StateBackend) -> None:
         self._state = backend.sorted_map_state("ttl_timers")
+        self._next_due: int | None = None  # a lower bound of the earliest expiry; None: unknown
 
     def add(self, expiry: int, context: bytes, seq: int = 0) -> None:
         """Fire at ``expiry`` for element ``seq`` of ``context``. One write."""
         self._state.put(_GLOBAL, encode_seq(expiry) + encode_seq(seq) + context, 0)
+        if self._next_due is not None and expiry < self._next_due:
+            self._next_due = expiry
 
     def pop_due(self, now: int) -> Iterator[tuple[bytes, int]]:
         """Remove and yield ``(context, seq)`` of every timer with ``expiry <= now``, earliest first.
 
         One seek per timer plus one for the first not due; the caller may write state between
-        items (each item is deleted before it is yielded).
+        items (each item is deleted before it is yielded). No access at all while ``now`` is
+        below the earliest expiry seen by the last call (kept in memory; a seek after a restart).
         """
+        if self._next_due is not None and now < self._next_due:
+            return
         while True:
             first = self._state.first(_GLOBAL)
             if first is None or decode_seq(first[0][:8]) > now:
+                self._next_due = 2**63 - 1 if first is None else decode_seq(first[0][:8])
                 return
             key = first[0]
             self._state.delete(_GLOBAL, key)
@@ -54,3 +61,4 @@ class Timers:
     def clear(self) -> None:
         """Drop every timer (before re-registering a whole imported state)."""
         self._state.clear(_GLOBAL)
+        self._next_due = None
