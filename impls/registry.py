@@ -44,6 +44,17 @@ _BUILTIN: dict[tuple[Strategy, Backend], str] = {
 }
 _REGISTERED: dict[tuple[Strategy, Backend], Factory] = {}
 
+# (strategy, backend) pairs that run only inside the PySpark pipeline (state in Spark's state
+# store, one Python worker per partition): upsertmat.spark.processor builds them there. Not in
+# available(): no in-process Materializer exists for them. SORTED is absent: Spark's map state
+# cannot seek (docs/spark.md).
+PIPELINE_ONLY: dict[tuple[Strategy, Backend], str] = {
+    (Strategy.VALUE, Backend.SPARK): "upsertmat.spark.processor:build_materializer",
+    (Strategy.MAP, Backend.SPARK): "upsertmat.spark.processor:build_materializer",
+    (Strategy.ADAPTIVE, Backend.SPARK): "upsertmat.spark.processor:build_materializer",
+    (Strategy.LEGACY, Backend.SPARK): "upsertmat.spark.processor:build_materializer",
+}
+
 ALIASES: dict[str, tuple[Strategy, Backend]] = {
     "legacy-list": (Strategy.LEGACY, Backend.HEAP),
     "linked-map": (Strategy.MAP, Backend.HEAP),
@@ -87,6 +98,11 @@ def factory_for(strategy: Strategy, backend: Backend) -> Factory:
     if (strategy, backend) in _REGISTERED:
         return _REGISTERED[(strategy, backend)]
     target = _BUILTIN.get((strategy, backend))
+    if (strategy, backend) in PIPELINE_ONLY:
+        raise UnknownImplementation(
+            f"{strategy.value}/{backend.value} runs only inside the PySpark pipeline "
+            "(upsertmat run, or upsertmat.spark.pipeline.run_pipeline); see docs/spark.md"
+        )
     if target is None:
         choices = ", ".join(implementation_names())
         raise UnknownImplementation(

@@ -13,9 +13,13 @@ Layout: every state of ours (value, map) is one Spark ``MapState`` with schema
 ``len(context) (4 bytes, big-endian) + context + user key`` for a map state; values are our
 msgpack encoding (never pickle). Keying the entries by context as well as by Spark's grouping
 key keeps distinct context keys apart even when Spark's grouping merges them (e.g. ``0.0`` and
-``-0.0``). Iteration order of Spark's ``MapState`` is its encoded-byte order with no seek, so
-the backend offers no ordered map state (SORTED would have to load a key's whole history per
-batch); ``supports_ordered`` is False.
+``-0.0``). Spark's ``MapState`` iterates in its encoded-byte order and cannot seek, so the ordered
+map state here loads the grouping key's entries and sorts them in Python: right for small maps
+(the TTL timer index of one key), wrong for SORTED's node chains, so ``supports_ordered`` is
+False (SORTED is not offered on spark).
+
+Everything is per Spark grouping key: a "global" state (the TTL timer index under the empty
+context) is one per grouping key here, which is exactly what per-key expiry needs.
 
 This module does not import pyspark: it talks to the handle through the small protocols below
 (what ``StatefulProcessorHandle.getMapState`` returns), so the strategies stay testable alone.
@@ -26,9 +30,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any, Protocol
 
-from .base import SortedMapState, Value
+from .base import Value
 from .codec import ValueCodec
-from .errors import BackendUnavailableError
 
 KEY_SCHEMA = "k BINARY"
 VALUE_SCHEMA = "v BINARY"
@@ -184,6 +187,30 @@ class SparkMapState:
                 yield context
 
 
+class SparkSortedMapState(SparkMapState):
+    """``SortedMapState`` by scanning: the first ordered call of a batch loads the grouping key's
+    entries (one Spark iteration), each ordered call then sorts them in Python: O(n log n).
+
+    Meant for small per-key maps (the TTL timer index of one grouping key), not for SORTED's
+    node chains: Spark's ``MapState`` has no seek.
+    """
+
+    def _ordered(self, context: bytes) -> list[tuple[bytes, Value]]:
+        return list(self.items(context))
+
+    def first(self, context: bytes) -> tuple[bytes, Value] | None:
+        entries = self._ordered(context)
+        return entries[0] if entries else None
+
+    def last(self, context: bytes) -> tuple[bytes, Value] | None:
+        entries = self._ordered(context)
+        return entries[-1] if entries else None
+
+    def before(self, context: bytes, key: bytes) -> tuple[bytes, Value] | None:
+        below = [entry for entry in self._ordered(context) if entry[0] < key]
+        return below[-1] if below else None
+
+
 class SparkBackend:
     """A :class:`~upsertmat.impls.state.base.StateBackend` on a Spark ``StatefulProcessorHandle``.
 
@@ -213,11 +240,10 @@ class SparkBackend:
     def map_state(self, name: str) -> SparkMapState:
         return SparkMapState(self._store(name))
 
-    def sorted_map_state(self, name: str) -> SortedMapState:
-        raise BackendUnavailableError(
-            "backend 'spark' has no ordered map state (Spark's MapState cannot seek); "
-            "use VALUE, MAP, ADAPTIVE or LEGACY on spark"
-        )
+    def sorted_map_state(self, name: str) -> SparkSortedMapState:
+        """An ordered map state by scanning (:class:`SparkSortedMapState`): fine for the TTL
+        timer index of one key, too slow for SORTED's node chains."""
+        return SparkSortedMapState(self._store(name))
 
     @property
     def round_trips(self) -> int:

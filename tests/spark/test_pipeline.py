@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -9,11 +10,13 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
-from upsertmat.impls.settings import Strategy, TtlSettings
+from upsertmat.impls.settings import Strategy, TimeDomain, TtlSettings
 from upsertmat.spark import BatchProgress, PipelineConfig, PipelineConfigError
 from upsertmat.spark.pipeline import read_table, run_pipeline
+from upsertmat.spec import Change, ModelMaterializer, RowKind
+from upsertmat.spec.changes import Row
 
-from .workload import SCHEMA, changelog, model_table, normalized, raw_table, records, write_files
+from .workload import KEYS, SCHEMA, changelog, model_table, normalized, raw_table, records, write_files
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -86,8 +89,9 @@ def test_bad_configs_fail_before_starting(spark: SparkSession, tmp_path: Path) -
         run_pipeline(config_for(tmp_path, strategy=Strategy.SORTED), spark)
     with pytest.raises(PipelineConfigError, match="unknown source format"):
         run_pipeline(config_for(tmp_path, source_format="xml"), spark)
-    with pytest.raises(PipelineConfigError, match="TTL"):
-        run_pipeline(config_for(tmp_path, ttl=TtlSettings(ttl_ms=1000)), spark)
+    event_time = TtlSettings(ttl_ms=1000, time_domain=TimeDomain.EVENT_TIME)
+    with pytest.raises(PipelineConfigError, match="processing-time state TTL only"):
+        run_pipeline(config_for(tmp_path, ttl=event_time), spark)
 
 
 def test_config_round_trips_through_json(tmp_path: Path) -> None:
@@ -95,3 +99,42 @@ def test_config_round_trips_through_json(tmp_path: Path) -> None:
     assert PipelineConfig.from_json(config.to_json()) == config
     with pytest.raises(PipelineConfigError, match="unknown pipeline config fields"):
         PipelineConfig.from_json('{"source_pathh": "x"}')
+
+
+@pytest.mark.parametrize("strategy", [Strategy.VALUE, Strategy.MAP, Strategy.LEGACY])
+def test_processing_time_ttl_expires_state_between_runs(
+    spark: SparkSession, tmp_path: Path, strategy: Strategy
+) -> None:
+    """Run 1 inserts; after more than the TTL, run 2 retracts (rule 7: ignored) and re-inserts
+    (+I, not +U); the model with the clock advanced past the TTL agrees."""
+    ttl = 2500
+    first = [Change(RowKind.INSERT, (key, 1, 0.5, True, "a")) for key in range(5)]
+    second = [
+        Change(RowKind.DELETE, (0, 1, 0.5, True, "a")),
+        Change(RowKind.INSERT, (1, 2, 1.5, False, "b")),
+        Change(RowKind.UPDATE_AFTER, (2, 2, 2.5, False, "c")),
+    ]
+    rows = records([*first, *second])
+    write_files(tmp_path / "in", rows[: len(first)], files=1)
+    config = config_for(tmp_path, strategy=strategy, ttl=TtlSettings(ttl_ms=ttl))
+    run_pipeline(config, spark)
+    time.sleep(ttl / 1000 + 1)
+    write_files(tmp_path / "later", rows[len(first) :], files=1)
+    for path in (tmp_path / "later").iterdir():
+        path.rename(tmp_path / "in" / f"late-{path.name}")
+    result = run_pipeline(config, spark)
+    assert [(b.changes, b.upserts, b.deletes) for b in result.batches] == [(2, 2, 0)]
+    model = ModelMaterializer(KEYS, TtlSettings(ttl_ms=ttl))
+    model.advance_time(1)
+    table: dict[object, Row] = {}
+    for change in first:
+        emitted = model.process(change)
+        assert emitted is not None
+        table[emitted.row[0]] = emitted.row
+    model.advance_time(1 + ttl + 1)
+    outputs = [model.process(change) for change in second]
+    assert outputs == [None, Change(RowKind.INSERT, second[1].row), Change(RowKind.INSERT, second[2].row)]
+    for output in outputs:
+        if output is not None:
+            table[output.row[0]] = output.row
+    assert normalized(read_table(config, spark)) == normalized(table)

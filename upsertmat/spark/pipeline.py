@@ -68,10 +68,10 @@ def materializer_settings(config: PipelineConfig) -> Settings:
         raise PipelineConfigError(
             f"strategy {config.strategy.value} does not run on spark; use one of {names}"
         )
-    if config.ttl.enabled:
+    if config.ttl.enabled and config.ttl.time_domain is not TimeDomain.PROCESSING_TIME:
         raise PipelineConfigError(
-            "state TTL is not supported by the Spark pipeline yet (table.exec.state.ttl must be 0); "
-            "see docs/spark.md"
+            "the Spark pipeline supports processing-time state TTL only "
+            "(upsertmat.state.ttl.time-domain = processing_time); see docs/spark.md"
         )
     return Settings(
         strategy=config.strategy,
@@ -102,9 +102,9 @@ def build_query_frame(
         arrival=config.arrival_column,
         ts=config.ts_column,
     )
-    time_mode = "ProcessingTime" if settings.ttl.time_domain is TimeDomain.PROCESSING_TIME else "None"
-    if not settings.ttl.enabled:
-        time_mode = "None"
+    # TTL needs the batch timestamp (and cleanup timers): processing-time mode. The session
+    # must disable no-data micro-batches, or availableNow never ends in this mode.
+    time_mode = "ProcessingTime" if settings.ttl.enabled else "None"
     frame = source.groupBy(*config.pk).transformWithState(
         MaterializerProcessor(spec), OUTPUT_SCHEMA, "Append", time_mode
     )

@@ -24,14 +24,17 @@ from typing import Any
 from pyspark.sql import Row as SparkRow
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
 
+from ..impls.registry import PIPELINE_ONLY
 from ..impls.settings import Backend, Settings, Strategy
 from ..impls.state.base import StateBackend
+from ..impls.state.codec import decode_seq
 from ..impls.state.spark import SparkBackend
 from ..spec import Change, Keys, Materializer, RowKind
 from ..spec.changes import Row
 
 OUTPUT_SCHEMA = "arrival LONG, op STRING, row STRING"
-SPARK_STRATEGIES = (Strategy.VALUE, Strategy.MAP, Strategy.ADAPTIVE, Strategy.LEGACY)
+SPARK_STRATEGIES = tuple(strategy for strategy, backend in PIPELINE_ONLY if backend is Backend.SPARK)
+TIMERS = "ttl_timers"  # the strategies' TTL timer index (impls/strategies/timers.py)
 
 
 def build_materializer(keys: Keys, settings: Settings, backend: StateBackend) -> Materializer:
@@ -53,9 +56,7 @@ def build_materializer(keys: Keys, settings: Settings, backend: StateBackend) ->
     if settings.strategy is Strategy.ADAPTIVE:
         return AdaptiveMaterializer(keys, backend, settings)
     if settings.strategy is Strategy.LEGACY:
-        if settings.ttl.enabled:
-            raise ValueError("LEGACY on spark does not implement state TTL; set table.exec.state.ttl to 0")
-        return LegacyMaterializer(keys, backend)
+        return LegacyMaterializer(keys, backend, settings)
     names = ", ".join(strategy.value for strategy in SPARK_STRATEGIES)
     raise ValueError(f"strategy {settings.strategy.value} does not run on spark; use one of {names}")
 
@@ -91,28 +92,45 @@ class ProcessorSpec:
 class MaterializerProcessor(StatefulProcessor):
     """Row-API (``transformWithState``) processor running one strategy per grouping key.
 
-    Per key and batch: O(events) strategy work, state round trips as the strategy's accesses to
-    distinct entries (reads once, writes once, thanks to the adapter's cache), one flush.
+    Per key and batch: a fresh strategy object on the shared :class:`SparkBackend` (so its clock
+    and TTL expiry start from this key's state), O(events) strategy work, state round trips as
+    the strategy's accesses to distinct entries (each read once, each written once, thanks to
+    the adapter's cache), one flush.
+
+    TTL (processing time; ``timeMode="ProcessingTime"``): the clock is the batch timestamp. The
+    key's due elements expire before its events are applied, exactly as if the clock had been
+    advanced for every key; a Spark processing-time timer at the key's earliest expiry removes
+    the expired state of keys that receive no more input (in the next data batch when no-data
+    batches are off). Expiry emits nothing, so outputs do not depend on when cleanup runs.
     """
 
     def __init__(self, spec: ProcessorSpec) -> None:
         self.spec = spec
 
     def init(self, handle: StatefulProcessorHandle) -> None:
+        self._handle = handle
         self._backend = SparkBackend(handle)
-        self._materializer = build_materializer(self.spec.keys, self.spec.settings, self._backend)
+        self._ttl = self.spec.settings.ttl.enabled
+        # Building one strategy here registers its state variables with Spark (only allowed in init).
+        build_materializer(self.spec.keys, self.spec.settings, self._backend)
+        if self._ttl:
+            self._timers = self._backend.sorted_map_state(TIMERS)
+
+    def _materializer(self, now: int) -> Materializer:
+        materializer = build_materializer(self.spec.keys, self.spec.settings, self._backend)
+        if now >= 0:
+            materializer.advance_time(now)
+        return materializer
 
     def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: Any) -> Iterator[SparkRow]:
         spec = self.spec
         events = sorted(rows, key=lambda record: record[spec.arrival])
-        now = timerValues.getCurrentProcessingTimeInMs()
-        if now >= 0:
-            self._materializer.advance_time(now)
+        materializer = self._materializer(timerValues.getCurrentProcessingTimeInMs())
         out: list[SparkRow] = []
         for record in events:
             ts = None if spec.ts is None else record[spec.ts]
             change = Change(RowKind.parse(record[spec.op]), spec.row_of(record), ts)
-            emitted = self._materializer.process(change)
+            emitted = materializer.process(change)
             if emitted is not None:
                 out.append(
                     SparkRow(
@@ -121,8 +139,24 @@ class MaterializerProcessor(StatefulProcessor):
                         row=json.dumps(list(emitted.row), ensure_ascii=False, allow_nan=False),
                     )
                 )
-        self._backend.flush()
+        self._finish()
         return iter(out)
 
+    def handleExpiredTimer(self, key: Any, timerValues: Any, expiredTimerInfo: Any) -> Iterator[SparkRow]:
+        """A cleanup timer fired: expire the key's due elements (emits nothing)."""
+        self._materializer(timerValues.getCurrentProcessingTimeInMs())
+        self._finish()
+        return iter([])
+
+    def _finish(self) -> None:
+        """Re-arm the key's cleanup timer (TTL only), then flush the buffered state writes."""
+        if self._ttl:
+            first = self._timers.first(b"")
+            for timer in list(self._handle.listTimers()):
+                self._handle.deleteTimer(timer)
+            if first is not None:
+                self._handle.registerTimer(decode_seq(first[0][:8]))
+        self._backend.flush()
+
     def close(self) -> None:
-        self._materializer.close()
+        self._backend.close()
