@@ -82,6 +82,10 @@ class SortedMapState(MapState, Protocol):
         """The entry with the greatest user key strictly below ``key``. One read."""
         ...
 
+    def ceiling(self, context: bytes, key: bytes) -> tuple[bytes, Value] | None:
+        """The entry with the smallest user key at or above ``key`` (a forward seek). One read."""
+        ...
+
 
 class StateBackend(Protocol):
     """Creates the named states of one operator instance and commits their writes."""

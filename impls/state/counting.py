@@ -118,6 +118,10 @@ class CountingSortedMapState(CountingMapState):
         self._counters.reads += 1
         return self._sorted.before(context, key)
 
+    def ceiling(self, context: bytes, key: bytes) -> tuple[bytes, Value] | None:
+        self._counters.reads += 1
+        return self._sorted.ceiling(context, key)
+
 
 class CountingBackend:
     """Wraps ``inner``; every state it hands out counts into :attr:`counters`."""

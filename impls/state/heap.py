@@ -152,6 +152,17 @@ class HeapSortedMapState:
         found, value = entries.peekitem(index - 1)
         return found, value
 
+    def ceiling(self, context: bytes, key: bytes) -> tuple[bytes, Value] | None:
+        """The smallest entry at or above ``key``: O(log n)."""
+        entries = self._maps.get(context)
+        if not entries:
+            return None
+        index = entries.bisect_left(key)
+        if index == len(entries):
+            return None
+        found, value = entries.peekitem(index)
+        return found, value
+
 
 class HeapBackend:
     """Named heap states of one operator instance. ``commit``/``close`` are no-ops."""

@@ -353,9 +353,13 @@ class LmdbSortedMapState(LmdbMapState):
 
     def first(self, context: bytes) -> tuple[bytes, Value] | None:
         """The smallest entry: one seek."""
+        return self.ceiling(context, b"")
+
+    def ceiling(self, context: bytes, key: bytes) -> tuple[bytes, Value] | None:
+        """The smallest entry at or above ``key``: one seek."""
         prefix = self._context_prefix(context)
         cursor = self._backend.cursor()
-        return self._entry(cursor, prefix) if cursor.set_range(prefix) else None
+        return self._entry(cursor, prefix) if cursor.set_range(prefix + key) else None
 
     def before(self, context: bytes, key: bytes) -> tuple[bytes, Value] | None:
         """The greatest entry below ``key``: one seek and one step back."""

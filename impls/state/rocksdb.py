@@ -420,13 +420,28 @@ class RocksSortedMapState(RocksMapState):
 
     def first(self, context: bytes) -> tuple[bytes, Value] | None:
         """The smallest entry: one seek (plus skips of overlay-touched keys)."""
+        return self.ceiling(context, b"")
+
+    def ceiling(self, context: bytes, key: bytes) -> tuple[bytes, Value] | None:
+        """The smallest entry at or above ``key``: one seek (plus skips of overlay-touched keys).
+
+        Seeking past a run of deleted keys costs nothing here, whereas a seek from the start of
+        the context would step over every tombstone RocksDB still holds for them.
+        """
         prefix = self._context_prefix(context)
         pending = self._pending.get(prefix)
-        self._backend.iterator().seek(prefix)
+        self._backend.iterator().seek(prefix + key)
         found = self._walk(prefix, pending, forward=True)
         candidate = None
         if pending:
-            candidate = min((key for key, value in pending.items() if value is not _DELETED), default=None)
+            candidate = min(
+                (
+                    pending_key
+                    for pending_key, value in pending.items()
+                    if value is not _DELETED and pending_key >= key
+                ),
+                default=None,
+            )
         return self._best(prefix, found, candidate, greater=False)
 
     def before(self, context: bytes, key: bytes) -> tuple[bytes, Value] | None:

@@ -210,6 +210,9 @@ class SparkSortedMapState(SparkMapState):
         below = [entry for entry in self._ordered(context) if entry[0] < key]
         return below[-1] if below else None
 
+    def ceiling(self, context: bytes, key: bytes) -> tuple[bytes, Value] | None:
+        return next((entry for entry in self._ordered(context) if entry[0] >= key), None)
+
 
 class SparkBackend:
     """A :class:`~upsertmat.impls.state.base.StateBackend` on a Spark ``StatefulProcessorHandle``.

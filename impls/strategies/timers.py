@@ -10,7 +10,10 @@ what is really expired — so stale timers are harmless and need no deletion.
 
 Cost: one write per stamp written (append, re-stamp), one seek + one delete per timer fired;
 each timer fires once, so expiry is O(1) state accesses amortised per write (heap: O(log T)
-for T timers; byte backends: an LSM/B-tree write).
+for T timers; byte backends: an LSM/B-tree write). Seeks resume just past the last timer
+fired (every smaller key is known to be gone), so they never step over the deleted head of
+the queue again — on RocksDB a seek from the start would cross every tombstone of a fired
+timer not yet compacted away, making each seek O(timers fired so far).
 """
 
 from __future__ import annotations
@@ -29,12 +32,17 @@ class Timers:
     def __init__(self, backend: StateBackend) -> None:
         self._state = backend.sorted_map_state("ttl_timers")
         self._next_due: int | None = None  # a lower bound of the earliest expiry; None: unknown
+        # Invariant: no timer key below ``_resume`` exists; None: seek from the start.
+        self._resume: bytes | None = None
 
     def add(self, expiry: int, context: bytes, seq: int = 0) -> None:
         """Fire at ``expiry`` for element ``seq`` of ``context``. One write."""
-        self._state.put(_GLOBAL, encode_seq(expiry) + encode_seq(seq) + context, 0)
+        key = encode_seq(expiry) + encode_seq(seq) + context
+        self._state.put(_GLOBAL, key, 0)
         if self._next_due is not None and expiry < self._next_due:
             self._next_due = expiry
+        if self._resume is not None and key < self._resume:
+            self._resume = key
 
     def pop_due(self, now: int) -> Iterator[tuple[bytes, int]]:
         """Remove and yield ``(context, seq)`` of every timer with ``expiry <= now``, earliest first.
@@ -46,12 +54,16 @@ class Timers:
         if self._next_due is not None and now < self._next_due:
             return
         while True:
-            first = self._state.first(_GLOBAL)
+            if self._resume is None:
+                first = self._state.first(_GLOBAL)
+            else:
+                first = self._state.ceiling(_GLOBAL, self._resume)
             if first is None or decode_seq(first[0][:8]) > now:
                 self._next_due = 2**63 - 1 if first is None else decode_seq(first[0][:8])
                 return
             key = first[0]
             self._state.delete(_GLOBAL, key)
+            self._resume = key + b"\x00"  # the smallest key above the one just deleted
             yield key[16:], decode_seq(key[8:16])
 
     def count(self) -> int:
@@ -62,3 +74,4 @@ class Timers:
         """Drop every timer (before re-registering a whole imported state)."""
         self._state.clear(_GLOBAL)
         self._next_due = None
+        self._resume = None

@@ -173,6 +173,12 @@ class StateBackendTests:
             for position, key in enumerate(expected):
                 found = state.before(b"c", key)
                 assert (found[0] if found else None) == (expected[position - 1] if position else None)
+                ceiling = state.ceiling(b"c", key)
+                assert ceiling is not None and ceiling[0] == key
+                above = state.ceiling(b"c", key + b"\x00")
+                following = expected[position + 1] if position + 1 < len(expected) else None
+                assert (above[0] if above else None) == following
+            assert state.ceiling(b"c", b"\xff\xff\xff") is None
             assert state.before(b"c", b"\xff\xff\xff")[0] == b"\xff\xff"  # type: ignore[index]
             assert state.before(b"c", b"a\x00\x00")[0] == b"a\x00"  # type: ignore[index]
 
@@ -205,8 +211,13 @@ class StateBackendTests:
         assert state.before(b"c", b"4") == (b"0", "0p")
         state.put(b"c", b"3", "3p")  # re-put of a pending-deleted committed key
         assert state.before(b"c", b"4") == (b"3", "3p")
+        assert state.ceiling(b"c", b"1") == (b"3", "3p")  # skips the pending-deleted committed 1
+        assert state.ceiling(b"c", b"4") == (b"4", "4p")
+        assert state.ceiling(b"c", b"4\x00") is None  # committed 5 and 7 are pending-deleted
         state.put(b"c", b"9", "9p")
+        assert state.ceiling(b"c", b"4\x00") == (b"9", "9p")
         state.delete(b"c", b"9")  # pending put then pending delete
+        assert state.ceiling(b"c", b"4\x00") is None
         assert state.last(b"c") == (b"4", "4p")
         assert list(state.items(b"c")) == [(b"0", "0p"), (b"3", "3p"), (b"4", "4p")]
         for commit in (False, True):
@@ -370,6 +381,8 @@ class BackendMachine(RuleBasedStateMachine):
         entries = sorted(self.model.get(("sorted", context), {}).items())
         below = [entry for entry in entries if entry[0] < key]
         assert state.before(context, key) == (below[-1] if below else None)
+        at_or_above = [entry for entry in entries if entry[0] >= key]
+        assert state.ceiling(context, key) == (at_or_above[0] if at_or_above else None)
         assert state.last(context) == (entries[-1] if entries else None)
         assert state.first(context) == (entries[0] if entries else None)
 
