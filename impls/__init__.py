@@ -19,12 +19,13 @@ from .registry import (
     register,
     resolve,
 )
-from .settings import Backend, Settings, Strategy, TimeDomain, TtlSettings, UpdateType
+from .settings import Backend, LmdbDurability, Settings, Strategy, TimeDomain, TtlSettings, UpdateType
 
 __all__ = [
     "ALIASES",
     "Backend",
     "ConfigError",
+    "LmdbDurability",
     "Settings",
     "Strategy",
     "TimeDomain",

@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from .settings import Backend, Settings, Strategy, TimeDomain, UpdateType
+from .settings import Backend, LmdbDurability, Settings, Strategy, TimeDomain, UpdateType
 
 STRATEGY = "table.exec.sink.upsert-materialize-strategy.type"
 THRESHOLD_HIGH = "table.exec.sink.upsert-materialize-strategy.adaptive.threshold.high"
@@ -25,6 +25,7 @@ BACKEND = "state.backend.type"
 TTL = "table.exec.state.ttl"
 TIME_DOMAIN = "upsertmat.state.ttl.time-domain"
 UPDATE_TYPE = "upsertmat.state.ttl.update-type"
+LMDB_DURABILITY = "upsertmat.state.lmdb.durability"
 
 
 class ConfigError(ValueError):
@@ -93,6 +94,7 @@ _PARSERS: dict[str, Callable[[Any], Any]] = {
     TTL: parse_duration_ms,
     TIME_DOMAIN: _enum_parser(TimeDomain, upper=False),
     UPDATE_TYPE: _enum_parser(UpdateType, upper=False),
+    LMDB_DURABILITY: _enum_parser(LmdbDurability, upper=False),
 }
 KNOWN_KEYS: tuple[str, ...] = tuple(_PARSERS)
 
@@ -166,6 +168,7 @@ def build_settings(layers: Iterable[tuple[str, Mapping[str, Any]]], base: Settin
         ttl=ttl,
         threshold_high=values.get(THRESHOLD_HIGH, settings.threshold_high),
         threshold_low=values.get(THRESHOLD_LOW, settings.threshold_low),
+        lmdb_durability=values.get(LMDB_DURABILITY, settings.lmdb_durability),
     )
     high, low = settings.threshold_high, settings.threshold_low
     if high is not None and low is not None and high <= low:

@@ -43,6 +43,21 @@ class Backend(enum.Enum):
     SPARK = "spark"
 
 
+class LmdbDurability(enum.Enum):
+    """``upsertmat.state.lmdb.durability``: what an LMDB commit survives.
+
+    Every mode survives a killed process (SIGKILL) with no committed input lost and no
+    partial input visible. They differ on an OS crash or power loss:
+    ``fast`` (writemap, no sync) may lose the last commits and may damage the file;
+    ``safe`` (no writemap, no sync) may lose the last commits but keeps the file intact on
+    file systems that preserve write order; ``full`` (sync per commit) loses nothing.
+    """
+
+    FAST = "fast"
+    SAFE = "safe"
+    FULL = "full"
+
+
 @dataclass(frozen=True)
 class Settings:
     """Everything that selects and tunes an implementation (but not the keys)."""
@@ -53,3 +68,4 @@ class Settings:
     threshold_high: int | None = None
     threshold_low: int | None = None
     state_dir: Path | None = None
+    lmdb_durability: LmdbDurability = LmdbDurability.FAST

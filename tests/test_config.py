@@ -210,3 +210,13 @@ def test_legacy_heap_takes_ttl_and_refuses_a_negative_one() -> None:
     assert create_heap(Keys(pk=(0,)), settings_of("--ttl", "1 h")).retract_misses == 0
     with pytest.raises(UnsupportedSetting, match=r"table\.exec\.state\.ttl must be >= 0"):
         create_heap(Keys(pk=(0,)), Settings(ttl=TtlSettings(ttl_ms=-1)))
+
+
+def test_lmdb_durability_key_selects_the_mode() -> None:
+    from upsertmat.impls import LmdbDurability
+
+    assert build_settings([]).lmdb_durability is LmdbDurability.FAST
+    settings = build_settings([("--set", {"upsertmat.state.lmdb.durability": "SAFE"})])
+    assert settings.lmdb_durability is LmdbDurability.SAFE
+    with pytest.raises(ConfigError, match=r"upsertmat.state.lmdb.durability.*fast, safe, full"):
+        build_settings([("--set", {"upsertmat.state.lmdb.durability": "eventually"})])

@@ -60,5 +60,5 @@ def open_backend(settings: Settings, *, name: str = "materializer") -> StateBack
     if settings.backend is Backend.LMDB:
         from .lmdb import LmdbBackend
 
-        return LmdbBackend(path)
+        return LmdbBackend(path, durability=settings.lmdb_durability)
     raise BackendUnavailableError(f"backend {settings.backend.value!r} is not available yet")

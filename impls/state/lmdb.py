@@ -6,14 +6,19 @@ byte-ordered key space, states told apart by prefix). A write transaction stays 
 atomically (then begins the next transaction). Ordered seeks use one cursor per transaction:
 ``set_range`` / ``prev`` / ``last``, no overlay to merge.
 
-Durability (default, ``durable=False``): ``writemap=True, sync=False, metasync=False``. A
-commit updates the pages in the shared memory map (the OS page cache) and the meta page last,
-so a killed process (even SIGKILL) loses nothing committed and never sees half a
-transaction; ``close`` syncs to disk. An OS crash or power loss before the OS writes the
-pages back may lose the last commits and, since the pages may reach the disk in any order,
-can damage the file (reported as CorruptStateError on open). This is ~10x cheaper per commit
-(about 1-2 µs instead of 10-20 µs). ``durable=True`` instead fsyncs every commit
-(``sync=True``, no writemap): survives OS crashes, costs a disk flush per commit.
+Durability (``LmdbDurability``, config key ``upsertmat.state.lmdb.durability``); every mode
+survives a killed process (even SIGKILL): nothing committed is lost, no half transaction is
+seen, and ``close`` syncs to disk. They differ on an OS crash or power loss:
+
+- ``fast`` (default): ``writemap=True, sync=False``. A commit updates the pages in the shared
+  memory map (the OS page cache) and the meta page last, about 1-2 µs. The OS may write the
+  pages back in any order, so a crash may lose the last commits and can damage the file
+  (LMDB cannot always detect that).
+- ``safe``: ``writemap=False, sync=False``: commits go through write(2), about 10-20 µs. On
+  file systems that preserve write order LMDB keeps the file intact; a crash may lose the
+  last commits.
+- ``full``: ``sync=True``: every commit is flushed to disk; a crash loses nothing. Costs a
+  disk flush per commit.
 
 Limits: LMDB keys are at most 511 bytes, so state prefix + context + user key must fit (a
 clear ValueError otherwise — use rocksdb for very long keys). The map (a sparse file of that
@@ -30,6 +35,7 @@ from typing import Any
 
 import lmdb
 
+from ..settings import LmdbDurability
 from .base import Value
 from .codec import META_PREFIX, ValueCodec, context_prefix, split_context, state_prefix, successor
 from .directory import StateDirectory
@@ -41,15 +47,18 @@ DEFAULT_MAP_SIZE = 1 << 30
 _GROWTH_CHECK_EVERY = 256
 
 
-def _environment(directory: Path, map_size: int, create: bool, durable: bool) -> lmdb.Environment:
+def _environment(
+    directory: Path, map_size: int, create: bool, durability: LmdbDurability
+) -> lmdb.Environment:
+    full = durability is LmdbDurability.FULL
     return lmdb.open(
         str(directory),
         map_size=map_size,
         subdir=True,
         create=create,
-        sync=durable,
-        metasync=durable,
-        writemap=not durable,
+        sync=full,
+        metasync=full,
+        writemap=durability is LmdbDurability.FAST,
         readahead=False,
         max_dbs=0,
     )
@@ -70,11 +79,15 @@ class LmdbBackend:
     same batch and commits once, so they are atomic with the input's state change."""
 
     def __init__(
-        self, path: Path | None = None, *, map_size: int = DEFAULT_MAP_SIZE, durable: bool = False
+        self,
+        path: Path | None = None,
+        *,
+        map_size: int = DEFAULT_MAP_SIZE,
+        durability: LmdbDurability = LmdbDurability.FAST,
     ) -> None:
         self._dir = StateDirectory(path, "lmdb")
         self._map_size = map_size
-        self._durable = durable
+        self._durability = durability
         try:
             self._dir.prepare(self._create)
             self.env = self._open(self._dir.db)
@@ -93,7 +106,7 @@ class LmdbBackend:
         self._closed = False
 
     def _create(self, directory: Path) -> None:
-        env = _environment(directory, self._map_size, create=True, durable=self._durable)
+        env = _environment(directory, self._map_size, create=True, durability=self._durability)
         try:
             with env.begin(write=True) as txn:
                 txn.put(FORMAT_KEY, FORMAT)
@@ -103,7 +116,7 @@ class LmdbBackend:
 
     def _open(self, directory: Path) -> lmdb.Environment:
         try:
-            env = _environment(directory, self._map_size, create=False, durable=self._durable)
+            env = _environment(directory, self._map_size, create=False, durability=self._durability)
             with env.begin() as txn:
                 marker = txn.get(FORMAT_KEY)
         except lmdb.Error as error:

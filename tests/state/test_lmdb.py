@@ -4,6 +4,7 @@ from pathlib import Path
 
 import pytest
 
+from upsertmat.impls.settings import LmdbDurability
 from upsertmat.impls.state import StateBackend
 from upsertmat.impls.state.lmdb import LmdbBackend
 
@@ -38,8 +39,9 @@ def test_map_grows_at_commit_boundaries(tmp_path: Path) -> None:
         backend.close()
 
 
-def test_durable_mode_persists(tmp_path: Path) -> None:
-    backend = LmdbBackend(tmp_path / "db", durable=True)
+@pytest.mark.parametrize("durability", list(LmdbDurability), ids=lambda mode: mode.value)
+def test_every_durability_mode_persists(tmp_path: Path, durability: LmdbDurability) -> None:
+    backend = LmdbBackend(tmp_path / "db", durability=durability)
     backend.sorted_map_state("s").put(b"c", b"k", [1])
     backend.commit()
     backend.close()
