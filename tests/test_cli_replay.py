@@ -640,3 +640,18 @@ def test_an_unwritable_dead_letter_file_exits_4(cli: Cli, tmp_path: Path) -> Non
     )
     assert result.code == ExitCode.IO
     assert f"cannot write dead-letter file {tmp_path / 'file' / 'dead.jsonl'}" in result.err
+
+
+def test_a_reader_that_goes_away_ends_the_run_quietly(tmp_path: Path) -> None:
+    """`replay ... | head -1`: exit 128 + SIGPIPE with nothing on stderr, like Unix tools."""
+    source = tmp_path / "in.jsonl"
+    source.write_text("".join(f'{{"op": "+I", "row": [{i}, "{"x" * 200}"]}}\n' for i in range(5000)))
+    process = subprocess.Popen(
+        [SCRIPT, "replay", "--pk", "0", str(source)], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    assert process.stdout is not None and process.stderr is not None
+    assert process.stdout.readline().startswith(b'{"in": 0')
+    process.stdout.close()
+    assert process.wait(timeout=60) == 128 + signal.SIGPIPE
+    assert process.stderr.read() == b""
+    process.stderr.close()

@@ -608,6 +608,9 @@ def run(args: argparse.Namespace) -> int:
         except KeyboardInterrupt:
             code = 128 + (guard.received or signal.SIGINT)
         except OSError as error:
+            if guard.busy and isinstance(error, BrokenPipeError) and args.output == "-" and state is None:
+                # The reader went away (`replay ... | head`): exit quietly, as Unix tools do.
+                return 128 + signal.SIGPIPE
             if guard.busy:
                 raise CliError(
                     f"cannot write output: {error.strerror or error}; the state directory (if any) "
