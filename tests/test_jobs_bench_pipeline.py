@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from upsertmat.bench.pipeline import PipelineBench, PipelineFigures, report, write_workload
+from upsertmat.jobs.model import SourceFormat
 
 
 def test_workload_is_a_valid_upsert_changelog(tmp_path: Path) -> None:
@@ -33,9 +35,23 @@ def test_workload_is_a_valid_upsert_changelog(tmp_path: Path) -> None:
     assert len(records[0]["payload"]) == 20
 
 
+def test_parquet_workload_has_the_same_records(tmp_path: Path) -> None:
+    import pyarrow.parquet as pq  # type: ignore[import-untyped]
+
+    bench = PipelineBench(changes=500, keys=50, files=2)
+    write_workload(bench, tmp_path / "j")
+    write_workload(replace(bench, source_format=SourceFormat.PARQUET), tmp_path / "p")
+    jsonl = [
+        json.loads(line) for f in sorted((tmp_path / "j").iterdir()) for line in f.read_text().splitlines()
+    ]
+    parquet = [row for f in sorted((tmp_path / "p").iterdir()) for row in pq.read_table(f).to_pylist()]
+    assert parquet == jsonl
+
+
 def test_stages_and_report() -> None:
     figures = PipelineFigures(
-        changes=1000, keys=10, files=1, strategy="VALUE", session_seconds=4.0, write_seconds=0.1,
+        changes=1000, keys=10, files=1, strategy="VALUE", source_format="jsonl", session_seconds=4.0,
+        write_seconds=0.1,
         source_seconds=1.0, materializer_run_seconds=3.0, end_to_end_seconds=4.0, sink_timer_seconds=2.5,
         batches=1,
     )  # fmt: skip

@@ -231,6 +231,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     pipe.add_argument(
         "--files", type=_positive_int, default=1, help="source files = micro-batches (default 1)"
     )
+    pipe.add_argument("--source-format", choices=("jsonl", "parquet"), default="jsonl", help="default jsonl")
     out = parser.add_argument_group("output")
     out.add_argument(
         "--output-dir",

@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 from ..impls.settings import Backend, Settings, Strategy
 from ..jobs.model import Column, JobSpec, SinkSpec, SourceFormat, SourceSpec, SparkOptions
@@ -46,6 +46,7 @@ class PipelineBench:
     strategy: Strategy = Strategy.VALUE
     payload_size: int = 20
     seed: int = 0
+    source_format: SourceFormat = SourceFormat.JSONL
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,7 @@ class PipelineFigures:
     keys: int
     files: int
     strategy: str
+    source_format: str
     session_seconds: float
     write_seconds: float
     source_seconds: float
@@ -88,50 +90,61 @@ class PipelineFigures:
 
 
 def write_workload(bench: PipelineBench, directory: Path) -> int:
-    """Write the changelog as ``bench.files`` JSON Lines files; return the number of changes. O(changes)."""
+    """Write the changelog as ``bench.files`` JSON Lines or Parquet files; return the count. O(changes)."""
     rng = random.Random(bench.seed)
     directory.mkdir(parents=True, exist_ok=True)
     version = [0] * bench.keys
     pad = "x" * max(bench.payload_size - 8, 0)
     per_file = -(-bench.changes // bench.files)
-    written = 0
-    out: TextIO | None = None
-    file_index = 0
+    records: list[dict[str, Any]] = []
+    files = 0
+
+    def flush() -> None:
+        nonlocal files, records
+        if records:
+            _write_file(directory, files, records, bench.source_format)
+            files += 1
+            records = []
 
     def emit(op: str, key: int) -> None:
-        nonlocal written, out, file_index
-        if out is None or written % per_file == 0:
-            if out is not None:
-                out.close()
-            out = (directory / f"changes-{file_index:04d}.jsonl").open("w", encoding="utf-8")
-            file_index += 1
-        row = {
-            "seq": written,
-            "op": op,
-            "id": key,
-            "version": version[key],
-            "payload": f"{version[key]:08d}{pad}",
-        }
-        out.write(json.dumps(row) + "\n")
-        written += 1
+        seq = files * per_file + len(records)
+        records.append(
+            {"seq": seq, "op": op, "id": key, "version": version[key], "payload": f"{version[key]:08d}{pad}"}
+        )
+        if len(records) == per_file:
+            flush()
 
     for key in range(min(bench.keys, bench.changes)):
         emit("+I", key)
+    written = min(bench.keys, bench.changes)
     while written + 2 <= bench.changes:
         key = rng.randrange(bench.keys)
         emit("-U", key)
         version[key] += 1
         emit("+U", key)
-    if out is not None:
-        out.close()
+        written += 2
+    flush()
     return written
+
+
+def _write_file(
+    directory: Path, index: int, records: list[dict[str, Any]], source_format: SourceFormat
+) -> None:
+    if source_format is SourceFormat.PARQUET:
+        import pyarrow as pa  # type: ignore[import-untyped]
+        import pyarrow.parquet as pq  # type: ignore[import-untyped]
+
+        pq.write_table(pa.Table.from_pylist(records), directory / f"changes-{index:04d}.parquet")
+        return
+    with (directory / f"changes-{index:04d}.jsonl").open("w", encoding="utf-8") as out:
+        out.writelines(json.dumps(record) + "\n" for record in records)
 
 
 def bench_job(directory: Path, bench: PipelineBench, source: Path) -> JobSpec:
     """The end-to-end job of the benchmark (SQLite sink in ``directory``)."""
     return JobSpec(
         name="bench",
-        source=SourceSpec(source, SourceFormat.JSONL, COLUMNS),
+        source=SourceSpec(source, bench.source_format, COLUMNS),
         sink=SinkSpec(url=str(directory / "bench.db"), table="bench"),
         primary_key=("id",),
         upsert_key=(),
@@ -167,14 +180,20 @@ def run_pipeline_bench(
         config = pipeline_config(job)
 
         started = time.monotonic()
-        spark.read.schema(config.schema).json(str(source)).selectExpr("sum(hash(*))").collect()
+        fmt = config.source_format
+        spark.read.schema(config.schema).format(fmt).load(str(source)).selectExpr("sum(hash(*))").collect()
         source_seconds = time.monotonic() - started
         say(f"source read: {source_seconds:.1f} s")
 
         spec = ProcessorSpec(
             keys=Keys(pk=(0,)), settings=job.settings, columns=job.source.column_names, op="op", arrival="seq"
         )
-        stream = spark.readStream.schema(config.schema).option("maxFilesPerTrigger", 1).json(str(source))
+        stream = (
+            spark.readStream.schema(config.schema)
+            .option("maxFilesPerTrigger", 1)
+            .format(fmt)
+            .load(str(source))
+        )
         out = stream.groupBy("id").transformWithState(
             MaterializerProcessor(spec), "arrival LONG, op STRING, row STRING", "Append", "ProcessingTime"
         )
@@ -198,6 +217,7 @@ def run_pipeline_bench(
             keys=bench.keys,
             files=bench.files,
             strategy=bench.strategy.value,
+            source_format=bench.source_format.value,
             session_seconds=session_seconds,
             write_seconds=write_seconds,
             source_seconds=source_seconds,
@@ -213,7 +233,7 @@ def report(figures: PipelineFigures) -> str:
     rate = figures.end_to_end_rate
     lines = [
         f"pipeline: {figures.changes:,} changes over {figures.keys:,} keys, {figures.files} file(s) "
-        f"({figures.batches} micro-batches), strategy {figures.strategy}, local[2]",
+        f"({figures.batches} micro-batches, {figures.source_format}), strategy {figures.strategy}, local[2]",
         f"end to end: {figures.end_to_end_seconds:.1f} s = {rate:,.0f} changes/s "
         f"(goal {GOAL_CHANGES_PER_SECOND:,.0f}: ratio {rate / GOAL_CHANGES_PER_SECOND:.2f})",
         "stages:",
@@ -238,6 +258,7 @@ def run_pipeline_command(args: Any) -> int:
         files=args.files,
         strategy=strategies[0] if strategies else Strategy.VALUE,
         seed=args.seed,
+        source_format=SourceFormat(args.source_format),
     )
     figures = run_pipeline_bench(
         bench,
