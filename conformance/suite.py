@@ -10,7 +10,9 @@ A test module needs three lines::
 or override :meth:`MaterializerTests.make` to build the implementation yourself. Every test
 builds fresh implementations and closes them. What runs: the scenario catalogue (exact output
 after every input), pinned streams, Hypothesis differential tests against the model over valid,
-upsert-style, tolerated and long streams, and the state machine.
+upsert-style, tolerated and long streams, the state machine, TTL scenarios/streams/machine,
+and the lifecycle state machine (checkpoint/restore, migration to ``migration_targets``,
+rescaling; skipped for implementations that cannot export and import their state).
 
 Hypothesis tests are built when they run, so they take the profile loaded at that moment
 (``dev``/``ci``/``nightly``, see ``plugin.py``); example counts are the profile's
@@ -30,9 +32,9 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import run_state_machine_as_test
 
-from ..impls import Settings, Strategy, create_named
-from ..impls.registry import resolve
-from ..spec import Granularity, Keys, Materializer, TimeDomain, TtlSettings, UpdateType
+from ..impls import Settings, create_named
+from ..impls.lifecycle import supports_transfer
+from ..spec import Granularity, Keys, Materializer, StateTransfer, TimeDomain, TtlSettings, UpdateType
 from .checks import check_scenario, check_stream, check_timed_stream, check_ttl_scenario
 from .generators import (
     GeneratedStream,
@@ -42,6 +44,7 @@ from .generators import (
     tolerated_streams,
     valid_streams,
 )
+from .lifecycle import LifecycleMachine, MigrationTarget, granularity_of
 from .machine import MaterializerMachine
 from .pinned import PINNED
 from .scenarios import SCENARIOS, TTL_SCENARIOS, Scenario, TtlScenario
@@ -54,6 +57,11 @@ TTL_CONFIGS: tuple[TtlSettings, ...] = tuple(
     for policy in UpdateType
 )
 """The TTL configurations every implementation is checked under: both domains x three policies."""
+
+MIGRATION_TARGETS: tuple[str, ...] = ("VALUE/heap", "LEGACY/heap", "SORTED/lmdb")
+"""Where the lifecycle machine's ``migrate`` rule moves state by default: a per-element and a
+per-key heap strategy and a byte backend (cheap to open), so every implementation migrates to
+another strategy, another granularity and another backend."""
 
 SCALE_VARIABLE = "UPSERTMAT_EXAMPLES_SCALE"
 
@@ -118,9 +126,12 @@ class MaterializerTests:
     ``impl_settings`` (a :class:`~upsertmat.impls.Settings`; strategy/backend come from the
     name), ``examples_scale`` (multiplies every Hypothesis example count), and
     ``pinned_streams`` (extra streams replayed first, e.g. failures you found),
-    ``ttl_granularity`` (None: PER_KEY for LEGACY, else PER_ELEMENT) and ``ttl_weight``
-    (examples of each TTL configuration relative to the untimed tests).
+    ``ttl_granularity`` (None: PER_KEY for LEGACY, else PER_ELEMENT), ``ttl_weight``
+    (examples of each TTL configuration relative to the untimed tests), ``lifecycle_machine``
+    and ``migration_targets`` (registry names the ``migrate`` rule moves state to).
     TTL tests build through :meth:`make_ttl` (the registry; skipped without ``implementation``).
+    Lifecycle rules need :class:`~upsertmat.spec.StateTransfer` (or, without TTL,
+    :class:`~upsertmat.spec.HistoryAccess`); without it they are skipped, not failed.
     """
 
     implementation: ClassVar[str | None] = None
@@ -130,6 +141,8 @@ class MaterializerTests:
     machine: ClassVar[type[MaterializerMachine]] = MaterializerMachine
     ttl_granularity: ClassVar[Granularity | None] = None
     ttl_weight: ClassVar[float] = 0.25
+    lifecycle_machine: ClassVar[type[LifecycleMachine]] = LifecycleMachine
+    migration_targets: ClassVar[tuple[str, ...]] = MIGRATION_TARGETS
 
     def make(self, keys: Keys) -> Materializer:
         """A fresh implementation for ``keys`` (the suite closes it)."""
@@ -148,9 +161,18 @@ class MaterializerTests:
         if self.ttl_granularity is not None:
             return self.ttl_granularity
         name = self.implementation or ""
-        if ":" not in name and resolve(name)[0] is Strategy.LEGACY:
-            return Granularity.PER_KEY
-        return Granularity.PER_ELEMENT
+        return Granularity.PER_ELEMENT if ":" in name else granularity_of(name)
+
+    def _transfer_support(self) -> tuple[bool, bool]:
+        """(exports/imports at all, with stamps): StateTransfer or HistoryAccess, StateTransfer."""
+        probe = self.make(Keys(pk=(0,)))
+        try:
+            return supports_transfer(probe), isinstance(probe, StateTransfer)
+        finally:
+            probe.close()
+
+    def _migration_targets(self) -> tuple[MigrationTarget, ...]:
+        return tuple(MigrationTarget.registered(name) for name in self.migration_targets)
 
     def _property(
         self,
@@ -203,6 +225,26 @@ class MaterializerTests:
             settings=settings(current, stateful_step_count=30),
         )
 
+    def test_lifecycle_state_machine(self) -> None:
+        """The state machine plus checkpoint/restore, migration and rescaling rules (no TTL).
+
+        Skipped when the implementation offers neither StateTransfer nor HistoryAccess.
+        """
+        if not self._transfer_support()[0]:
+            pytest.skip(
+                "lifecycle rules need the implementation to offer StateTransfer "
+                "(export_elements/import_elements) or HistoryAccess (histories/load_histories)"
+            )
+        current = scaled_settings(0.25, self.examples_scale)
+        run_state_machine_as_test(  # type: ignore[no-untyped-call, unused-ignore]
+            self.lifecycle_machine.bound_to(
+                self.make,
+                f"{type(self).__module__}.{type(self).__qualname__}.lifecycle_machine",
+                migration_targets=self._migration_targets(),
+            ),
+            settings=settings(current, stateful_step_count=30),
+        )
+
     # -- TTL -------------------------------------------------------------------------------------
 
     @pytest.mark.parametrize("scenario", TTL_SCENARIOS, ids=[scenario.name for scenario in TTL_SCENARIOS])
@@ -232,17 +274,32 @@ class MaterializerTests:
         )
 
     def test_ttl_state_machine(self) -> None:
-        """The state machine under a drawn TTL configuration, with clock and event-time rules."""
+        """The state machine under a drawn TTL configuration, with clock and event-time rules.
+
+        With StateTransfer it is the lifecycle machine: checkpoints, migrations (also across
+        granularities, the model moving alike) and rescaling under TTL, stamps carried.
+        """
         if self.implementation is None:
             pytest.skip("TTL tests build through the registry: set `implementation`")
         current = scaled_settings(0.5 * self.ttl_weight * len(TTL_CONFIGS), self.examples_scale)
-        run_state_machine_as_test(  # type: ignore[no-untyped-call, unused-ignore]
-            self.machine.bound_to(
+        name = f"{type(self).__module__}.{type(self).__qualname__}.ttl_machine"
+        if self._transfer_support()[1]:
+            machine = self.lifecycle_machine.bound_to(
                 self.make,
-                f"{type(self).__module__}.{type(self).__qualname__}.ttl_machine",
+                name,
                 ttl_maker=self.make_ttl,
                 ttl_configs=TTL_CONFIGS,
                 granularity=self.granularity(),
-            ),
-            settings=settings(current, stateful_step_count=30),
+                migration_targets=self._migration_targets(),
+            )
+        else:
+            machine = self.machine.bound_to(
+                self.make,
+                name,
+                ttl_maker=self.make_ttl,
+                ttl_configs=TTL_CONFIGS,
+                granularity=self.granularity(),
+            )
+        run_state_machine_as_test(  # type: ignore[no-untyped-call, unused-ignore]
+            machine, settings=settings(current, stateful_step_count=30)
         )
