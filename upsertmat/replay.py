@@ -34,7 +34,7 @@ from typing import IO
 from .cliconfig import add_config_arguments, settings_from_args
 from .errors import CliError, ExitCode, StateDirError
 from .impls import ConfigError, Settings, UnknownImplementation, create
-from .impls.config import BACKEND, STRATEGY
+from .impls.config import BACKEND, STRATEGY, TTL
 from .impls.lifecycle import export_state, import_state, supports_transfer
 from .impls.settings import Backend, TimeDomain
 from .impls.state.errors import BackendUnavailableError, StateError
@@ -42,7 +42,7 @@ from .jsonl import BadLine, ChangeLine, RowShape, format_change, format_dead_let
 from .progress import Progress
 from .recovery import Position, PositionRecord, reopen_output, skip_lines
 from .spec import Change, Keys, Materializer, equalizer_spec, parse_equalizer
-from .statedir import DEAD_LETTER_NAME, Manifest, StateDir
+from .statedir import DEAD_LETTER_NAME, Manifest, StateDir, ttl_from_record, ttl_record, ttl_text
 
 NAME = "replay"
 PREFIX = f"upsertmat {NAME}"
@@ -271,6 +271,7 @@ class _Run:
             equalizer=equalizer_spec(equalizer),
             equalizer_fingerprint=equalizer.fingerprint,
             arity=self.shape.arity,
+            ttl=ttl_record(self.settings.ttl),
         )
 
     def open_state(self) -> None:
@@ -300,13 +301,19 @@ class _Run:
                     f"this run's {what} is {ours} but the state directory's is {theirs} {where}; "
                     "run with the same settings, or use another --state-dir"
                 )
+        if found.ttl is not None and found.ttl != wanted.ttl:
+            raise StateDirError(
+                f"this run's TTL ({TTL} and the ttl settings) is {ttl_text(self.settings.ttl)} but the "
+                f"state directory's is {ttl_text(ttl_from_record(found.ttl))} {where}; stamps would change "
+                "meaning: run with the same TTL settings, or migrate through a savepoint"
+            )
         if wanted.arity is not None and found.arity is not None and wanted.arity != found.arity:
             raise StateDirError(
                 f"this run's --arity is {wanted.arity} but the stream's arity is {found.arity} {where}"
             )
         if found.arity is not None:
             self.shape.arity = found.arity
-        self.manifest = found
+        self.manifest = found if found.ttl is not None else replace(found, ttl=wanted.ttl)
         self.base = found.lines
         self.now = found.now
         self.misses_base = found.retract_misses

@@ -30,7 +30,7 @@ from .impls.lifecycle import DEFAULT_MAX_PARALLELISM, Savepoint, SavepointError,
 from .impls.settings import Backend, Strategy
 from .impls.state.errors import BackendUnavailableError, StateError
 from .spec import Keys, Materializer, parse_equalizer
-from .statedir import Manifest, StateDir
+from .statedir import Manifest, StateDir, ttl_from_record, ttl_record, ttl_text
 
 EXIT_CODES = (
     "exit codes: 0 ok, 2 usage or configuration error, 3 state directory or savepoint refused, 4 I/O error."
@@ -142,6 +142,11 @@ def _savepoint_error(error: SavepointError) -> CliError:
     return CliError(str(error), ExitCode.STATE_DIR)
 
 
+def _explicit_ttl(args: argparse.Namespace) -> bool:
+    """True when the command line sets a TTL option (``--ttl`` or a ``--set`` of a ttl key)."""
+    return args.ttl is not None or any(".ttl" in text.partition("=")[0] for text in args.settings)
+
+
 def run_savepoint(args: argparse.Namespace) -> int:
     """Execute ``upsertmat savepoint``."""
     base = _settings(args)
@@ -162,6 +167,14 @@ def run_savepoint(args: argparse.Namespace) -> int:
             state.manifest_path,
         )
         settings = replace(base, strategy=Strategy(manifest.strategy), backend=Backend(manifest.backend))
+        if manifest.ttl is not None:
+            recorded = ttl_from_record(manifest.ttl)
+            if _explicit_ttl(args) and settings.ttl != recorded:
+                raise StateDirError(
+                    f"the TTL given is {ttl_text(settings.ttl)} but {args.state_dir} was written with "
+                    f"{ttl_text(recorded)}; omit the TTL options (the state directory's are used)"
+                )
+            settings = replace(settings, ttl=recorded)
         if settings.backend is not Backend.HEAP:
             settings = replace(settings, state_dir=state.path)
         materializer = _create(keys, settings)
@@ -220,9 +233,7 @@ def run_restore(args: argparse.Namespace) -> int:
         raise CliError(
             f"--parallelism {args.parallelism} exceeds the savepoint's max parallelism {sp.max_parallelism}"
         )
-    explicit_ttl = args.ttl is not None or any(
-        text.startswith("table.exec.state.ttl") for text in args.settings
-    )
+    explicit_ttl = _explicit_ttl(args)
     settings = _settings(args)
     if not explicit_ttl and args.config is None:
         settings = replace(settings, ttl=sp.ttl)
@@ -257,6 +268,7 @@ def run_restore(args: argparse.Namespace) -> int:
             lines=lines,
             now=sp.now,
             retract_misses=sp.retract_misses if args.index == 0 else 0,
+            ttl=ttl_record(settings.ttl),
         )
         state.save(manifest, histories)
     print(

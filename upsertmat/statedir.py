@@ -38,7 +38,7 @@ from typing import IO, Any
 import msgpack
 
 from .errors import StateDirError
-from .spec import Element, Keys, Row
+from .spec import Element, Keys, Row, TimeDomain, TtlSettings, UpdateType
 
 MANIFEST_NAME = "manifest.json"
 LOCK_NAME = "lock"
@@ -87,6 +87,9 @@ class Manifest:
     in_progress: bool = False
     run_start: int = 0
     output_bytes: int | None = None
+    ttl: dict[str, Any] | None = None
+    """The TTL settings of the state (:func:`ttl_record`); None in manifests written before
+    TTL was recorded (then the run's settings are trusted)."""
 
     def to_json(self) -> dict[str, Any]:
         """The manifest as a JSON object (with the format name and version)."""
@@ -139,7 +142,41 @@ class Manifest:
             raise bad(f"'snapshot' must name a {_SNAPSHOT_PREFIX}*{_SNAPSHOT_SUFFIX} file, got {snapshot!r}")
         if (snapshot is None) != (fields["snapshot_sha256"] is None):
             raise bad("'snapshot' and 'snapshot_sha256' must be both set or both null")
+        if fields["ttl"] is not None:
+            try:
+                ttl_from_record(fields["ttl"])
+            except ValueError as error:
+                raise bad(str(error)) from None
         return cls(**fields)
+
+
+def ttl_record(ttl: TtlSettings) -> dict[str, Any]:
+    """The JSON record of TTL settings kept in the manifest."""
+    return {"ttl_ms": ttl.ttl_ms, "time_domain": ttl.time_domain.value, "update_type": ttl.update_type.value}
+
+
+def ttl_from_record(record: object) -> TtlSettings:
+    """The TTL settings of a manifest record; ValueError when it is not one."""
+    if not (
+        isinstance(record, dict)
+        and set(record) == {"ttl_ms", "time_domain", "update_type"}
+        and _is_int(record["ttl_ms"])
+        and record["ttl_ms"] >= 0
+    ):
+        raise ValueError("'ttl' must be {ttl_ms, time_domain, update_type} or null")
+    try:
+        return TtlSettings(
+            record["ttl_ms"], TimeDomain(record["time_domain"]), UpdateType(record["update_type"])
+        )
+    except ValueError:
+        raise ValueError("'ttl' has an unknown time domain or update type") from None
+
+
+def ttl_text(ttl: TtlSettings) -> str:
+    """``off`` or ``10 ms (processing_time, on_create_and_write)``: for messages."""
+    if not ttl.enabled:
+        return "off"
+    return f"{ttl.ttl_ms} ms ({ttl.time_domain.value}, {ttl.update_type.value})"
 
 
 def _is_int(value: object) -> bool:
