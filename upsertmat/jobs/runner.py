@@ -8,7 +8,6 @@ extra. A missing PySpark is a :class:`~upsertmat.errors.CliError` telling how to
 
 from __future__ import annotations
 
-import importlib
 import importlib.util
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TextIO
@@ -82,8 +81,10 @@ def printer(prefix: str, stream: TextIO) -> Callable[[BatchProgress], None]:
 def run_job(job: JobSpec, progress: Callable[[BatchProgress], None] | None = None) -> PipelineResult:
     """Run the job to the end of the available input; ``progress`` sees every micro-batch."""
     require_pyspark()
-    # Imported by name: the pipeline module imports PySpark, which this package must not need.
-    run_pipeline: Callable[[PipelineConfig], PipelineResult] = importlib.import_module(
-        "upsertmat.spark.pipeline"
-    ).run_pipeline
+    # Imported here: these modules import PySpark, which loading and compiling jobs must not need.
+    from ..spark.pipeline import run_pipeline
+    from ..spark.session import build_session
+
+    # The job's master: the pipeline reuses the running session (getOrCreate) if there is one.
+    build_session(master=job.spark.master, shuffle_partitions=job.spark.shuffle_partitions)
     return run_pipeline(pipeline_config(job).with_progress(progress))
