@@ -34,15 +34,30 @@ def config_for(tmp_path: Path, **overrides: Any) -> PipelineConfig:
 
 
 @pytest.mark.parametrize(
-    ("fmt", "strategy"), [("json", Strategy.VALUE), ("parquet", Strategy.MAP), ("csv", Strategy.LEGACY)]
+    ("fmt", "strategy", "buckets"),
+    [
+        ("json", Strategy.VALUE, None),
+        ("parquet", Strategy.MAP, 3),
+        ("csv", Strategy.LEGACY, None),
+        ("json", Strategy.ADAPTIVE, 2),
+    ],
 )
 def test_materialized_table_equals_the_model(
-    spark: SparkSession, tmp_path: Path, fmt: str, strategy: Strategy
+    spark: SparkSession, tmp_path: Path, fmt: str, strategy: Strategy, buckets: int | None
 ) -> None:
+    """Bucketed grouping (many sink keys per Spark grouping key) gives the same table."""
     changes = changelog(seed=3, keys=20, updates=200)
     write_files(tmp_path / "in", records(changes), files=3, fmt=fmt)
     seen: list[BatchProgress] = []
-    config = config_for(tmp_path, source_format=fmt, strategy=strategy, progress=seen.append)
+    config = config_for(
+        tmp_path,
+        source_format=fmt,
+        strategy=strategy,
+        progress=seen.append,
+        key_buckets=buckets,
+        threshold_high=4,
+        threshold_low=2,
+    )
     result = run_pipeline(config, spark)
     assert [batch.batch_id for batch in seen] == [0, 1, 2]
     assert result.input_rows == len(changes)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, SparkSession, functions
 
 from ..impls.settings import Backend, Settings, TimeDomain
 from ..spec import Keys
@@ -28,6 +28,8 @@ from .processor import OUTPUT_SCHEMA, SPARK_STRATEGIES, MaterializerProcessor, P
 from .session import build_session
 from .sink import Column, UpsertSink, open_sink
 from .sources import read_changelog
+
+BUCKET = "_upsertmat_bucket"
 
 
 @dataclass(frozen=True)
@@ -105,9 +107,12 @@ def build_query_frame(
     # TTL needs the batch timestamp (and cleanup timers): processing-time mode. The session
     # must disable no-data micro-batches, or availableNow never ends in this mode.
     time_mode = "ProcessingTime" if settings.ttl.enabled else "None"
-    frame = source.groupBy(*config.pk).transformWithState(
-        MaterializerProcessor(spec), OUTPUT_SCHEMA, "Append", time_mode
-    )
+    if config.key_buckets is None:
+        grouped = source.groupBy(*config.pk)
+    else:
+        bucket = functions.pmod(functions.xxhash64(*config.pk), functions.lit(config.key_buckets))
+        grouped = source.withColumn(BUCKET, bucket).groupBy(BUCKET)
+    frame = grouped.transformWithState(MaterializerProcessor(spec), OUTPUT_SCHEMA, "Append", time_mode)
 
     def materialized(record: Any) -> tuple[int, str, Row]:
         return record.arrival, record.op, tuple(json.loads(record.row))

@@ -17,8 +17,9 @@ import upsertmat (it is installed; ``PYSPARK_PYTHON`` is the driver's interprete
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
+from operator import itemgetter
 from typing import Any
 
 from pyspark.sql import Row as SparkRow
@@ -33,6 +34,9 @@ from ..spec import Change, Keys, Materializer, RowKind
 from ..spec.changes import Row
 
 OUTPUT_SCHEMA = "arrival LONG, op STRING, row STRING"
+_KINDS = {kind.value: kind for kind in RowKind}
+# One reused encoder: json.dumps with non-default options builds a new one per call.
+_ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
 SPARK_STRATEGIES = tuple(strategy for strategy, backend in PIPELINE_ONLY if backend is Backend.SPARK)
 TIMERS = "ttl_timers"  # the strategies' TTL timer index (impls/strategies/timers.py)
 
@@ -82,11 +86,17 @@ class ProcessorSpec:
         if bool(self.columns) == (self.row_json is not None):
             raise ValueError("give exactly one of columns (typed row columns) and row_json")
 
-    def row_of(self, record: Any) -> Row:
-        """The changelog row of one input record."""
+    def row_reader(self, fields: list[str]) -> Callable[[Any], Row]:
+        """``record -> row`` for records whose field names are ``fields`` (by position, fast)."""
         if self.row_json is not None:
-            return tuple(json.loads(record[self.row_json]))
-        return tuple(record[column] for column in self.columns)
+            position = fields.index(self.row_json)
+            return lambda record: tuple(json.loads(record[position]))
+        positions = [fields.index(column) for column in self.columns]
+        if len(positions) == 1:
+            only = positions[0]
+            return lambda record: (record[only],)
+        pick = itemgetter(*positions)
+        return lambda record: tuple(pick(record))
 
 
 class MaterializerProcessor(StatefulProcessor):
@@ -123,22 +133,27 @@ class MaterializerProcessor(StatefulProcessor):
         return materializer
 
     def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: Any) -> Iterator[SparkRow]:
-        spec = self.spec
-        events = sorted(rows, key=lambda record: record[spec.arrival])
+        records = list(rows)
         materializer = self._materializer(timerValues.getCurrentProcessingTimeInMs())
         out: list[SparkRow] = []
-        for record in events:
-            ts = None if spec.ts is None else record[spec.ts]
-            change = Change(RowKind.parse(record[spec.op]), spec.row_of(record), ts)
-            emitted = materializer.process(change)
-            if emitted is not None:
-                out.append(
-                    SparkRow(
-                        arrival=record[spec.arrival],
-                        op=emitted.kind.value,
-                        row=json.dumps(list(emitted.row), ensure_ascii=False, allow_nan=False),
+        if records:
+            # Rows are tuples: index by position (a by-name lookup costs a field search per access).
+            fields = records[0].__fields__
+            arrival, op = fields.index(self.spec.arrival), fields.index(self.spec.op)
+            ts = None if self.spec.ts is None else fields.index(self.spec.ts)
+            row_of = self.spec.row_reader(fields)
+            records.sort(key=itemgetter(arrival))
+            process = materializer.process
+            encode = _ENCODER.encode
+            for record in records:
+                change = Change(_KINDS[record[op]], row_of(record), None if ts is None else record[ts])
+                emitted = process(change)
+                if emitted is not None:
+                    out.append(
+                        SparkRow(
+                            arrival=record[arrival], op=emitted.kind.value, row=encode(list(emitted.row))
+                        )
                     )
-                )
         self._finish()
         return iter(out)
 
