@@ -56,7 +56,8 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="write a backend-independent savepoint of a replay --state-dir",
         description="Write the state of a replay --state-dir (any strategy/backend) as a canonical "
         "savepoint.",
-        epilog=f"example: upsertmat savepoint --state-dir st -o sp1\n{EXIT_CODES}",
+        epilog=f"example: upsertmat savepoint --state-dir st -o sp1\n{EXIT_CODES}\n"
+        "TTL settings come from the state directory; giving other ones is refused.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     save.add_argument(
