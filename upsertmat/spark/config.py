@@ -34,7 +34,9 @@ class BatchProgress:
     ``changes``: rows that reached the sink (materializer output, or the raw changelog without
     it); ``upserts``/``deletes``: statements applied; ``skipped``: the batch id was already
     committed in the sink (a batch re-run after a restart: nothing applied). ``sink_seconds``:
-    time in the sink (collect + transaction); ``elapsed_seconds``: since the query started.
+    time inside ``foreachBatch``: collecting the batch (which runs the batch's source, shuffle
+    and materializer stages: Spark evaluates lazily) plus the transaction; ``write_seconds``:
+    the database transaction alone; ``elapsed_seconds``: since the query started.
     """
 
     batch_id: int
@@ -44,6 +46,7 @@ class BatchProgress:
     skipped: bool
     sink_seconds: float
     elapsed_seconds: float
+    write_seconds: float = 0.0
 
 
 @dataclass(frozen=True)

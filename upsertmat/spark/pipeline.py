@@ -152,6 +152,7 @@ def run_pipeline(config: PipelineConfig, spark: SparkSession | None = None) -> P
         if not query_ids:
             query_ids.append(checkpoint_query_id(config.checkpoint_dir))
         changes = sorted((decode(record) for record in batch.collect()), key=lambda change: change[0])
+        written = time.monotonic()
         outcome = sink.apply_batch(query_ids[0], batch_id, [(op, row) for _, op, row in changes])
         end = time.monotonic()
         progress = BatchProgress(
@@ -162,6 +163,7 @@ def run_pipeline(config: PipelineConfig, spark: SparkSession | None = None) -> P
             skipped=outcome.skipped,
             sink_seconds=end - begin,
             elapsed_seconds=end - started,
+            write_seconds=end - written,
         )
         batches.append(progress)
         if config.progress is not None:
