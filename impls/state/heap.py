@@ -16,6 +16,7 @@ from typing import Any
 from sortedcontainers import SortedDict  # type: ignore[import-untyped]
 
 from .base import Value
+from .named import NamedStates
 
 
 class HeapValueState:
@@ -171,32 +172,19 @@ class HeapBackend:
     supports_ordered = True
 
     def __init__(self) -> None:
-        self._states: dict[str, object] = {}
-
-    def _state(self, name: str, kind: type[Any]) -> Any:
-        state = self._states.get(name)
-        if state is None:
-            state = self._states[name] = kind()
-        elif type(state) is not kind:
-            raise ValueError(
-                f"state {name!r} already exists as a {type(state).__name__}, not a {kind.__name__}"
-            )
-        return state
+        self._states = NamedStates(lambda kind, _name: kind())
 
     def value_state(self, name: str) -> HeapValueState:
         """The value state ``name`` (the same object on every call)."""
-        state: HeapValueState = self._state(name, HeapValueState)
-        return state
+        return self._states.get(name, HeapValueState)
 
     def map_state(self, name: str) -> HeapMapState:
         """The map state ``name``."""
-        state: HeapMapState = self._state(name, HeapMapState)
-        return state
+        return self._states.get(name, HeapMapState)
 
     def sorted_map_state(self, name: str) -> HeapSortedMapState:
         """The sorted map state ``name``."""
-        state: HeapSortedMapState = self._state(name, HeapSortedMapState)
-        return state
+        return self._states.get(name, HeapSortedMapState)
 
     def commit(self) -> None:
         """Nothing to do: heap writes are applied at once."""

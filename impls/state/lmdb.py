@@ -31,7 +31,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import lmdb
 
@@ -40,6 +39,7 @@ from .base import Value
 from .codec import META_PREFIX, ValueCodec, context_prefix, split_context, state_prefix, successor
 from .directory import StateDirectory
 from .errors import CorruptStateError, StateError
+from .named import NamedStates
 
 FORMAT_KEY = META_PREFIX + b"format"
 FORMAT = b"upsertmat-lmdb/1"
@@ -101,7 +101,7 @@ class LmdbBackend:
         self._grow_if_needed()
         self.txn = self.env.begin(write=True)
         self._cursor: lmdb.Cursor | None = None
-        self._states: dict[str, LmdbValueState | LmdbMapState] = {}
+        self._states = NamedStates(lambda kind, name: kind(self, name))
         self._dirty = False
         self._closed = False
 
@@ -152,30 +152,17 @@ class LmdbBackend:
         if self.txn.delete(storage_key):
             self._dirty = True
 
-    def _state(self, name: str, kind: type[Any]) -> Any:
-        state = self._states.get(name)
-        if state is None:
-            state = self._states[name] = kind(self, name)
-        elif type(state) is not kind:
-            raise ValueError(
-                f"state {name!r} already exists as a {type(state).__name__}, not a {kind.__name__}"
-            )
-        return state
-
     def value_state(self, name: str) -> LmdbValueState:
         """The value state ``name``."""
-        state: LmdbValueState = self._state(name, LmdbValueState)
-        return state
+        return self._states.get(name, LmdbValueState)
 
     def map_state(self, name: str) -> LmdbMapState:
         """The map state ``name`` (ordered, like every LMDB map)."""
-        state: LmdbMapState = self._state(name, LmdbMapState)
-        return state
+        return self._states.get(name, LmdbMapState)
 
     def sorted_map_state(self, name: str) -> LmdbSortedMapState:
         """The sorted map state ``name``."""
-        state: LmdbSortedMapState = self._state(name, LmdbSortedMapState)
-        return state
+        return self._states.get(name, LmdbSortedMapState)
 
     def commit(self) -> None:
         """Commit the open write transaction and begin the next (no-op if nothing changed)."""

@@ -40,6 +40,7 @@ from .base import Value
 from .codec import META_PREFIX, ValueCodec, context_prefix, split_context, state_prefix, successor
 from .directory import StateDirectory
 from .errors import CorruptStateError
+from .named import NamedStates
 
 FORMAT_KEY = META_PREFIX + b"format"
 FORMAT = b"upsertmat-rocksdb/1"
@@ -90,7 +91,7 @@ class RocksdbBackend:
         self.path = self._dir.root
         self.codec = ValueCodec()
         self._write_options = WriteOptions()
-        self._states: dict[str, RocksValueState | RocksMapState] = {}
+        self._states = NamedStates(lambda kind, name: kind(self, name))
         self._dirty: list[RocksValueState | RocksMapState] = []
         self._iterator: RdictIter | None = None
         self._closed = False
@@ -128,30 +129,17 @@ class RocksdbBackend:
         """Called by a state on its first write since the last commit."""
         self._dirty.append(state)
 
-    def _state(self, name: str, kind: type[Any]) -> Any:
-        state = self._states.get(name)
-        if state is None:
-            state = self._states[name] = kind(self, name)
-        elif type(state) is not kind:
-            raise ValueError(
-                f"state {name!r} already exists as a {type(state).__name__}, not a {kind.__name__}"
-            )
-        return state
-
     def value_state(self, name: str) -> RocksValueState:
         """The value state ``name``."""
-        state: RocksValueState = self._state(name, RocksValueState)
-        return state
+        return self._states.get(name, RocksValueState)
 
     def map_state(self, name: str) -> RocksMapState:
         """The map state ``name`` (ordered, like every RocksDB map)."""
-        state: RocksMapState = self._state(name, RocksMapState)
-        return state
+        return self._states.get(name, RocksMapState)
 
     def sorted_map_state(self, name: str) -> RocksSortedMapState:
         """The sorted map state ``name``."""
-        state: RocksSortedMapState = self._state(name, RocksSortedMapState)
-        return state
+        return self._states.get(name, RocksSortedMapState)
 
     def commit(self) -> None:
         """Write every pending change in one atomic WriteBatch (no-op if there is none)."""
