@@ -71,10 +71,16 @@ def split_map_key(storage: bytes) -> tuple[bytes, bytes]:
 class CachedSparkMap:
     """One Spark ``MapState`` (BINARY -> BINARY) seen through a per-grouping-key cache.
 
-    ``get``: a cached value or one round trip (``getValue``); ``put``/``delete``: cache only;
-    ``scan``: one iteration of the Spark map (then everything is cached); ``flush``: one
-    ``updateValue``/``removeKey`` per dirty entry, then the cache is dropped (the next grouping
-    key starts cold). Reads see buffered writes.
+    ``get``: a cached value or one round trip (``getValue``); with ``bulk`` set, the first miss
+    loads the whole map of the grouping key instead (one streamed ``iterator()``: Spark sends the
+    entries in chunks, so one call for many entries) and later misses are free; ``put``/``delete``:
+    cache only; ``scan``: one iteration of the Spark map (then everything is cached); ``flush``:
+    one ``updateValue``/``removeKey`` per dirty entry, then the cache is dropped (the next
+    grouping key starts cold). Reads see buffered writes.
+
+    ``bulk`` pays off when a grouping key's batch touches a good part of its entries (a key
+    bucket holding many sink keys): O(entries) decoding in one call instead of ~55 µs per
+    touched entry.
     """
 
     def __init__(self, name: str, handle: SparkMapHandle, codec: ValueCodec) -> None:
@@ -84,6 +90,7 @@ class CachedSparkMap:
         self._cache: dict[bytes, Value | None] = {}
         self._dirty: set[bytes] = set()
         self._loaded = False
+        self.bulk = False
         self.round_trips = 0
 
     def get(self, storage: bytes) -> Value | None:
@@ -91,6 +98,9 @@ class CachedSparkMap:
             return self._cache[storage]
         if self._loaded:
             return None
+        if self.bulk:
+            self._load()
+            return self._cache.get(storage)
         self.round_trips += 1
         stored = self._handle.getValue((storage,))
         value = None if stored is None else self._codec.unpack(stored[0], self.name, storage)
@@ -108,13 +118,18 @@ class CachedSparkMap:
     def scan(self) -> list[tuple[bytes, Value]]:
         """Every live entry of the current grouping key (buffered writes included), sorted by key."""
         if not self._loaded:
-            self.round_trips += 1
-            for (storage,), (data,) in self._handle.iterator():
-                key = bytes(storage)
-                if key not in self._cache:
-                    self._cache[key] = self._codec.unpack(data, self.name, key)
-            self._loaded = True
+            self._load()
         return sorted((key, value) for key, value in self._cache.items() if value is not None)
+
+    def _load(self) -> None:
+        """Cache every entry of the current grouping key (cached entries, possibly written, win)."""
+        self.round_trips += 1
+        cache, unpack, name = self._cache, self._codec.unpack, self.name
+        for (storage,), (data,) in self._handle.iterator():
+            key = bytes(storage)
+            if key not in cache:
+                cache[key] = unpack(data, name, key)
+        self._loaded = True
 
     def flush(self) -> None:
         """Write the dirty entries to Spark and forget the cache."""
@@ -128,6 +143,7 @@ class CachedSparkMap:
         self._cache.clear()
         self._dirty.clear()
         self._loaded = False
+        self.bulk = False
 
 
 class SparkValueState:
@@ -247,6 +263,12 @@ class SparkBackend:
         """An ordered map state by scanning (:class:`SparkSortedMapState`): fine for the TTL
         timer index of one key, too slow for SORTED's node chains."""
         return SparkSortedMapState(self._store(name))
+
+    def bulk_reads(self, enabled: bool) -> None:
+        """For the current grouping key: load each touched state whole on its first miss (one
+        streamed iteration) instead of one ``getValue`` per entry. Reset by :meth:`flush`."""
+        for store in self._stores.values():
+            store.bulk = enabled
 
     @property
     def round_trips(self) -> int:

@@ -32,10 +32,19 @@ def rows_of(changes: list[Change], start: int = 0) -> list[SparkRow]:
     ]
 
 
-def run(strategy: Strategy, batches: list[list[Change]]) -> tuple[list[list[tuple[int, Change]]], list[int]]:
-    """Outputs and the processor's cumulative JVM round trips after each batch (one key 'k')."""
+def run(
+    strategy: Strategy, batches: list[list[Change]], bulk_read_rows: int | None = None
+) -> tuple[list[list[tuple[int, Change]]], list[int]]:
+    """Outputs and the processor's cumulative JVM round trips after each batch (one grouping
+    key 'k', as a key bucket holding every sink key)."""
     processor = MaterializerProcessor(
-        ProcessorSpec(keys=KEYS, settings=Settings(strategy=strategy), row_json="row", arrival="arrival")
+        ProcessorSpec(
+            keys=KEYS,
+            settings=Settings(strategy=strategy),
+            row_json="row",
+            arrival="arrival",
+            bulk_read_rows=bulk_read_rows,
+        )
     )
     tester = TwsTester(processor)
     outputs, trips, start = [], [], 0
@@ -76,3 +85,31 @@ def test_map_and_legacy_match_the_model_across_batches() -> None:
 def test_map_keys_keep_contexts_apart() -> None:
     assert map_key(b"a", b"bc") != map_key(b"ab", b"c")
     assert split_map_key(map_key(b"ctx", b"\x00\x01")) == (b"ctx", b"\x00\x01")
+
+
+# A bucket holding three sink keys: batch 1 writes all three, batch 2 touches two of them.
+BUCKET_BATCHES = [
+    [insert(1, 10, "a"), insert(2, 20, "b"), insert(3, 30, "c"), update_before(1, 10, "a")],
+    [update_after(1, 11, "a2"), delete(2, 20, "b"), insert(2, 21, "b2"), insert(1, 12, "a3")],
+]
+
+
+def test_bulk_reads_load_a_bucket_in_one_call_and_match_the_model() -> None:
+    flat = [change for batch in BUCKET_BATCHES for change in batch]
+    model = ModelMaterializer(KEYS)
+    expected = [(i, out) for i, change in enumerate(flat) if (out := model.process(change)) is not None]
+    lazy_outputs, lazy_trips = run(Strategy.VALUE, BUCKET_BATCHES)
+    bulk_outputs, bulk_trips = run(Strategy.VALUE, BUCKET_BATCHES, bulk_read_rows=2)
+    # Lazy: a read and a write per touched sink key; bulk: one iteration, then the writes.
+    assert lazy_trips == [3 + 3, 6 + 2 + 2]
+    assert bulk_trips == [1 + 3, 4 + 1 + 2]
+    assert [item for batch in lazy_outputs for item in batch] == expected
+    assert [item for batch in bulk_outputs for item in batch] == expected
+    for strategy in (Strategy.MAP, Strategy.LEGACY, Strategy.ADAPTIVE):
+        outputs, _ = run(strategy, BUCKET_BATCHES, bulk_read_rows=2)
+        assert [item for batch in outputs for item in batch] == expected, strategy
+
+
+def test_bulk_reads_wait_for_enough_rows() -> None:
+    _, trips = run(Strategy.VALUE, BUCKET_BATCHES, bulk_read_rows=5)
+    assert trips == [3 + 3, 6 + 2 + 2]  # 4 rows per batch < 5: lazy reads

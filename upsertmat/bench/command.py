@@ -129,6 +129,16 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
+    return value
+
+
 def _seconds(text: str) -> float:
     try:
         value = float(text)
@@ -232,6 +242,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--files", type=_positive_int, default=1, help="source files = micro-batches (default 1)"
     )
     pipe.add_argument("--source-format", choices=("jsonl", "parquet"), default="jsonl", help="default jsonl")
+    pipe.add_argument(
+        "--key-buckets",
+        type=_non_negative_int,
+        default=None,
+        metavar="N",
+        help="Spark grouping: N hash buckets of sink keys (default 256; 0: one group per sink key)",
+    )
     out = parser.add_argument_group("output")
     out.add_argument(
         "--output-dir",

@@ -34,6 +34,10 @@ from ..jobs.model import Column, JobSpec, SinkSpec, SourceFormat, SourceSpec, Sp
 
 COLUMNS = (Column("id", "long"), Column("version", "long"), Column("payload", "string"))
 GOAL_CHANGES_PER_SECOND = 50_000.0
+# Spark groups the benchmark's state into this many hash buckets of sink keys by default: each
+# Spark grouping key costs ~0.3 ms per batch in the Python worker, so 100,000 keys cost ~30 s of
+# it, 256 buckets ~0.1 s; buckets read their state in bulk (docs/benchmarks.md, Pipeline).
+DEFAULT_KEY_BUCKETS = 256
 
 
 @dataclass(frozen=True)
@@ -47,6 +51,7 @@ class PipelineBench:
     payload_size: int = 20
     seed: int = 0
     source_format: SourceFormat = SourceFormat.JSONL
+    key_buckets: int | None = DEFAULT_KEY_BUCKETS
 
 
 @dataclass(frozen=True)
@@ -65,6 +70,7 @@ class PipelineFigures:
     end_to_end_seconds: float
     sink_timer_seconds: float
     batches: int
+    key_buckets: int | None = None
 
     @property
     def end_to_end_rate(self) -> float:
@@ -150,7 +156,9 @@ def bench_job(directory: Path, bench: PipelineBench, source: Path) -> JobSpec:
         upsert_key=(),
         checkpoint=directory / "checkpoint",
         settings=replace(Settings(), strategy=bench.strategy, backend=Backend.SPARK),
-        spark=SparkOptions(master="local[2]", shuffle_partitions=2, max_files_per_trigger=1),
+        spark=SparkOptions(
+            master="local[2]", shuffle_partitions=2, max_files_per_trigger=1, key_buckets=bench.key_buckets
+        ),
     )
 
 
@@ -161,9 +169,9 @@ def run_pipeline_bench(
     from ..jobs.runner import pipeline_config, require_pyspark, run_job
 
     require_pyspark()
-    from ..spark.processor import MaterializerProcessor, ProcessorSpec
+    from ..spark.pipeline import build_query_frame, resolve_layout
     from ..spark.session import build_session
-    from ..spec import Keys
+    from ..spark.sources import read_changelog
 
     say = log or (lambda _line: None)
     with tempfile.TemporaryDirectory(prefix="upsertmat-bench-", dir=tmp_root) as name:
@@ -185,18 +193,10 @@ def run_pipeline_bench(
         source_seconds = time.monotonic() - started
         say(f"source read: {source_seconds:.1f} s")
 
-        spec = ProcessorSpec(
-            keys=Keys(pk=(0,)), settings=job.settings, columns=job.source.column_names, op="op", arrival="seq"
-        )
-        stream = (
-            spark.readStream.schema(config.schema)
-            .option("maxFilesPerTrigger", 1)
-            .format(fmt)
-            .load(str(source))
-        )
-        out = stream.groupBy("id").transformWithState(
-            MaterializerProcessor(spec), "arrival LONG, op STRING, row STRING", "Append", "ProcessingTime"
-        )
+        # The same query as the pipeline's (grouping, processor, time mode), into the noop sink.
+        stream = read_changelog(spark, config)
+        layout = resolve_layout(config, {item.name: item.dataType.simpleString() for item in stream.schema})
+        out, _decode, _time_mode = build_query_frame(config, stream, layout)
         started = time.monotonic()
         query = (
             out.writeStream.format("noop")
@@ -218,6 +218,7 @@ def run_pipeline_bench(
             files=bench.files,
             strategy=bench.strategy.value,
             source_format=bench.source_format.value,
+            key_buckets=bench.key_buckets,
             session_seconds=session_seconds,
             write_seconds=write_seconds,
             source_seconds=source_seconds,
@@ -233,7 +234,8 @@ def report(figures: PipelineFigures) -> str:
     rate = figures.end_to_end_rate
     lines = [
         f"pipeline: {figures.changes:,} changes over {figures.keys:,} keys, {figures.files} file(s) "
-        f"({figures.batches} micro-batches, {figures.source_format}), strategy {figures.strategy}, local[2]",
+        f"({figures.batches} micro-batches, {figures.source_format}), strategy {figures.strategy}, local[2], "
+        f"key buckets {figures.key_buckets or 'none (one group per key)'}",
         f"end to end: {figures.end_to_end_seconds:.1f} s = {rate:,.0f} changes/s "
         f"(goal {GOAL_CHANGES_PER_SECOND:,.0f}: ratio {rate / GOAL_CHANGES_PER_SECOND:.2f})",
         "stages:",
@@ -259,6 +261,7 @@ def run_pipeline_command(args: Any) -> int:
         strategy=strategies[0] if strategies else Strategy.VALUE,
         seed=args.seed,
         source_format=SourceFormat(args.source_format),
+        key_buckets=DEFAULT_KEY_BUCKETS if args.key_buckets is None else args.key_buckets or None,
     )
     figures = run_pipeline_bench(
         bench,

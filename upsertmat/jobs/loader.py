@@ -17,7 +17,7 @@ A job file::
       table: users                 # default: the job name with - replaced by _
     checkpoint: checkpoint         # default <name>-checkpoint
     materialize: true              # false: the raw changelog goes to the sink
-    spark: {master: "local[2]", shuffle-partitions: 2, max-files-per-trigger: null}
+    spark: {master: "local[2]", shuffle-partitions: 2, max-files-per-trigger: null, key-buckets: null}
     config:                        # configuration keys, flat or nested (as upsertmat replay)
       table.exec.sink.upsert-materialize-strategy.type: MAP
       table.exec.state.ttl: 1 h
@@ -66,7 +66,7 @@ _TOP = ("name", "source", "keys", "sink", "checkpoint", "materialize", "spark", 
 _SOURCE = ("path", "format", "columns", "op-column", "order-column")
 _KEYS = ("primary-key", "upsert-key")
 _SINK = ("url", "table")
-_SPARK = ("master", "shuffle-partitions", "max-files-per-trigger")
+_SPARK = ("master", "shuffle-partitions", "max-files-per-trigger", "key-buckets")
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -141,10 +141,12 @@ def _positive(value: Any, where: str) -> int:
 def _spark(value: Any, where: str) -> SparkOptions:
     data = _mapping(value, where, _SPARK)
     files = data.get("max-files-per-trigger")
+    buckets = data.get("key-buckets")
     return SparkOptions(
         master=_text(data.get("master", "local[2]"), f"{where}.master"),
         shuffle_partitions=_positive(data.get("shuffle-partitions", 2), f"{where}.shuffle-partitions"),
         max_files_per_trigger=None if files is None else _positive(files, f"{where}.max-files-per-trigger"),
+        key_buckets=None if buckets is None else _positive(buckets, f"{where}.key-buckets"),
     )
 
 

@@ -102,11 +102,14 @@ class SparkOptions:
 
     ``shuffle_partitions`` is pinned in the checkpoint (Spark refuses to change it later);
     ``max_files_per_trigger`` bounds a micro-batch (None: everything available at once).
+    ``key_buckets``: None groups state by the sink PK; ``n`` groups it into ``n`` hash buckets
+    of sink keys (``PipelineConfig.key_buckets``; pinned in the checkpoint too).
     """
 
     master: str = "local[2]"
     shuffle_partitions: int = 2
     max_files_per_trigger: int | None = None
+    key_buckets: int | None = None
 
 
 @dataclass(frozen=True)

@@ -56,6 +56,7 @@ def pipeline_config(job: JobSpec) -> PipelineConfig:
         ttl=job.settings.ttl,
         available_now=True,
         shuffle_partitions=job.spark.shuffle_partitions,
+        key_buckets=job.spark.key_buckets,
     )
 
 
