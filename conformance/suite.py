@@ -226,23 +226,32 @@ class MaterializerTests:
         )
 
     def test_lifecycle_state_machine(self) -> None:
-        """The state machine plus checkpoint/restore, migration and rescaling rules (no TTL).
+        """The state machine plus checkpoint/restore, migration and rescaling rules.
 
-        Skipped when the implementation offers neither StateTransfer nor HistoryAccess.
+        Each run draws TTL off or one of ``TTL_CONFIGS`` (TTL only when the implementation is
+        built through the registry and offers StateTransfer, so stamps can move): checkpoints,
+        migrations (also across granularities, the model moving alike) and rescaling happen
+        with TTL on too. Skipped when the implementation offers neither StateTransfer nor
+        HistoryAccess.
         """
-        if not self._transfer_support()[0]:
+        movable, with_stamps = self._transfer_support()
+        if not movable:
             pytest.skip(
                 "lifecycle rules need the implementation to offer StateTransfer "
                 "(export_elements/import_elements) or HistoryAccess (histories/load_histories)"
             )
+        timed = with_stamps and self.implementation is not None
         current = scaled_settings(0.25, self.examples_scale)
         run_state_machine_as_test(  # type: ignore[no-untyped-call, unused-ignore]
             self.lifecycle_machine.bound_to(
                 self.make,
                 f"{type(self).__module__}.{type(self).__qualname__}.lifecycle_machine",
+                ttl_maker=self.make_ttl if timed else None,
+                ttl_configs=(TtlSettings(), *TTL_CONFIGS) if timed else (),
+                granularity=self.granularity(),
                 migration_targets=self._migration_targets(),
             ),
-            settings=settings(current, stateful_step_count=30),
+            settings=settings(current, stateful_step_count=20),
         )
 
     # -- TTL -------------------------------------------------------------------------------------
@@ -274,32 +283,17 @@ class MaterializerTests:
         )
 
     def test_ttl_state_machine(self) -> None:
-        """The state machine under a drawn TTL configuration, with clock and event-time rules.
-
-        With StateTransfer it is the lifecycle machine: checkpoints, migrations (also across
-        granularities, the model moving alike) and rescaling under TTL, stamps carried.
-        """
+        """The state machine under a drawn TTL configuration, with clock and event-time rules."""
         if self.implementation is None:
             pytest.skip("TTL tests build through the registry: set `implementation`")
         current = scaled_settings(0.5 * self.ttl_weight * len(TTL_CONFIGS), self.examples_scale)
-        name = f"{type(self).__module__}.{type(self).__qualname__}.ttl_machine"
-        if self._transfer_support()[1]:
-            machine = self.lifecycle_machine.bound_to(
-                self.make,
-                name,
-                ttl_maker=self.make_ttl,
-                ttl_configs=TTL_CONFIGS,
-                granularity=self.granularity(),
-                migration_targets=self._migration_targets(),
-            )
-        else:
-            machine = self.machine.bound_to(
-                self.make,
-                name,
-                ttl_maker=self.make_ttl,
-                ttl_configs=TTL_CONFIGS,
-                granularity=self.granularity(),
-            )
         run_state_machine_as_test(  # type: ignore[no-untyped-call, unused-ignore]
-            machine, settings=settings(current, stateful_step_count=30)
+            self.machine.bound_to(
+                self.make,
+                f"{type(self).__module__}.{type(self).__qualname__}.ttl_machine",
+                ttl_maker=self.make_ttl,
+                ttl_configs=TTL_CONFIGS,
+                granularity=self.granularity(),
+            ),
+            settings=settings(current, stateful_step_count=30),
         )
