@@ -13,7 +13,6 @@ from collections.abc import Iterable, Iterator
 from dataclasses import replace
 
 from ..spec import Change, Element, Keys, Row, RowKind, UpdateType
-from .config import TTL, UnsupportedSetting
 from .settings import Backend, Settings
 from .state import StateBackend, open_backend
 from .strategies.timers import Timers
@@ -38,8 +37,6 @@ class LegacyMaterializer:
 
     def __init__(self, keys: Keys, backend: StateBackend, settings: Settings | None = None) -> None:
         settings = settings or Settings()
-        if settings.ttl.ttl_ms < 0:
-            raise UnsupportedSetting(f"{TTL} must be >= 0 ms (0 = off), got {settings.ttl.ttl_ms}")
         self.keys = keys
         self.retract_misses = 0
         self.backend = backend
@@ -187,8 +184,6 @@ class LegacyMaterializer:
 
 def _create(keys: Keys, settings: Settings) -> LegacyMaterializer:
     """LEGACY on ``settings.backend`` (per-key TTL when ``settings.ttl`` is on)."""
-    if settings.ttl.ttl_ms < 0:
-        raise UnsupportedSetting(f"{TTL} must be >= 0 ms (0 = off), got {settings.ttl.ttl_ms}")
     return LegacyMaterializer(keys, open_backend(settings), settings)
 
 

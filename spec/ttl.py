@@ -47,6 +47,10 @@ class TtlSettings:
     time_domain: TimeDomain = TimeDomain.PROCESSING_TIME
     update_type: UpdateType = UpdateType.ON_CREATE_AND_WRITE
 
+    def __post_init__(self) -> None:
+        if self.ttl_ms < 0:
+            raise ValueError(f"table.exec.state.ttl must be >= 0 ms (0 = off), got {self.ttl_ms}")
+
     @property
     def enabled(self) -> bool:
         """True when state expires."""

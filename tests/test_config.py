@@ -18,7 +18,6 @@ from upsertmat.impls.config import (
     TIME_DOMAIN,
     TTL,
     UPDATE_TYPE,
-    UnsupportedSetting,
     flatten,
     load_config_file,
     parse_duration_ms,
@@ -206,10 +205,15 @@ def test_flatten_joins_nested_keys() -> None:
     assert flatten({"a": {"b": {"c": 1}, "d": 2}, "e.f": {"g": 3}}) == {"a.b.c": 1, "a.d": 2, "e.f.g": 3}
 
 
-def test_legacy_heap_takes_ttl_and_refuses_a_negative_one() -> None:
+def test_legacy_heap_takes_ttl() -> None:
     assert create_heap(Keys(pk=(0,)), settings_of("--ttl", "1 h")).retract_misses == 0
-    with pytest.raises(UnsupportedSetting, match=r"table\.exec\.state\.ttl must be >= 0"):
-        create_heap(Keys(pk=(0,)), Settings(ttl=TtlSettings(ttl_ms=-1)))
+
+
+def test_a_negative_ttl_is_refused_on_the_command_line_and_in_the_library() -> None:
+    with pytest.raises(ConfigError, match=r"bad value '-5'"):
+        build_settings([("--set", {"table.exec.state.ttl": "-5"})])
+    with pytest.raises(ValueError, match=r"table\.exec\.state\.ttl must be >= 0"):
+        TtlSettings(ttl_ms=-1)
 
 
 def test_lmdb_durability_key_selects_the_mode() -> None:

@@ -8,7 +8,7 @@ registry factory; the classes take an already opened backend (for tests: a
 """
 
 from .adaptive import AdaptiveMaterializer, thresholds
-from .common import StrategyBase, UnsupportedSettingError, decode_seq, encode_seq
+from .common import StrategyBase, decode_seq, encode_seq
 from .linked_map import LinkedList, MapMaterializer
 from .sorted import SortedMaterializer
 from .value import ValueMaterializer
@@ -19,7 +19,6 @@ __all__ = [
     "MapMaterializer",
     "SortedMaterializer",
     "StrategyBase",
-    "UnsupportedSettingError",
     "ValueMaterializer",
     "decode_seq",
     "encode_seq",

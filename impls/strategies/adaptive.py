@@ -19,9 +19,10 @@ from __future__ import annotations
 from typing import Any
 
 from ...spec import Change, Keys, Row, RowKind
+from ..config import UnsupportedSetting
 from ..settings import Backend, Settings
 from ..state import StateBackend, open_backend
-from .common import StrategyBase, UnsupportedSettingError, check_settings, missing
+from .common import StrategyBase, missing
 from .linked_map import ROW, SIZE, STAMP, TAIL, LinkedList, Meta
 from .value import new_record, record_add, record_elements, record_expire, record_retract
 
@@ -32,13 +33,13 @@ OTHER_BACKENDS_THRESHOLDS = (50, 40)
 def thresholds(settings: Settings) -> tuple[int, int]:
     """``(high, low)`` for ``settings``: its overrides, else the backend's defaults.
 
-    Raises UnsupportedSettingError unless ``high > low >= 0``.
+    Raises UnsupportedSetting unless ``high > low >= 0``.
     """
     default_high, default_low = DEFAULT_THRESHOLDS.get(settings.backend, OTHER_BACKENDS_THRESHOLDS)
     high = default_high if settings.threshold_high is None else settings.threshold_high
     low = default_low if settings.threshold_low is None else settings.threshold_low
     if not high > low >= 0:
-        raise UnsupportedSettingError(
+        raise UnsupportedSetting(
             f"ADAPTIVE needs threshold.high > threshold.low >= 0, got high={high}, low={low} "
             f"(defaults on {settings.backend.value}: {default_high}/{default_low})"
         )
@@ -204,6 +205,5 @@ class AdaptiveMaterializer(StrategyBase):
 
 def create(keys: Keys, settings: Settings) -> AdaptiveMaterializer:
     """ADAPTIVE on ``settings.backend`` (registry factory)."""
-    check_settings(settings, "ADAPTIVE")
     thresholds(settings)  # refuse bad thresholds before opening any files
     return AdaptiveMaterializer(keys, open_backend(settings), settings)

@@ -19,8 +19,6 @@ from .timers import Timers
 
 __all__ = [
     "StrategyBase",
-    "UnsupportedSettingError",
-    "check_settings",
     "decode_seq",
     "encode_seq",
     "missing",
@@ -28,21 +26,6 @@ __all__ = [
 ]
 
 log = logging.getLogger("upsertmat")
-
-
-class UnsupportedSettingError(ValueError):
-    """The settings ask for something this strategy does not implement."""
-
-
-def check_settings(settings: Settings, strategy: str) -> None:
-    """Refuse settings the strategies cannot honour: a negative TTL.
-
-    Raises UnsupportedSettingError rather than silently ignoring ``table.exec.state.ttl``.
-    """
-    if settings.ttl.ttl_ms < 0:
-        raise UnsupportedSettingError(
-            f"strategy {strategy}: table.exec.state.ttl must be >= 0 ms (0 = off), got {settings.ttl.ttl_ms}"
-        )
 
 
 def missing(state: str, context: bytes, seq: int) -> CorruptStateError:
@@ -92,7 +75,6 @@ class StrategyBase(ABC):
 
     def __init__(self, keys: Keys, backend: StateBackend, settings: Settings | None = None) -> None:
         settings = settings or Settings()
-        check_settings(settings, self.strategy_name)
         self.keys = keys
         self.backend = backend
         self.retract_misses = 0

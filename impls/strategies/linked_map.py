@@ -45,7 +45,7 @@ from typing import Any
 from ...spec import Change, Keys, Row, RowKind
 from ..settings import Settings
 from ..state import MapState, StateBackend, ValueState, open_backend
-from .common import StrategyBase, check_settings, decode_seq, encode_seq, missing, same_chains
+from .common import StrategyBase, decode_seq, encode_seq, missing, same_chains
 
 Meta = list[int]  # [size, head, tail]
 Node = list[Any]  # [row, prev, next, same, stamp]
@@ -305,5 +305,4 @@ class MapMaterializer(StrategyBase):
 
 def create(keys: Keys, settings: Settings) -> MapMaterializer:
     """MAP on ``settings.backend`` (registry factory)."""
-    check_settings(settings, "MAP")
     return MapMaterializer(keys, open_backend(settings), settings)

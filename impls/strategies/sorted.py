@@ -26,12 +26,11 @@ from __future__ import annotations
 from typing import Any
 
 from ...spec import Change, Keys, Row, RowKind
+from ..config import UnsupportedSetting
 from ..settings import Settings
 from ..state import StateBackend, open_backend
 from .common import (
     StrategyBase,
-    UnsupportedSettingError,
-    check_settings,
     decode_seq,
     encode_seq,
     missing,
@@ -51,7 +50,7 @@ class SortedMaterializer(StrategyBase):
 
     def __init__(self, keys: Keys, backend: StateBackend, settings: Settings | None = None) -> None:
         if not backend.supports_ordered:
-            raise UnsupportedSettingError(
+            raise UnsupportedSetting(
                 f"strategy SORTED needs ordered iteration, which backend {backend.name} does not offer"
             )
         super().__init__(keys, backend, settings)
@@ -180,5 +179,4 @@ class SortedMaterializer(StrategyBase):
 
 def create(keys: Keys, settings: Settings) -> SortedMaterializer:
     """SORTED on ``settings.backend`` (registry factory); refuses unordered backends."""
-    check_settings(settings, "SORTED")
     return SortedMaterializer(keys, open_backend(settings), settings)

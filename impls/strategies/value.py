@@ -20,7 +20,7 @@ from typing import Any
 from ...spec import Change, Keys, Row, RowKind
 from ..settings import Settings
 from ..state import StateBackend, open_backend
-from .common import StrategyBase, check_settings
+from .common import StrategyBase
 
 ValueRecord = list[Any]  # [rows, stamps, matches]
 
@@ -164,5 +164,4 @@ class ValueMaterializer(StrategyBase):
 
 def create(keys: Keys, settings: Settings) -> ValueMaterializer:
     """VALUE on ``settings.backend`` (registry factory)."""
-    check_settings(settings, "VALUE")
     return ValueMaterializer(keys, open_backend(settings), settings)

@@ -8,8 +8,8 @@ import random
 import pytest
 
 from upsertmat.impls import Backend, Settings, Strategy, build_settings, create, create_named
-from upsertmat.impls.config import STRATEGY, THRESHOLD_HIGH, THRESHOLD_LOW
-from upsertmat.impls.strategies import AdaptiveMaterializer, UnsupportedSettingError, thresholds
+from upsertmat.impls.config import STRATEGY, THRESHOLD_HIGH, THRESHOLD_LOW, UnsupportedSetting
+from upsertmat.impls.strategies import AdaptiveMaterializer, thresholds
 from upsertmat.spec import Change, Keys, ModelMaterializer, Row, RowKind
 
 from .support import ADDS, IMPLEMENTATIONS, NO_UPSERT_KEY, RETRACTS, UPSERT_KEY, StampedHistories
@@ -37,9 +37,9 @@ def test_thresholds_from_flink_keys() -> None:
 def test_threshold_overrides_and_refusals() -> None:
     assert thresholds(Settings(threshold_high=10, threshold_low=3)) == (10, 3)
     assert thresholds(Settings(backend=Backend.ROCKSDB, threshold_high=100)) == (100, 40)
-    with pytest.raises(UnsupportedSettingError, match=r"high > threshold.low"):
+    with pytest.raises(UnsupportedSetting, match=r"high > threshold.low"):
         thresholds(Settings(threshold_high=9))  # the heap default low (300) is not below 9
-    with pytest.raises(UnsupportedSettingError):
+    with pytest.raises(UnsupportedSetting):
         create(UPSERT_KEY, Settings(strategy=Strategy.ADAPTIVE, threshold_high=5, threshold_low=5))
 
 
