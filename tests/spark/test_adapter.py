@@ -11,6 +11,7 @@ from pyspark.sql.streaming.tws_tester import TwsTester
 from upsertmat.impls.settings import Settings, Strategy
 from upsertmat.impls.state.spark import SparkBackend, map_key, split_map_key
 from upsertmat.spark.processor import MaterializerProcessor, ProcessorSpec
+from upsertmat.spark.sink import last_per_key
 from upsertmat.spec import (
     Change,
     Keys,
@@ -33,7 +34,10 @@ def rows_of(changes: list[Change], start: int = 0) -> list[SparkRow]:
 
 
 def run(
-    strategy: Strategy, batches: list[list[Change]], bulk_read_rows: int | None = None
+    strategy: Strategy,
+    batches: list[list[Change]],
+    bulk_read_rows: int | None = None,
+    last_per_key: bool = False,
 ) -> tuple[list[list[tuple[int, Change]]], list[int]]:
     """Outputs and the processor's cumulative JVM round trips after each batch (one grouping
     key 'k', as a key bucket holding every sink key)."""
@@ -44,6 +48,7 @@ def run(
             row_json="row",
             arrival="arrival",
             bulk_read_rows=bulk_read_rows,
+            last_per_key=last_per_key,
         )
     )
     tester = TwsTester(processor)
@@ -113,3 +118,23 @@ def test_bulk_reads_load_a_bucket_in_one_call_and_match_the_model() -> None:
 def test_bulk_reads_wait_for_enough_rows() -> None:
     _, trips = run(Strategy.VALUE, BUCKET_BATCHES, bulk_read_rows=5)
     assert trips == [3 + 3, 6 + 2 + 2]  # 4 rows per batch < 5: lazy reads
+
+
+def test_last_per_key_emits_what_the_sink_keeps_of_each_batch() -> None:
+    full, _ = run(Strategy.VALUE, BUCKET_BATCHES)
+    reduced, _ = run(Strategy.VALUE, BUCKET_BATCHES, bulk_read_rows=2, last_per_key=True)
+    for whole, last in zip(full, reduced, strict=True):
+        kept = {arrival: change for arrival, change in whole}
+        expected = {}
+        for arrival, change in whole:
+            expected[change.row[0]] = (arrival, change)
+        assert sorted(last, key=lambda item: item[0]) == sorted(expected.values(), key=lambda item: item[0])
+        assert all(kept[arrival] == change for arrival, change in last)
+
+        def applied(items: list[tuple[int, Change]]) -> tuple[list[str], list[str]]:
+            """The sink's statements for the batch, as sorted JSON texts (order-free)."""
+            ordered = sorted(items, key=lambda item: item[0])
+            upserts, deletes = last_per_key([(change.kind.value, change.row) for _, change in ordered], (0,))
+            return sorted(json.dumps(row) for row in upserts), sorted(json.dumps(key) for key in deletes)
+
+        assert applied(last) == applied(whole)

@@ -24,7 +24,7 @@ from ..impls.settings import Backend, Settings, TimeDomain
 from ..spec import Keys
 from ..spec.changes import Row
 from .config import BatchProgress, PipelineConfig, PipelineConfigError, PipelineResult
-from .processor import OUTPUT_SCHEMA, SPARK_STRATEGIES, MaterializerProcessor, ProcessorSpec
+from .processor import OUTPUT_SCHEMA, PACKED, SPARK_STRATEGIES, MaterializerProcessor, ProcessorSpec
 from .session import build_session
 from .sink import Column, UpsertSink, open_sink
 from .sources import read_changelog
@@ -108,6 +108,10 @@ def build_query_frame(
         ts=config.ts_column,
         # A key bucket's batch touches many of its sink keys: read its state in one call.
         bulk_read_rows=None if config.key_buckets is None else BULK_READ_ROWS,
+        # The sink keeps only the last change per key of a batch: with buckets, reduce before
+        # shipping (a bucket holds many changes of each key; every row costs ~10 µs to ship).
+        last_per_key=config.key_buckets is not None,
+        packed=config.key_buckets is not None and packable(source, spec_fields(config, layout)),
     )
     # TTL needs the batch timestamp (and cleanup timers): processing-time mode. The session
     # must disable no-data micro-batches, or availableNow never ends in this mode.
@@ -116,13 +120,35 @@ def build_query_frame(
         grouped = source.groupBy(*config.pk)
     else:
         bucket = functions.pmod(functions.xxhash64(*config.pk), functions.lit(config.key_buckets))
-        grouped = source.withColumn(BUCKET, bucket).groupBy(BUCKET)
+        if spec.packed:
+            fields = [
+                functions.col(name).alias(f"c{index}") for index, name in enumerate(spec.packed_fields())
+            ]
+            packed = functions.to_json(functions.struct(*fields), {"ignoreNullFields": "false"})
+            source = source.select(bucket.alias(BUCKET), packed.alias(PACKED))
+        else:
+            source = source.withColumn(BUCKET, bucket)
+        grouped = source.groupBy(BUCKET)
     frame = grouped.transformWithState(MaterializerProcessor(spec), OUTPUT_SCHEMA, "Append", time_mode)
 
     def materialized(record: Any) -> tuple[int, str, Row]:
         return record.arrival, record.op, tuple(json.loads(record.row))
 
     return frame, materialized, time_mode
+
+
+def spec_fields(config: PipelineConfig, layout: Layout) -> list[str]:
+    """The source columns the processor reads: arrival, op, ts (if set), the row's columns."""
+    ts = [config.ts_column] if config.ts_column else []
+    return [config.arrival_column, config.op_column, *ts, *layout.columns]
+
+
+def packable(source: DataFrame, names: list[str]) -> bool:
+    """True when every column in ``names`` survives Spark's ``to_json`` exactly (integers,
+    booleans, strings: ``json.loads`` gives back the same value and type)."""
+    exact = {"bigint", "int", "smallint", "tinyint", "boolean", "string"}
+    types = {item.name: item.dataType.simpleString() for item in source.schema}
+    return all(types[name] in exact for name in names)
 
 
 def checkpoint_query_id(checkpoint_dir: Path) -> str:
