@@ -98,3 +98,21 @@ def test_plan_round_trip_edited_ttl_is_in_force(
         assert f"state[0] sinkMaterializeState: ttl {shown}" in capsys.readouterr().out
         assert main(["execute-plan", str(plan), "--quiet"]) == 0
         assert rows(directory / "out.db") == expected, name
+
+
+def test_job_files_choose_key_buckets(tmp_path: Path) -> None:
+    from upsertmat.jobs.loader import JobError, load_job
+    from upsertmat.jobs.runner import pipeline_config
+
+    text = EXAMPLE.read_text(encoding="utf-8")
+    assert pipeline_config(load_job(EXAMPLE)).key_buckets is None
+    bucketed = tmp_path / "bucketed.yaml"
+    bucketed.write_text(
+        text.replace("  shuffle-partitions: 2\n", "  shuffle-partitions: 2\n  key-buckets: 16\n")
+    )
+    assert pipeline_config(load_job(bucketed)).key_buckets == 16
+    bucketed.write_text(
+        text.replace("  shuffle-partitions: 2\n", "  shuffle-partitions: 2\n  key-buckets: 0\n")
+    )
+    with pytest.raises(JobError, match="key-buckets"):
+        load_job(bucketed)
