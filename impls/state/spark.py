@@ -18,6 +18,11 @@ map state here loads the grouping key's entries and sorts them in Python: right 
 (the TTL timer index of one key), wrong for SORTED's node chains, so ``supports_ordered`` is
 False (SORTED is not offered on spark).
 
+With ``SparkBackend(handle, blob=True)`` (key buckets) every state of ours is instead one Spark
+``ValueState`` (``v BINARY``) per grouping key holding all of its entries as one msgpack array
+(:class:`BlobSparkMap`): read once and written once per grouping key and batch, which is what a
+bucket of many sink keys wants (``MapState`` has no bulk update: one call per written entry).
+
 Everything is per Spark grouping key: a "global" state (the TTL timer index under the empty
 context) is one per grouping key here, which is exactly what per-key expiry needs.
 
@@ -30,8 +35,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any, Protocol
 
+import msgpack
+
 from .base import Value
 from .codec import ValueCodec
+from .errors import CorruptStateError
 
 KEY_SCHEMA = "k BINARY"
 VALUE_SCHEMA = "v BINARY"
@@ -49,12 +57,24 @@ class SparkMapHandle(Protocol):
     def iterator(self) -> Iterator[tuple[tuple[Any, ...], tuple[Any, ...]]]: ...
 
 
+class SparkValueHandle(Protocol):
+    """The subset of pyspark's ``ValueState`` the blob layout uses (values are 1-tuples)."""
+
+    def get(self) -> tuple[Any, ...] | None: ...
+
+    def update(self, newValue: tuple[Any, ...]) -> None: ...
+
+    def clear(self) -> None: ...
+
+
 class SparkStateHandle(Protocol):
     """The subset of pyspark's ``StatefulProcessorHandle`` the adapter uses."""
 
     def getMapState(
         self, stateName: str, userKeySchema: Any, valueSchema: Any, ttlDurationMs: int | None = None
     ) -> Any: ...
+
+    def getValueState(self, stateName: str, schema: Any, ttlDurationMs: int | None = None) -> Any: ...
 
 
 def map_key(context: bytes, key: bytes) -> bytes:
@@ -140,6 +160,88 @@ class CachedSparkMap:
                 self._handle.removeKey((storage,))
             else:
                 self._handle.updateValue((storage,), (self._codec.pack(value),))
+        self._cache.clear()
+        self._dirty.clear()
+        self._loaded = False
+        self.bulk = False
+
+
+class BlobSparkMap(CachedSparkMap):
+    """One state of a grouping key as a single Spark ``ValueState`` blob (``v BINARY``): a msgpack
+    array ``[key, value bytes, key, value bytes, ...]`` of every entry.
+
+    The first access of a batch reads the blob (one call; entries are decoded only when asked
+    for); :meth:`flush` writes it back whole (one call) if anything changed. So a grouping key
+    costs two state calls per batch however many entries it touches, and O(its entries) bytes:
+    the layout for key buckets, whose batches touch many of their sink keys (``MapState`` would
+    need one ~55 µs call per written entry: it has no bulk update).
+    """
+
+    def __init__(self, name: str, handle: SparkValueHandle, codec: ValueCodec) -> None:
+        # Not CachedSparkMap.__init__: there is no MapState; every method using one is overridden.
+        self.name = name
+        self._blob = handle
+        self._codec = codec
+        self._cache: dict[bytes, Value | None] = {}
+        self._dirty: set[bytes] = set()
+        self._stored: dict[bytes, bytes] = {}
+        self._loaded = False
+        self.bulk = False
+        self.round_trips = 0
+
+    def get(self, storage: bytes) -> Value | None:
+        if storage in self._cache:
+            return self._cache[storage]
+        if not self._loaded:
+            self._load()
+        data = self._stored.get(storage)
+        value = None if data is None else self._codec.unpack(data, self.name, storage)
+        self._cache[storage] = value
+        return value
+
+    def _load(self) -> None:
+        """Read the grouping key's blob (entries stay encoded until asked for)."""
+        self.round_trips += 1
+        stored = self._blob.get()
+        if stored is not None:
+            try:
+                flat = msgpack.unpackb(stored[0], raw=False)
+                self._stored = dict(zip(flat[::2], flat[1::2], strict=True))
+            except Exception as error:
+                raise CorruptStateError(
+                    f"state {self.name!r}: cannot decode the grouping key's entries: {error}"
+                ) from error
+        self._loaded = True
+
+    def scan(self) -> list[tuple[bytes, Value]]:
+        """Every live entry of the current grouping key (buffered writes included), sorted by key."""
+        if not self._loaded:
+            self._load()
+        cache, unpack, name = self._cache, self._codec.unpack, self.name
+        for key, data in self._stored.items():
+            if key not in cache:
+                cache[key] = unpack(data, name, key)
+        return sorted((key, value) for key, value in cache.items() if value is not None)
+
+    def flush(self) -> None:
+        """Write the blob back (one call) if an entry changed; forget the cache."""
+        if self._dirty:
+            if not self._loaded:
+                self._load()
+            stored, pack = self._stored, self._codec.pack
+            for key in self._dirty:
+                value = self._cache[key]
+                if value is None:
+                    stored.pop(key, None)
+                else:
+                    stored[key] = pack(value)
+            self.round_trips += 1
+            if stored:
+                flat = [item for pair in stored.items() for item in pair]
+                self._blob.update((msgpack.packb(flat, use_bin_type=True),))
+            else:
+                self._blob.clear()
+        self._stored = {}
         self._cache.clear()
         self._dirty.clear()
         self._loaded = False
@@ -235,22 +337,29 @@ class SparkBackend:
 
     Create it in ``StatefulProcessor.init`` (Spark registers state variables there), build the
     strategy on it, and call :meth:`flush` once at the end of each ``handleInputRows``. States
-    are created on first use, each a Spark ``MapState`` named like ours.
+    are created on first use, each a Spark ``MapState`` named like ours, or with ``blob`` a
+    Spark ``ValueState`` holding all of the grouping key's entries (:class:`BlobSparkMap`: two
+    calls per grouping key and batch; for key buckets). The layout is pinned in the checkpoint.
     """
 
     name = "spark"
     supports_ordered = False
 
-    def __init__(self, handle: SparkStateHandle) -> None:
+    def __init__(self, handle: SparkStateHandle, blob: bool = False) -> None:
         self._handle = handle
         self._codec = ValueCodec()
+        self._blob = blob
         self._stores: dict[str, CachedSparkMap] = {}
 
     def _store(self, name: str) -> CachedSparkMap:
         store = self._stores.get(name)
         if store is None:
-            spark_map = self._handle.getMapState(name, KEY_SCHEMA, VALUE_SCHEMA)
-            store = self._stores[name] = CachedSparkMap(name, spark_map, self._codec)
+            if self._blob:
+                value_state = self._handle.getValueState(name, VALUE_SCHEMA)
+                store = self._stores[name] = BlobSparkMap(name, value_state, self._codec)
+            else:
+                spark_map = self._handle.getMapState(name, KEY_SCHEMA, VALUE_SCHEMA)
+                store = self._stores[name] = CachedSparkMap(name, spark_map, self._codec)
         return store
 
     def value_state(self, name: str) -> SparkValueState:

@@ -38,6 +38,7 @@ def run(
     batches: list[list[Change]],
     bulk_read_rows: int | None = None,
     last_per_key: bool = False,
+    blob: bool = False,
 ) -> tuple[list[list[tuple[int, Change]]], list[int]]:
     """Outputs and the processor's cumulative JVM round trips after each batch (one grouping
     key 'k', as a key bucket holding every sink key)."""
@@ -49,6 +50,7 @@ def run(
             arrival="arrival",
             bulk_read_rows=bulk_read_rows,
             last_per_key=last_per_key,
+            blob_state=blob,
         )
     )
     tester = TwsTester(processor)
@@ -138,3 +140,27 @@ def test_last_per_key_emits_what_the_sink_keeps_of_each_batch() -> None:
             return sorted(json.dumps(row) for row in upserts), sorted(json.dumps(key) for key in deletes)
 
         assert applied(last) == applied(whole)
+
+
+def test_blob_state_costs_two_calls_per_grouping_key_and_batch_and_matches_the_model() -> None:
+    flat = [change for batch in BUCKET_BATCHES for change in batch]
+    model = ModelMaterializer(KEYS)
+    expected = [(i, out) for i, change in enumerate(flat) if (out := model.process(change)) is not None]
+    outputs, trips = run(Strategy.VALUE, BUCKET_BATCHES, blob=True)
+    assert trips == [2, 4]  # one blob read and one blob write per batch, however many sink keys
+    assert [item for batch in outputs for item in batch] == expected
+    for strategy in (Strategy.MAP, Strategy.LEGACY, Strategy.ADAPTIVE):
+        outputs, _ = run(strategy, BUCKET_BATCHES, blob=True)
+        assert [item for batch in outputs for item in batch] == expected, strategy
+    # every key deleted: the blob is cleared, and the next batch starts from nothing
+    gone = [
+        [insert(1, 10, "a"), insert(2, 20, "b")],
+        [delete(1, 10, "a"), delete(2, 20, "b")],
+        [insert(1, 11, "c")],
+    ]
+    outputs, _ = run(Strategy.VALUE, gone, blob=True)
+    assert [[change for _, change in batch] for batch in outputs] == [
+        [insert(1, 10, "a"), insert(2, 20, "b")],
+        [delete(1, 10, "a"), delete(2, 20, "b")],
+        [insert(1, 11, "c")],
+    ]

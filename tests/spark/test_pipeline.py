@@ -140,9 +140,11 @@ def test_config_round_trips_through_json(tmp_path: Path) -> None:
         PipelineConfig.from_json('{"source_pathh": "x"}')
 
 
-@pytest.mark.parametrize("strategy", [Strategy.VALUE, Strategy.MAP, Strategy.LEGACY])
+@pytest.mark.parametrize(
+    ("strategy", "buckets"), [(Strategy.VALUE, 3), (Strategy.MAP, None), (Strategy.LEGACY, 2)]
+)
 def test_processing_time_ttl_expires_state_between_runs(
-    spark: SparkSession, tmp_path: Path, strategy: Strategy
+    spark: SparkSession, tmp_path: Path, strategy: Strategy, buckets: int | None
 ) -> None:
     """Run 1 inserts; after more than the TTL, run 2 retracts (rule 7: ignored) and re-inserts
     (+I, not +U); the model with the clock advanced past the TTL agrees."""
@@ -155,7 +157,7 @@ def test_processing_time_ttl_expires_state_between_runs(
     ]
     rows = records([*first, *second])
     write_files(tmp_path / "in", rows[: len(first)], files=1)
-    config = config_for(tmp_path, strategy=strategy, ttl=TtlSettings(ttl_ms=ttl))
+    config = config_for(tmp_path, strategy=strategy, ttl=TtlSettings(ttl_ms=ttl), key_buckets=buckets)
     run_pipeline(config, spark)
     time.sleep(ttl / 1000 + 1)
     write_files(tmp_path / "later", rows[len(first) :], files=1)

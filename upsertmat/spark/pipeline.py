@@ -111,6 +111,8 @@ def build_query_frame(
         # The sink keeps only the last change per key of a batch: with buckets, reduce before
         # shipping (a bucket holds many changes of each key; every row costs ~10 µs to ship).
         last_per_key=config.key_buckets is not None,
+        # A bucket's state as one blob: two state calls per bucket and batch.
+        blob_state=config.key_buckets is not None,
         packed=config.key_buckets is not None and packable(source, spec_fields(config, layout)),
     )
     # TTL needs the batch timestamp (and cleanup timers): processing-time mode. The session

@@ -81,6 +81,9 @@ class ProcessorSpec:
     last change of each sink primary key per grouping key and batch (in arrival order the
     outputs that reach an upsert sink applying a batch in one transaction, where only the last
     change of a key is visible: the table ends up the same, with far fewer rows to ship).
+    ``blob_state``: each state of a grouping key is one Spark ``ValueState`` blob holding all
+    its entries (:class:`~upsertmat.impls.state.spark.BlobSparkMap`: one read and one write per
+    grouping key and batch; for key buckets) instead of a ``MapState`` of entries.
     ``packed``: the input rows carry one column, :data:`PACKED`, a JSON object whose values
     are, in order, ``arrival``, ``op``, ``ts`` (if set) and ``columns`` (:func:`packed_fields`);
     pyspark converts every input cell separately (~2 µs each), so one text column parsed with
@@ -98,6 +101,7 @@ class ProcessorSpec:
     bulk_read_rows: int | None = None
     last_per_key: bool = False
     packed: bool = False
+    blob_state: bool = False
 
     def packed_fields(self) -> list[str]:
         """The names of a packed record's values, in order (arrival, op, ts if set, columns)."""
@@ -142,7 +146,7 @@ class MaterializerProcessor(StatefulProcessor):
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         self._handle = handle
-        self._backend = SparkBackend(handle)
+        self._backend = SparkBackend(handle, blob=self.spec.blob_state)
         self._ttl = self.spec.settings.ttl.enabled
         # Building one strategy here registers its state variables with Spark (only allowed in init).
         build_materializer(self.spec.keys, self.spec.settings, self._backend)
