@@ -37,7 +37,8 @@ COLUMNS = (Column("id", "long"), Column("version", "long"), Column("payload", "s
 GOAL_CHANGES_PER_SECOND = 50_000.0
 # Spark groups the benchmark's state into this many hash buckets of sink keys by default: each
 # Spark grouping key costs ~0.3 ms per batch in the Python worker, so 100,000 keys cost ~30 s of
-# it, 256 buckets ~0.1 s; buckets read their state in bulk (docs/benchmarks.md, Pipeline).
+# it, 256 buckets ~0.1 s; a bucket's state is one blob read and written once per batch
+# (docs/benchmarks.md, Pipeline).
 DEFAULT_KEY_BUCKETS = 256
 
 

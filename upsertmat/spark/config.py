@@ -82,7 +82,8 @@ class PipelineConfig:
     groups by ``pmod(xxhash64(pk), n)`` instead — state stays keyed by the sink PK inside each
     bucket, events of each key still apply in arrival order, outputs are identical, but Spark's
     per-grouping-key cost (about 0.3 ms per key per batch, the dominant cost) is paid per bucket;
-    buckets also read their state in bulk, emit only the last change per sink key of a batch
+    buckets also keep each state as one blob per bucket (one read, one write per batch), emit
+    only the last change per sink key of a batch
     (what the sink keeps) and take exact-JSON input rows packed in one column (docs/spark.md).
     Pinned in the checkpoint like ``shuffle_partitions``.
     """

@@ -30,9 +30,6 @@ from .sink import Column, UpsertSink, open_sink
 from .sources import read_changelog
 
 BUCKET = "_upsertmat_bucket"
-# With key buckets, a bucket with at least this many rows in a batch loads its state whole (one
-# streamed call, ~5 µs per entry) rather than one ~55 µs call per touched sink key.
-BULK_READ_ROWS = 64
 
 
 @dataclass(frozen=True)
@@ -106,8 +103,6 @@ def build_query_frame(
         op=config.op_column,
         arrival=config.arrival_column,
         ts=config.ts_column,
-        # A key bucket's batch touches many of its sink keys: read its state in one call.
-        bulk_read_rows=None if config.key_buckets is None else BULK_READ_ROWS,
         # The sink keeps only the last change per key of a batch: with buckets, reduce before
         # shipping (a bucket holds many changes of each key; every row costs ~10 µs to ship).
         last_per_key=config.key_buckets is not None,

@@ -77,7 +77,8 @@ class ProcessorSpec:
     array (exactly one of the two). ``op`` / ``arrival`` / ``ts``: column names (``ts`` optional).
     ``bulk_read_rows``: a grouping key with at least this many rows in a batch loads each state
     it touches whole, in one streamed call, instead of one call per entry (meant for key buckets,
-    whose batches touch many of their entries; None: never). ``last_per_key``: emit only the
+    whose batches touch many of their entries; None: never). The pipeline's key buckets use
+    ``blob_state`` instead, which also makes the writes one call. ``last_per_key``: emit only the
     last change of each sink primary key per grouping key and batch (in arrival order the
     outputs that reach an upsert sink applying a batch in one transaction, where only the last
     change of a key is visible: the table ends up the same, with far fewer rows to ship).
