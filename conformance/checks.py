@@ -32,22 +32,46 @@ def _history(inputs: Iterable[Step], upto: int) -> str:
     return "\n".join(lines[-12:])
 
 
+def _replay_as_written(
+    materializer: Materializer,
+    label: str,
+    unit: str,
+    steps: tuple[Step, ...],
+    expected: tuple[object, ...],
+    misses: int,
+    note: str | None,
+) -> None:
+    """Feed ``steps`` (advancing the clock at each Advance); every output and the final miss
+    count must be as written. ``label`` names the scenario in messages, ``unit`` its steps."""
+    for index, (step, want) in enumerate(zip(steps, expected, strict=True)):
+        if isinstance(step, Advance):
+            materializer.advance_time(step.time)
+            continue
+        actual = materializer.process(step)
+        if actual != want:
+            raise AssertionError(
+                f"{label}, {unit} [{index}] {step!r}: expected {want!r}, "
+                f"got {actual!r}\n{unit}s so far:\n{_history(steps, index)}"
+                + (f"\nnote: {note}" if note else "")
+            )
+    if materializer.retract_misses != misses:
+        raise AssertionError(
+            f"{label}: expected retract_misses == {misses}, got {materializer.retract_misses}"
+        )
+
+
 def check_scenario(make: Maker, scenario: Scenario) -> None:
     """Feed the scenario's inputs; each output and the final miss count must be as written."""
     with opened(make, scenario.keys) as materializer:
-        for index, (change, expected) in enumerate(zip(scenario.inputs, scenario.expected, strict=True)):
-            actual = materializer.process(change)
-            if actual != expected:
-                raise AssertionError(
-                    f"scenario {scenario.name!r}, input [{index}] {change!r}: expected {expected!r}, "
-                    f"got {actual!r}\ninputs so far:\n{_history(scenario.inputs, index)}"
-                    + (f"\nnote: {scenario.note}" if scenario.note else "")
-                )
-        if materializer.retract_misses != scenario.misses:
-            raise AssertionError(
-                f"scenario {scenario.name!r}: expected retract_misses == {scenario.misses}, "
-                f"got {materializer.retract_misses}"
-            )
+        _replay_as_written(
+            materializer,
+            f"scenario {scenario.name!r}",
+            "input",
+            tuple(scenario.inputs),
+            tuple(scenario.expected),
+            scenario.misses,
+            scenario.note,
+        )
 
 
 def check_against_model(
@@ -95,22 +119,15 @@ def check_timed_stream(
 def check_ttl_scenario(make: Maker, scenario: TtlScenario) -> None:
     """Feed a TTL scenario (``make`` builds with ``scenario.ttl``); outputs exactly as written."""
     with opened(make, scenario.keys) as materializer:
-        for index, (step, expected) in enumerate(zip(scenario.steps, scenario.expected, strict=True)):
-            if isinstance(step, Advance):
-                materializer.advance_time(step.time)
-                continue
-            actual = materializer.process(step)
-            if actual != expected:
-                raise AssertionError(
-                    f"TTL scenario {scenario.name!r}, step [{index}] {step!r}: expected {expected!r}, "
-                    f"got {actual!r}\nsteps so far:\n{_history(scenario.steps, index)}"
-                    + (f"\nnote: {scenario.note}" if scenario.note else "")
-                )
-        if materializer.retract_misses != scenario.misses:
-            raise AssertionError(
-                f"TTL scenario {scenario.name!r}: expected retract_misses == {scenario.misses}, "
-                f"got {materializer.retract_misses}"
-            )
+        _replay_as_written(
+            materializer,
+            f"TTL scenario {scenario.name!r}",
+            "step",
+            tuple(scenario.steps),
+            tuple(scenario.expected),
+            scenario.misses,
+            scenario.note,
+        )
 
 
 def check_stream(make: Maker, stream: GeneratedStream) -> None:
