@@ -32,6 +32,13 @@ DEFAULTS_SOURCE = "built-in defaults (upsertmat/data/defaults.yaml)"
 _SHORTCUTS = (("strategy", STRATEGY), ("backend", BACKEND), ("ttl", TTL))
 
 
+def positive_int(text: str) -> int:
+    """An argparse type: a whole number >= 1 written in digits; ArgumentTypeError otherwise."""
+    if not text.strip().isdigit() or int(text) <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return int(text)
+
+
 def add_config_arguments(parser: argparse.ArgumentParser) -> None:
     """Add ``--config``, ``--set``, ``--strategy``, ``--backend``, ``--ttl`` to ``parser``."""
     group = parser.add_argument_group(

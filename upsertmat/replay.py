@@ -31,7 +31,7 @@ from pathlib import Path
 from types import FrameType
 from typing import IO
 
-from .cliconfig import add_config_arguments, settings_from_args
+from .cliconfig import add_config_arguments, positive_int, settings_from_args
 from .errors import CliError, ExitCode, StateDirError
 from .impls import ConfigError, Settings, UnknownImplementation, create
 from .impls.config import BACKEND, STRATEGY, TTL
@@ -87,12 +87,6 @@ def parse_columns(text: str) -> tuple[int, ...]:
     return tuple(columns)
 
 
-def _positive(text: str) -> int:
-    if not text.strip().isdigit() or int(text) <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return int(text)
-
-
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Register ``replay`` with the top-level parser."""
     parser = subparsers.add_parser(
@@ -133,7 +127,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     )
     keys.add_argument(
         "--arity",
-        type=_positive,
+        type=positive_int,
         metavar="N",
         help="columns every row must have (default: fixed by the first change; kept in --state-dir)",
     )
@@ -156,7 +150,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     )
     parser.add_argument(
         "--checkpoint-every",
-        type=_positive,
+        type=positive_int,
         metavar="N",
         help="with --state-dir on heap: checkpoint state and position every N lines, so a killed "
         "run resumes from there (byte backends commit their position with every line)",

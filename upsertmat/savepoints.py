@@ -23,7 +23,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from .cliconfig import add_config_arguments, settings_from_args
+from .cliconfig import add_config_arguments, positive_int, settings_from_args
 from .errors import CliError, ExitCode, StateDirError
 from .impls import ConfigError, Settings, UnknownImplementation, create
 from .impls.lifecycle import DEFAULT_MAX_PARALLELISM, Savepoint, SavepointError, export_state, write_savepoint
@@ -35,12 +35,6 @@ from .statedir import Manifest, StateDir, ttl_from_record, ttl_record, ttl_text
 EXIT_CODES = (
     "exit codes: 0 ok, 2 usage or configuration error, 3 state directory or savepoint refused, 4 I/O error."
 )
-
-
-def _positive(text: str) -> int:
-    if not text.strip().isdigit() or int(text) <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return int(text)
 
 
 def _index(text: str) -> int:
@@ -68,7 +62,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     )
     save.add_argument(
         "--max-parallelism",
-        type=_positive,
+        type=positive_int,
         default=DEFAULT_MAX_PARALLELISM,
         metavar="N",
         help=f"key groups (default {DEFAULT_MAX_PARALLELISM}); the highest parallelism it can restore at",
@@ -89,7 +83,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     restore.add_argument("savepoint", type=Path, metavar="SP", help="the savepoint directory")
     restore.add_argument("--state-dir", type=Path, required=True, metavar="DIR", help="new (empty) state dir")
     restore.add_argument(
-        "--parallelism", type=_positive, default=1, metavar="Q", help="instances (default 1)"
+        "--parallelism", type=positive_int, default=1, metavar="Q", help="instances (default 1)"
     )
     restore.add_argument(
         "--index", type=_index, default=0, metavar="I", help="this instance, 0..Q-1 (default 0)"

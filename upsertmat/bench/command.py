@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+from ..cliconfig import positive_int
 from ..errors import CliError, ExitCode
 from ..impls import Backend, Strategy, available
 from .goals import check_goals
@@ -119,16 +120,6 @@ def _percentage(text: str) -> int:
     return value
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
-
-
 def _non_negative_int(text: str) -> int:
     try:
         value = int(text)
@@ -198,9 +189,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help=f"retraction probability in %% (default {','.join(map(str, FULL.retract_percentages))})",
     )
     work = parser.add_argument_group("workload and measurement")
-    work.add_argument("--records", type=_positive_int, help=f"timed records per run (default {FULL.records})")
+    work.add_argument("--records", type=positive_int, help=f"timed records per run (default {FULL.records})")
     work.add_argument(
-        "--payload-size", type=_positive_int, default=250, help="payload bytes per row (default 250)"
+        "--payload-size", type=positive_int, default=250, help="payload bytes per row (default 250)"
     )
     work.add_argument("--seed", type=int, default=0, help="workload seed (default 0)")
     work.add_argument(
@@ -209,7 +200,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         action="store_false",
         help="time the history build-up too (default: the first retract_delay adds are untimed)",
     )
-    work.add_argument("--repetitions", type=_positive_int, help=f"runs per cell (default {FULL.repetitions})")
+    work.add_argument("--repetitions", type=positive_int, help=f"runs per cell (default {FULL.repetitions})")
     work.add_argument(
         "--max-seconds-per-cell",
         type=_seconds,
@@ -236,10 +227,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="benchmark the pipeline end to end and per stage instead (needs the spark extra)",
     )
-    pipe.add_argument("--changes", type=_positive_int, default=1_000_000, help="changes (default 1,000,000)")
-    pipe.add_argument("--keys", type=_positive_int, default=100_000, help="sink keys (default 100,000)")
+    pipe.add_argument("--changes", type=positive_int, default=1_000_000, help="changes (default 1,000,000)")
+    pipe.add_argument("--keys", type=positive_int, default=100_000, help="sink keys (default 100,000)")
     pipe.add_argument(
-        "--files", type=_positive_int, default=1, help="source files = micro-batches (default 1)"
+        "--files", type=positive_int, default=1, help="source files = micro-batches (default 1)"
     )
     pipe.add_argument("--source-format", choices=("jsonl", "parquet"), default="jsonl", help="default jsonl")
     pipe.add_argument(

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..cliconfig import add_config_arguments
+from ..cliconfig import add_config_arguments, positive_int
 from ..errors import CliError, ExitCode
 from ..impls.config import ConfigError
 from ..jobs.command import cli_layers
@@ -40,16 +40,6 @@ examples:
   upsertmat demo
   upsertmat demo --strategy MAP --users 200 --events 2000 --dir demo-out
 """
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
 
 
 def _progress(quiet: bool) -> Callable[[str], Callable[[BatchProgress], None] | None]:
@@ -127,16 +117,21 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     )
     defaults = DemoShape()
     data = parser.add_argument_group("data")
-    data.add_argument("--users", type=_positive, default=defaults.users, help=f"default {defaults.users}")
-    data.add_argument("--levels", type=_positive, default=defaults.levels, help=f"default {defaults.levels}")
+    data.add_argument("--users", type=positive_int, default=defaults.users, help=f"default {defaults.users}")
+    data.add_argument(
+        "--levels", type=positive_int, default=defaults.levels, help=f"default {defaults.levels}"
+    )
     data.add_argument(
         "--channels",
-        type=_positive,
+        type=positive_int,
         default=defaults.channels,
         help=f"parallel join tasks (default {defaults.channels})",
     )
     data.add_argument(
-        "--events", type=_positive, default=defaults.events, help=f"user events (default {defaults.events})"
+        "--events",
+        type=positive_int,
+        default=defaults.events,
+        help=f"user events (default {defaults.events})",
     )
     data.add_argument("--seed", type=int, default=defaults.seed, help=f"default {defaults.seed}")
     parser.add_argument(
