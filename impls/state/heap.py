@@ -82,21 +82,16 @@ class HeapMapState:
         return iter(list(self._maps))
 
 
-class HeapSortedMapState:
+class HeapSortedMapState(HeapMapState):
     """``SortedMapState``: one sortedcontainers ``SortedDict`` per context key.
 
     Point calls are O(log n) for n entries of the context (SortedDict keeps a dict for lookups,
     so ``get`` is O(1)); ``last``/``first`` are O(1) amortised (``peekitem``), ``before`` is a
-    bisect, O(log n).
+    bisect, O(log n). ``get``/``delete``/``items``/``clear``/``contexts`` are HeapMapState's (a
+    SortedDict is a dict, and iterates in ascending user-key order).
     """
 
-    def __init__(self) -> None:
-        self._maps: dict[bytes, Any] = {}
-
-    def get(self, context: bytes, key: bytes) -> Value | None:
-        """O(1)."""
-        entries = self._maps.get(context)
-        return None if entries is None else entries.get(key)
+    _maps: dict[bytes, Any]  # context -> SortedDict
 
     def put(self, context: bytes, key: bytes, value: Value) -> None:
         """O(log n)."""
@@ -104,27 +99,6 @@ class HeapSortedMapState:
         if entries is None:
             entries = self._maps[context] = SortedDict()
         entries[key] = value
-
-    def delete(self, context: bytes, key: bytes) -> None:
-        """O(log n); an emptied context is dropped."""
-        entries = self._maps.get(context)
-        if entries is not None and key in entries:
-            del entries[key]
-            if not entries:
-                del self._maps[context]
-
-    def items(self, context: bytes) -> Iterator[tuple[bytes, Value]]:
-        """Entries in ascending user-key order (a snapshot: O(entries of ``context``))."""
-        entries = self._maps.get(context)
-        return iter([] if entries is None else list(entries.items()))
-
-    def clear(self, context: bytes) -> None:
-        """O(1)."""
-        self._maps.pop(context, None)
-
-    def contexts(self) -> Iterator[bytes]:
-        """Context keys with at least one entry (a snapshot: O(contexts))."""
-        return iter(list(self._maps))
 
     def last(self, context: bytes) -> tuple[bytes, Value] | None:
         """The greatest entry: O(1) amortised."""
