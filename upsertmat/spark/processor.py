@@ -41,7 +41,7 @@ _KINDS = {kind.value: kind for kind in RowKind}
 _ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
 SPARK_STRATEGIES = tuple(strategy for strategy, backend in PIPELINE_ONLY if backend is Backend.SPARK)
 PACKED = "_upsertmat_packed"  # the input column of ProcessorSpec.packed
-TIMERS = "ttl_timers"  # the strategies' TTL timer index (impls/strategies/timers.py)
+TIMERS = "ttl_timers"  # the strategies' TTL timer index (upsertmat/impls/strategies/timers.py)
 
 
 def build_materializer(keys: Keys, settings: Settings, backend: StateBackend) -> Materializer:
