@@ -363,6 +363,12 @@ class BackendMachine(RuleBasedStateMachine):
         self.backend.commit()
         self.committed = {slot: dict(entries) for slot, entries in self.model.items()}
 
+    @rule()
+    def rollback(self) -> None:
+        """Every write since the last commit is undone, on every backend."""
+        self.backend.rollback()
+        self.model = {slot: dict(entries) for slot, entries in self.committed.items()}
+
     @precondition(lambda self: self.persistent)
     @rule()
     def reopen(self) -> None:

@@ -53,13 +53,25 @@ class LegacyMaterializer:
         return self._now
 
     def process(self, change: Change) -> Change | None:
-        """Rules 1-11 on the key's stored list, committed as one unit."""
+        """Rules 1-11 on the key's stored list, committed as one unit (rolled back if it raises)."""
         stamp = self._ttl.stamp_of(change.ts, self._now)  # may raise: before any state change
-        emitted = self._apply(change, stamp)
-        if self._timers is not None and stamp + self._ttl.ttl_ms <= self._now:
-            self._expire_due()  # a late record: the key it just wrote is already invisible
-        self.backend.commit()
+        misses = self.retract_misses
+        try:
+            emitted = self._apply(change, stamp)
+            if self._timers is not None and stamp + self._ttl.ttl_ms <= self._now:
+                self._expire_due()  # a late record: the key it just wrote is already invisible
+            self.backend.commit()
+        except BaseException:
+            self._roll_back(misses)
+            raise
         return emitted
+
+    def _roll_back(self, misses: int) -> None:
+        """Undo the uncommitted writes of a failed call; forget in-memory hints derived from them."""
+        self.backend.rollback()
+        self.retract_misses = misses
+        if self._timers is not None:
+            self._timers.forget_hints()
 
     def _written(self, context: bytes, created: bool, stamp: int) -> None:
         """A successful write to a non-empty key: set its stamp per the update policy."""
@@ -119,11 +131,20 @@ class LegacyMaterializer:
         return fired
 
     def advance_time(self, now: int) -> None:
-        """Move the clock (a time in the past is ignored); with TTL, expire what is due."""
+        """Move the clock (a time in the past is ignored); with TTL, expire what is due.
+
+        If expiry raises, its writes are rolled back and the clock keeps its old value.
+        """
         if now > self._now:
+            previous = self._now
             self._now = now
-            if self._timers is not None and self._expire_due():
-                self.backend.commit()
+            try:
+                if self._timers is not None and self._expire_due():
+                    self.backend.commit()
+            except BaseException:
+                self._now = previous
+                self._roll_back(self.retract_misses)
+                raise
 
     def histories(self) -> Iterator[tuple[bytes, list[Row]]]:
         """Every non-empty context key with its rows in insertion order (a full scan)."""

@@ -8,7 +8,8 @@ tuple was stored. Each method call is one state access (what complexity tests co
 
 A backend groups the writes of one input (or a batch of inputs) into one atomic unit:
 strategies call :meth:`StateBackend.commit` when an input is fully applied, and reads
-between commits see the uncommitted writes (read-your-writes).
+between commits see the uncommitted writes (read-your-writes). When an input raises half-way,
+strategies call :meth:`StateBackend.rollback`, which undoes every write since the last commit.
 """
 
 from __future__ import annotations
@@ -107,6 +108,10 @@ class StateBackend(Protocol):
 
     def commit(self) -> None:
         """Make every write since the last commit durable, atomically."""
+        ...
+
+    def rollback(self) -> None:
+        """Undo every write since the last commit (an input that raised leaves no trace)."""
         ...
 
     def close(self) -> None:

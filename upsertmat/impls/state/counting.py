@@ -145,5 +145,8 @@ class CountingBackend:
         self.counters.commits += 1
         self.inner.commit()
 
+    def rollback(self) -> None:
+        self.inner.rollback()
+
     def close(self) -> None:
         self.inner.close()

@@ -1,11 +1,15 @@
 """Heap (Python object) keyed state: dicts of Python objects, nothing serialized.
 
-Values are kept **by reference**: ``get`` returns the very object that was ``put``. Strategies
-must not rely on copies — never mutate a value after putting it (or after getting it) without
-putting it again, and never expect a later ``get`` to return a fresh object. Byte backends
-return decoded copies, so code that mutates values in place would behave differently there.
+Values are kept **by reference**, with one exception: a list value is handed out as a shallow
+copy, so a strategy may change a node's fields in place and put it again without touching the
+stored (and journaled) list. Nested lists are shared: code that changes them must copy them
+first (VALUE's records do). Byte backends return decoded copies anyway.
 
-``commit`` and ``close`` do nothing: heap state is neither durable nor shared.
+Heap state is neither durable nor shared. It is transactional all the same, so an input that
+raises half-way leaves no trace: every write first appends an undo record (the state, the key
+and the value it replaces) to the backend's journal; ``commit`` empties the journal (O(1)
+amortised), ``rollback`` replays it backwards (O(writes since the last commit)). One dict read
+and one list append per write is the whole price.
 """
 
 from __future__ import annotations
@@ -18,24 +22,45 @@ from sortedcontainers import SortedDict  # type: ignore[import-untyped]
 from .base import Value
 from .named import NamedStates
 
+_ABSENT: Any = object()  # undo record: the key had no value
+Journal = list[tuple[Any, bytes, Any, Any]]  # (state, context, key or None, previous value)
+
+
+def _detached(value: Value) -> Value:
+    """A list value as a shallow copy (see the module docstring); anything else as it is."""
+    return value.copy() if type(value) is list else value
+
 
 class HeapValueState:
     """``ValueState`` in a dict: O(1) per call."""
 
-    def __init__(self) -> None:
+    def __init__(self, journal: Journal | None = None) -> None:
         self._values: dict[bytes, Value] = {}
+        self._journal: Journal = [] if journal is None else journal
 
     def get(self, context: bytes) -> Value | None:
-        """O(1)."""
-        return self._values.get(context)
+        """O(1) (a shallow copy of a list value: O(its length), in C)."""
+        value = self._values.get(context)
+        return value.copy() if type(value) is list else value
 
     def put(self, context: bytes, value: Value) -> None:
         """O(1)."""
-        self._values[context] = value
+        values = self._values
+        self._journal.append((self, context, None, values.get(context, _ABSENT)))
+        values[context] = value
 
     def delete(self, context: bytes) -> None:
         """O(1)."""
-        self._values.pop(context, None)
+        previous = self._values.pop(context, _ABSENT)
+        if previous is not _ABSENT:
+            self._journal.append((self, context, None, previous))
+
+    def undo(self, context: bytes, key: None, previous: Value) -> None:
+        """Put back what one journal record replaced (rollback only; not journaled)."""
+        if previous is _ABSENT:
+            self._values.pop(context, None)
+        else:
+            self._values[context] = previous
 
     def contexts(self) -> Iterator[bytes]:
         """Context keys in first-put order (a snapshot of the keys: O(n))."""
@@ -45,37 +70,64 @@ class HeapValueState:
 class HeapMapState:
     """``MapState`` as a dict of dicts (context -> user key -> value): O(1) per point call."""
 
-    def __init__(self) -> None:
+    def __init__(self, journal: Journal | None = None) -> None:
         self._maps: dict[bytes, dict[bytes, Value]] = {}
+        self._journal: Journal = [] if journal is None else journal
 
     def get(self, context: bytes, key: bytes) -> Value | None:
-        """O(1)."""
+        """O(1) (a list value is a shallow copy)."""
         entries = self._maps.get(context)
-        return None if entries is None else entries.get(key)
+        if entries is None:
+            return None
+        value = entries.get(key)
+        return value.copy() if type(value) is list else value
 
     def put(self, context: bytes, key: bytes, value: Value) -> None:
         """O(1)."""
         entries = self._maps.get(context)
         if entries is None:
+            self._journal.append((self, context, key, _ABSENT))
             self._maps[context] = {key: value}
         else:
+            self._journal.append((self, context, key, entries.get(key, _ABSENT)))
             entries[key] = value
 
     def delete(self, context: bytes, key: bytes) -> None:
         """O(1); an emptied context is dropped."""
         entries = self._maps.get(context)
         if entries is not None and key in entries:
-            del entries[key]
+            self._journal.append((self, context, key, entries.pop(key)))
             if not entries:
                 del self._maps[context]
 
+    def undo(self, context: bytes, key: bytes | None, previous: Value) -> None:
+        """Put back what one journal record replaced (rollback only; not journaled)."""
+        if key is None:  # a clear: the whole context comes back
+            self._maps[context] = previous
+            return
+        entries = self._maps.get(context)
+        if previous is _ABSENT:
+            if entries is not None:
+                entries.pop(key, None)
+                if not entries:
+                    del self._maps[context]
+            return
+        if entries is None:
+            entries = self._maps[context] = self._new_entries()
+        entries[key] = previous
+
+    def _new_entries(self) -> dict[bytes, Value]:
+        return {}
+
     def items(self, context: bytes) -> Iterator[tuple[bytes, Value]]:
         """Entries in first-put order (a snapshot: O(entries of ``context``))."""
-        return iter(list(self._maps.get(context, {}).items()))
+        return iter([(key, _detached(value)) for key, value in self._maps.get(context, {}).items()])
 
     def clear(self, context: bytes) -> None:
         """O(1)."""
-        self._maps.pop(context, None)
+        previous = self._maps.pop(context, None)
+        if previous is not None:
+            self._journal.append((self, context, None, previous))
 
     def contexts(self) -> Iterator[bytes]:
         """Context keys with at least one entry (a snapshot: O(contexts))."""
@@ -98,7 +150,11 @@ class HeapSortedMapState(HeapMapState):
         entries = self._maps.get(context)
         if entries is None:
             entries = self._maps[context] = SortedDict()
+        self._journal.append((self, context, key, entries.get(key, _ABSENT)))
         entries[key] = value
+
+    def _new_entries(self) -> Any:
+        return SortedDict()
 
     def last(self, context: bytes) -> tuple[bytes, Value] | None:
         """The greatest entry: O(1) amortised."""
@@ -106,7 +162,7 @@ class HeapSortedMapState(HeapMapState):
         if not entries:
             return None
         key, value = entries.peekitem(-1)
-        return key, value
+        return key, _detached(value)
 
     def first(self, context: bytes) -> tuple[bytes, Value] | None:
         """The smallest entry: O(1) amortised."""
@@ -114,7 +170,7 @@ class HeapSortedMapState(HeapMapState):
         if not entries:
             return None
         key, value = entries.peekitem(0)
-        return key, value
+        return key, _detached(value)
 
     def before(self, context: bytes, key: bytes) -> tuple[bytes, Value] | None:
         """The greatest entry strictly below ``key``: O(log n)."""
@@ -125,7 +181,7 @@ class HeapSortedMapState(HeapMapState):
         if index == 0:
             return None
         found, value = entries.peekitem(index - 1)
-        return found, value
+        return found, _detached(value)
 
     def ceiling(self, context: bytes, key: bytes) -> tuple[bytes, Value] | None:
         """The smallest entry at or above ``key``: O(log n)."""
@@ -136,17 +192,18 @@ class HeapSortedMapState(HeapMapState):
         if index == len(entries):
             return None
         found, value = entries.peekitem(index)
-        return found, value
+        return found, _detached(value)
 
 
 class HeapBackend:
-    """Named heap states of one operator instance. ``commit``/``close`` are no-ops."""
+    """Named heap states of one operator instance, with an undo journal (module docstring)."""
 
     name = "heap"
     supports_ordered = True
 
     def __init__(self) -> None:
-        self._states = NamedStates(lambda kind, _name: kind())
+        self._journal: Journal = []
+        self._states = NamedStates(lambda kind, _name: kind(self._journal))
 
     def value_state(self, name: str) -> HeapValueState:
         """The value state ``name`` (the same object on every call)."""
@@ -161,7 +218,15 @@ class HeapBackend:
         return self._states.get(name, HeapSortedMapState)
 
     def commit(self) -> None:
-        """Nothing to do: heap writes are applied at once."""
+        """Forget the undo records: the writes since the last commit stay. O(1) amortised."""
+        self._journal.clear()
+
+    def rollback(self) -> None:
+        """Undo every write since the last commit, newest first. O(writes undone)."""
+        journal = self._journal
+        while journal:
+            state, context, key, previous = journal.pop()
+            state.undo(context, key, previous)
 
     def close(self) -> None:
         """Nothing to release."""

@@ -181,6 +181,13 @@ class LmdbBackend:
             self._grow_if_needed()
         self.txn = self.env.begin(write=True)
 
+    def rollback(self) -> None:
+        """Abort the open write transaction (every write since the last commit) and begin anew."""
+        self._cursor = None
+        self.txn.abort()
+        self._dirty = False
+        self.txn = self.env.begin(write=True)
+
     def _full(self) -> StateError:
         size = self.env.info()["map_size"]
         return StateError(

@@ -154,6 +154,12 @@ class RocksdbBackend:
         self.db.write(batch, self._write_options)
         self._iterator = None
 
+    def rollback(self) -> None:
+        """Drop every write since the last commit (the overlay); O(pending writes)."""
+        for state in self._dirty:
+            state.discard()
+        self._dirty = []
+
     def close(self) -> None:
         """Drop uncommitted writes, flush the WAL, close the database and release the lock."""
         if self._closed:
@@ -226,6 +232,10 @@ class RocksValueState:
                 batch.delete(prefix + context)
             else:
                 batch.put(prefix + context, pack(value))
+        self._pending = {}
+
+    def discard(self) -> None:
+        """Forget the pending writes (rollback)."""
         self._pending = {}
 
 
@@ -350,6 +360,11 @@ class RocksMapState:
                     batch.delete(prefix + key)
                 else:
                     batch.put(prefix + key, pack(value))
+        self._pending = {}
+        self._last_context = None
+
+    def discard(self) -> None:
+        """Forget the pending writes (rollback)."""
         self._pending = {}
         self._last_context = None
 

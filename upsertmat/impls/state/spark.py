@@ -160,6 +160,10 @@ class CachedSparkMap:
                 self._handle.removeKey((storage,))
             else:
                 self._handle.updateValue((storage,), (self._codec.pack(value),))
+        self.discard()
+
+    def discard(self) -> None:
+        """Forget the cache and the buffered writes (rollback of the grouping key)."""
         self._cache.clear()
         self._dirty.clear()
         self._loaded = False
@@ -241,6 +245,10 @@ class BlobSparkMap(CachedSparkMap):
                 self._blob.update((msgpack.packb(flat, use_bin_type=True),))
             else:
                 self._blob.clear()
+        self.discard()
+
+    def discard(self) -> None:
+        """Forget the cache, the loaded blob and the buffered writes."""
         self._stored = {}
         self._cache.clear()
         self._dirty.clear()
@@ -386,6 +394,14 @@ class SparkBackend:
 
     def commit(self) -> None:
         """No-op: Spark commits the state store with the micro-batch."""
+
+    def rollback(self) -> None:
+        """Drop the buffered reads and writes of the current grouping key.
+
+        Spark's unit of atomicity is the micro-batch: a processor that raises fails the task,
+        and Spark retries the batch from the last committed state store version."""
+        for store in self._stores.values():
+            store.discard()
 
     def flush(self) -> None:
         """Write every buffered change of the current grouping key to Spark; drop the caches."""

@@ -94,20 +94,36 @@ class StrategyBase(ABC):
         return self._now
 
     def process(self, change: Change) -> Change | None:
-        """Rules 1-11 for one input; the state change is committed before returning."""
+        """Rules 1-11 for one input; the state change is committed before returning.
+
+        If anything raises half-way, every write of this input is rolled back (state, clock
+        hints and the miss counter are as before the call) and the error propagates.
+        """
         stamp = self._ttl.stamp_of(change.ts, self._now)  # may raise: before any state change
         row = change.row
-        context = self._context_key(row)
-        match = self._match_key(row)
-        emitted: Change | None
-        if change.kind.is_add:
-            emitted = self._add(context, match, row, stamp)
-        else:
-            emitted = self._retract(context, match, change, stamp)
-        if self._timers is not None and stamp + self._ttl_ms <= self._now:
-            self._expire_due()  # a late record: what it just wrote is already invisible
-        self.backend.commit()
+        misses = self.retract_misses
+        try:
+            context = self._context_key(row)
+            match = self._match_key(row)
+            emitted: Change | None
+            if change.kind.is_add:
+                emitted = self._add(context, match, row, stamp)
+            else:
+                emitted = self._retract(context, match, change, stamp)
+            if self._timers is not None and stamp + self._ttl_ms <= self._now:
+                self._expire_due()  # a late record: what it just wrote is already invisible
+            self.backend.commit()
+        except BaseException:
+            self._roll_back(misses)
+            raise
         return emitted
+
+    def _roll_back(self, misses: int) -> None:
+        """Undo the uncommitted writes of a failed call; forget in-memory hints derived from them."""
+        self.backend.rollback()
+        self.retract_misses = misses
+        if self._timers is not None:
+            self._timers.forget_hints()
 
     @abstractmethod
     def _add(self, context: bytes, match: bytes, row: Row, stamp: int) -> Change:
@@ -156,11 +172,20 @@ class StrategyBase(ABC):
         )
 
     def advance_time(self, now: int) -> None:
-        """Move the clock (a time in the past is ignored); with TTL, expire what is due."""
+        """Move the clock (a time in the past is ignored); with TTL, expire what is due.
+
+        If expiry raises, its writes are rolled back and the clock keeps its old value.
+        """
         if now > self._now:
+            previous = self._now
             self._now = now
-            if self._timers is not None and self._expire_due():
-                self.backend.commit()
+            try:
+                if self._timers is not None and self._expire_due():
+                    self.backend.commit()
+            except BaseException:
+                self._now = previous
+                self._roll_back(self.retract_misses)
+                raise
 
     def histories(self) -> Iterator[tuple[bytes, list[Row]]]:
         """Every non-empty context key with its rows in insertion order (a full scan)."""

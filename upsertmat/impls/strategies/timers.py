@@ -66,6 +66,11 @@ class Timers:
             self._resume = key + b"\x00"  # the smallest key above the one just deleted
             yield key[16:], decode_seq(key[8:16])
 
+    def forget_hints(self) -> None:
+        """Drop the in-memory hints (after a rollback they may describe writes that were undone)."""
+        self._next_due = None
+        self._resume = None
+
     def count(self) -> int:
         """Pending timers (a scan)."""
         return sum(1 for _ in self._state.items(_GLOBAL))

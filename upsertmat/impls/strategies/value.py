@@ -37,10 +37,13 @@ def record_add(
 
     With an upsert key the first element whose match key equals ``match`` is replaced in
     place, re-stamped unless ``restamp`` is False (TTL ``on_create``); otherwise (or with no
-    match) the row is appended with ``stamp``. The record is mutated in place. O(n).
+    match) the row is appended with ``stamp``. Returns a new record (the given one is not
+    mutated: heap state shares it with the undo journal). O(n).
     """
     if record is None:
         return [[row], [stamp], [match]], True
+    # Copy before mutating: a heap backend's record is shared with its undo journal.
+    record = [record[0].copy(), record[1].copy(), record[2].copy()]
     rows, stamps, matches = record
     if upsert:
         try:
@@ -66,11 +69,13 @@ def record_retract(record: ValueRecord, match: bytes, restamp: int | None = None
     it then takes the stamp ``restamp`` unless that is None (TTL ``on_read_and_write``).
     An emptied record (rule 8) is left with empty lists. O(n).
     """
-    rows, stamps, matches = record
     try:
-        position = matches.index(match)
+        position = record[2].index(match)
     except ValueError:
         return False, None
+    # New inner lists (the outer record is the caller's to mutate; heap state shares the inner
+    # lists with its undo journal).
+    record[:] = rows, stamps, matches = [record[0].copy(), record[1].copy(), record[2].copy()]
     del rows[position], stamps[position], matches[position]
     if rows and position == len(rows):
         if restamp is not None:

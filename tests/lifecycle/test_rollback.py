@@ -1,0 +1,167 @@
+"""No half-applied input: a failure at ANY state access leaves the state exactly as before.
+
+For every strategy on every in-process backend, each input of a stream is first attempted
+with a failure injected at its 1st, 2nd, ... state access (until an attempt needs fewer
+accesses than the budget and succeeds). After every failed attempt the exported state, the
+clock and the rule-7 counter must equal the model's state *before* that input; in the end
+every emitted change must equal the model's, as if no attempt had ever failed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from upsertmat.impls import Settings, Strategy
+from upsertmat.impls.legacy import LegacyMaterializer
+from upsertmat.impls.settings import Backend
+from upsertmat.impls.state import StateBackend, open_backend
+from upsertmat.impls.state.counting import Counters, CountingBackend
+from upsertmat.impls.strategies.adaptive import AdaptiveMaterializer
+from upsertmat.impls.strategies.linked_map import MapMaterializer
+from upsertmat.impls.strategies.sorted import SortedMaterializer
+from upsertmat.impls.strategies.value import ValueMaterializer
+from upsertmat.spec import (
+    Change,
+    Granularity,
+    Keys,
+    ModelMaterializer,
+    TimeDomain,
+    TtlSettings,
+    UpdateType,
+    delete,
+    insert,
+    update_after,
+    update_before,
+)
+
+
+class InjectedFailure(Exception):
+    """Raised by the wrapped backend at the chosen state access."""
+
+
+class FailingCounters(Counters):
+    """Counters that raise once the number of accesses reaches ``budget`` (None: never)."""
+
+    budget: int | None = None
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        super().__setattr__(name, value)
+        budget = self.budget
+        if name in ("reads", "writes", "scanned") and budget is not None and self.accesses >= budget:
+            self.budget = None
+            raise InjectedFailure(f"injected at access {self.accesses}")
+
+
+Build = Callable[[Keys, StateBackend, Settings], Any]
+STRATEGIES: dict[str, Build] = {
+    "LEGACY": LegacyMaterializer,
+    "VALUE": ValueMaterializer,
+    "MAP": MapMaterializer,
+    "SORTED": SortedMaterializer,
+    "ADAPTIVE": AdaptiveMaterializer,
+}
+BACKENDS = (Backend.HEAP, Backend.ROCKSDB, Backend.LMDB)
+
+
+def stream() -> list[Change | int]:
+    """Appends, in-place replacements of non-last rows, retractions of first/last/middle rows,
+    misses, duplicates and clock advances, over two sink keys (ints are clock lines)."""
+    return [
+        insert(1, 1, "a"),
+        update_after(1, 2, "b"),
+        insert(2, 1, "x"),
+        update_after(1, 3, "c"),
+        update_after(1, 1, "a2"),  # replaces a non-last row (upsert key 1) / appends without
+        10,
+        update_before(1, 2, "b"),  # a middle row
+        update_before(9, 9, "none"),  # a miss (rule 7)
+        update_after(1, 3, "c"),  # a duplicate of the tail
+        update_before(1, 3, "c"),  # the last element: emits +U of the new last
+        20,
+        delete(2, 1, "x"),  # empties key 2
+        update_after(1, 4, "d"),
+        update_after(1, 5, "e"),
+        update_before(1, 1, "a2"),  # the first element
+        35,
+        update_before(1, 5, "e"),
+        update_before(1, 4, "d"),
+        delete(1, 3, "c"),
+        insert(1, 6, "f"),
+    ]
+
+
+def apply(materializer: Any, item: Change | int) -> Change | None:
+    """Feed one stream item: a change, or a clock advance (no output)."""
+    if isinstance(item, int):
+        materializer.advance_time(item)
+        return None
+    result: Change | None = materializer.process(item)
+    return result
+
+
+def export(materializer: Any, stamps: bool) -> list[tuple[bytes, list[Any]]]:
+    """Every key's elements in order; stamps only mean something with TTL on."""
+    return sorted((context, [(tuple(row), stamp if stamps else 0) for row, stamp in elements])
+                  for context, elements in materializer.export_elements())  # fmt: skip
+
+
+CASES = [
+    pytest.param(
+        strategy, backend, upsert, ttl, id=f"{strategy}-{backend.value}-{'uk' if upsert else 'row'}-{ttl}"
+    )
+    for strategy in STRATEGIES
+    for backend in BACKENDS
+    for upsert, ttl in ((True, "off"), (False, "off"), (True, "ttl"))
+]
+
+
+@pytest.mark.parametrize(("strategy", "backend", "upsert", "ttl"), CASES)
+def test_a_failure_at_any_state_access_leaves_no_trace(
+    strategy: str, backend: Backend, upsert: bool, ttl: str
+) -> None:
+    keys = Keys(pk=(0,), upsert_key=(1,) if upsert else ())
+    ttl_settings = TtlSettings()
+    if ttl == "ttl":
+        ttl_settings = TtlSettings(15, TimeDomain.PROCESSING_TIME, UpdateType.ON_READ_AND_WRITE)
+    settings = Settings(strategy=Strategy(strategy), backend=backend, ttl=ttl_settings,
+                        threshold_high=3, threshold_low=2)  # fmt: skip
+    counting = CountingBackend(open_backend(settings))
+    counters = FailingCounters()
+    counting.counters = counters
+    materializer = STRATEGIES[strategy](keys, counting, settings)
+    granularity = Granularity.PER_KEY if strategy == "LEGACY" else Granularity.PER_ELEMENT
+    model = ModelMaterializer(keys, ttl=ttl_settings, granularity=granularity)
+    failures = 0
+    try:
+        for step, item in enumerate(stream()):
+            before = (export(model, ttl_settings.enabled), model.now, model.retract_misses)
+            budget = 1
+            while True:
+                counters.reset()
+                counters.budget = budget
+                try:
+                    got = apply(materializer, item)
+                except InjectedFailure:
+                    failures += 1
+                    counters.budget = None
+                    after = (
+                        export(materializer, ttl_settings.enabled),
+                        materializer.now,
+                        materializer.retract_misses,
+                    )
+                    assert after == before, f"step {step}: failure at access {budget} left a trace"
+                    budget += 1
+                    continue
+                counters.budget = None
+                break
+            expected = apply(model, item)
+            assert got == expected, f"step {step}"
+            if got is not None and expected is not None:
+                assert [type(value) for value in got.row] == [type(value) for value in expected.row]
+        assert export(materializer, ttl_settings.enabled) == export(model, ttl_settings.enabled)
+    finally:
+        materializer.close()
+    assert failures > len(stream())  # the injection really hit state accesses
