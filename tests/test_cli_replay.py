@@ -240,9 +240,16 @@ def test_fail_stops_at_the_bad_line_and_keeps_everything_before_it(cli: Cli, tmp
     assert (tmp_path / "out").read_text() == (
         '{"in": 0, "op": "+I", "row": [1, "a"]}\n{"in": 1, "op": "+I", "row": [2, "b"]}\n'
     )
-    # resuming from the (fixed) bad line continues exactly where one good run would be
+    # going on from the (fixed) bad line continues exactly where one good run would be
     rest = cli(
-        "replay", "--pk", "0", "--state-dir", tmp_path / "st", stdin=lines(change("+I", 3, "c"), GOOD[2])
+        "replay",
+        "--pk",
+        "0",
+        "--state-dir",
+        tmp_path / "st",
+        "--stream-line",
+        "2",
+        stdin=lines(change("+I", 3, "c"), GOOD[2]),
     )
     assert rest.code == 0
     whole = cli("replay", "--pk", "0", stdin=lines(*GOOD[:2], change("+I", 3, "c"), GOOD[2]))
@@ -339,7 +346,15 @@ def test_split_runs_over_a_state_dir_equal_one_run(cli: Cli, tmp_path: Path, str
     cuts = [0, 0, 1, 57, 58, 200, 399, 400, 400]
     parts = []
     for start, stop in itertools.pairwise(cuts):
-        part = cli("replay", *flags, "--state-dir", tmp_path / "st", stdin="".join(stream[start:stop]))
+        part = cli(
+            "replay",
+            *flags,
+            "--state-dir",
+            tmp_path / "st",
+            "--stream-line",
+            str(start),
+            stdin="".join(stream[start:stop]),
+        )
         assert part.code == 0
         parts.append(part.out)
     assert "".join(parts) == whole.out
@@ -517,7 +532,9 @@ def test_a_second_process_on_a_locked_state_dir_fails_at_once(
     holder.stdin.write(lines(GOOD[1]))
     holder.stdin.close()
     assert holder.wait(timeout=60) == 0
-    after = script("replay", "--pk", "0", "--state-dir", tmp_path / "st", stdin=lines(GOOD[2]))
+    after = script(
+        "replay", "--pk", "0", "--state-dir", tmp_path / "st", "--stream-line", "2", stdin=lines(GOOD[2])
+    )
     assert (after.returncode, after.stdout) == (0, '{"in": 2, "op": "-D", "row": [1, "a"]}\n')
 
 
@@ -531,7 +548,17 @@ def test_a_signal_while_waiting_for_input_saves_the_state(
     assert "interrupted after 1 line(s); state saved" in holder.stderr.read()
     manifest = json.loads((tmp_path / "st" / MANIFEST_NAME).read_text())
     assert manifest["lines"] == 1
-    after = script("replay", "--pk", "0", "--state-dir", tmp_path / "st", stdin=lines(GOOD[1], GOOD[0]))
+    # The interrupted run is unfinished: the same input would resume it; new input says where it starts.
+    after = script(
+        "replay",
+        "--pk",
+        "0",
+        "--state-dir",
+        tmp_path / "st",
+        "--stream-line",
+        "1",
+        stdin=lines(GOOD[1], GOOD[0]),
+    )
     assert after.stdout == '{"in": 1, "op": "+I", "row": [2, "b"]}\n{"in": 2, "op": "+U", "row": [1, "a"]}\n'
 
 
@@ -540,7 +567,7 @@ def test_state_dir_survives_a_kill_between_runs(tmp_path: Path) -> None:
     first = script("replay", "--pk", "0", "--state-dir", tmp_path / "st", stdin=lines(GOOD[0]))
     assert first.returncode == 0
     process = subprocess.Popen(
-        [SCRIPT, "replay", "--pk", "0", "--state-dir", str(tmp_path / "st")],
+        [SCRIPT, "replay", "--pk", "0", "--state-dir", str(tmp_path / "st"), "--stream-line", "1"],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
@@ -551,7 +578,16 @@ def test_state_dir_survives_a_kill_between_runs(tmp_path: Path) -> None:
     assert process.stdout.readline() == '{"in": 1, "op": "+I", "row": [2, "b"]}\n'
     os.kill(process.pid, signal.SIGKILL)
     process.wait()
-    again = script("replay", "--pk", "0", "--state-dir", tmp_path / "st", stdin=lines(GOOD[1], GOOD[2]))
+    again = script(
+        "replay",
+        "--pk",
+        "0",
+        "--state-dir",
+        tmp_path / "st",
+        "--stream-line",
+        "1",
+        stdin=lines(GOOD[1], GOOD[2]),
+    )
     assert again.stdout == '{"in": 1, "op": "+I", "row": [2, "b"]}\n{"in": 2, "op": "-D", "row": [1, "a"]}\n'
 
 
@@ -571,7 +607,7 @@ def test_byte_backends_keep_their_state_in_the_state_dir(
     whole = cli("replay", *flags, stdin="".join(stream))
     assert whole.out == cli("replay", "--pk", "0", "-q", stdin="".join(stream)).out
     first = cli("replay", *flags, "--state-dir", tmp_path, stdin="".join(stream[:50]))
-    second = cli("replay", *flags, "--state-dir", tmp_path, stdin="".join(stream[50:]))
+    second = cli("replay", *flags, "--state-dir", tmp_path, "--stream-line", "50", stdin="".join(stream[50:]))
     assert (first.code, second.code) == (0, 0)
     assert first.out + second.out == whole.out
     manifest = json.loads((tmp_path / MANIFEST_NAME).read_text())
@@ -596,6 +632,8 @@ def test_a_killed_byte_backend_run_resumes_from_its_committed_position(tmp_path:
         "rocksdb",
         "--state-dir",
         tmp_path,
+        "--checkpoint-every",
+        "1",
     ]
     outputs = [
         '{"in": 0, "op": "+I", "row": [1, "a"]}\n',
@@ -613,10 +651,9 @@ def test_a_killed_byte_backend_run_resumes_from_its_committed_position(tmp_path:
     process.wait()
     shorter = script(*flags)
     assert shorter.returncode == ExitCode.STATE_DIR
-    committed = re.search(
-        r"its checkpoint is (\d+) line\(s\) into its input, but this input is shorter", shorter.stderr
-    )
-    assert committed is not None and committed.group(1) in ("1", "2")
+    committed = re.search(r"stopped after \d+ bytes = stream line (\d+) of its input", shorter.stderr)
+    assert committed is not None and committed.group(1) in ("1", "2"), shorter.stderr
+    assert "this input does not begin with those bytes" in shorter.stderr
     again = script(*flags, stdin=lines(*GOOD))
     assert again.returncode == 0
     assert again.stdout == "".join(outputs[int(committed.group(1)) :])
@@ -628,7 +665,18 @@ def test_an_output_that_cannot_be_written_exits_4_and_leaves_the_state_as_before
 ) -> None:
     assert cli("replay", "--pk", "0", "--state-dir", tmp_path, stdin=lines(GOOD[0])).code == 0
     before = (tmp_path / MANIFEST_NAME).read_text()
-    result = cli("replay", "--pk", "0", "--state-dir", tmp_path, "-o", "/dev/full", stdin=lines(GOOD[1]))
+    result = cli(
+        "replay",
+        "--pk",
+        "0",
+        "--state-dir",
+        tmp_path,
+        "--stream-line",
+        "1",
+        "-o",
+        "/dev/full",
+        stdin=lines(GOOD[1]),
+    )
     assert result.code == ExitCode.IO
     assert "cannot write output: No space left on device" in result.err
     after = json.loads((tmp_path / MANIFEST_NAME).read_text())

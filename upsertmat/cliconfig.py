@@ -39,6 +39,13 @@ def positive_int(text: str) -> int:
     return int(text)
 
 
+def non_negative_int(text: str) -> int:
+    """An argparse type: a whole number >= 0 written in digits; ArgumentTypeError otherwise."""
+    if not text.strip().isdigit():
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}")
+    return int(text)
+
+
 def add_config_arguments(parser: argparse.ArgumentParser) -> None:
     """Add ``--config``, ``--set``, ``--strategy``, ``--backend``, ``--ttl`` to ``parser``."""
     group = parser.add_argument_group(

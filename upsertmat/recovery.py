@@ -1,19 +1,25 @@
-"""Crash recovery of ``replay --state-dir``: where a run is, committed with the state.
+"""Crash recovery of ``replay --state-dir``: where a run is, committed together with the state.
 
-Byte backends (rocksdb, lmdb) commit state per input. To make the run's position atomic with
-that state, ``replay`` holds the backend's commit (``defer_commits``) while an input line is
-applied and its output written and flushed, then writes a :class:`Position` into the value
-state ``upsertmat.replay`` and commits once: the state change of line ``n`` and "``n + 1``
-lines consumed, output file ``B`` bytes long" become durable together. After a SIGKILL the
-last committed position says exactly how far the state got and how long the output was at
-that instant; a restarted run skips that many input lines and truncates the output to ``B``.
+A run's **position** says how far it got: the stream lines consumed, the clock, the rule-7
+misses, the length of its ``-o`` file and of the dead-letter file, and how many bytes of its
+input it consumed together with their SHA-256. It is committed atomically with the state:
 
-Heap state has no per-input commit; ``replay`` checkpoints it every ``--checkpoint-every``
-lines (snapshot + manifest with the same position) instead. See docs/operations.md.
+- Byte backends (rocksdb, lmdb) keep it in the value state ``upsertmat.replay`` of their own
+  database. ``replay`` holds the backend's commits (``defer_commits``) between two commit
+  points, flushes the output, writes the position and commits once, so "the state after line
+  ``n``" and "``n`` lines consumed, output ``B`` bytes long" become durable together. The
+  record of a run that finished carries ``done``.
+- Heap state is saved as a snapshot with a manifest holding the same position
+  (:mod:`upsertmat.statedir`): at ``--checkpoint-every`` lines and when the run stops.
+
+After a SIGKILL the last committed position tells a restarted run exactly where to go on: it
+checks that its input begins with the consumed bytes (same SHA-256), skips them, truncates the
+output and dead-letter files to their committed lengths and continues. See docs/operations.md.
 """
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from typing import IO, Any, Protocol
 
@@ -23,27 +29,54 @@ from .spec import Materializer
 
 RECORD_STATE = "upsertmat.replay"
 RECORD_KEY = b"position"
+EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
 
 
 @dataclass(frozen=True)
 class Position:
-    """How far a run got: stream lines consumed, the clock, rule-7 misses, output length."""
+    """How far run ``run_id`` got; see the module docstring."""
 
+    run_id: int
     lines: int
     now: int
     misses: int
     output_bytes: int | None
+    input_bytes: int
+    input_sha256: str
+    dead_letter_bytes: int | None
+    done: bool
+    state_id: str | None
+
+    def to_record(self) -> list[Any]:
+        """The stored form (a msgpack array)."""
+        return [
+            self.run_id, self.lines, self.now, self.misses, self.output_bytes, self.input_bytes,
+            self.input_sha256, self.dead_letter_bytes, self.done, self.state_id,
+        ]  # fmt: skip
+
+    @classmethod
+    def from_record(cls, value: Any) -> Position | None:
+        """The position of a stored record, or None if it is not one."""
+        if not (isinstance(value, list) and len(value) == 10):
+            return None
+        run_id, lines, now, misses, output_bytes, input_bytes, sha, dead, done, state_id = value
+        counts = [run_id, lines, now, misses, input_bytes]
+        optional = [item for item in (output_bytes, dead) if item is not None]
+        if not all(_natural(item) for item in counts + optional):
+            return None
+        if not (isinstance(sha, str) and isinstance(done, bool)):
+            return None
+        if state_id is not None and not isinstance(state_id, str):
+            return None
+        return cls(run_id, lines, now, misses, output_bytes, input_bytes, sha, dead, done, state_id)
+
+
+def _natural(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 class _Deferrable(Protocol):
     defer_commits: bool
-
-
-def _valid(value: Any) -> bool:
-    if not (isinstance(value, list) and len(value) == 4):
-        return False
-    ints = value[:3] + ([] if value[3] is None else [value[3]])
-    return all(isinstance(item, int) and not isinstance(item, bool) and item >= 0 for item in ints)
 
 
 class PositionRecord:
@@ -67,15 +100,26 @@ class PositionRecord:
         return record
 
     def read(self) -> Position | None:
-        """The last committed position, or None if none was ever written."""
+        """The last committed position, or None if none was ever written.
+
+        StateDirError for a damaged record, and for the 4-field record of upsertmat versions
+        before reruns were recognised (only the caller knows whether it matters: see
+        :meth:`read_legacy`).
+        """
         value = self._state.get(RECORD_KEY)
         if value is None:
             return None
-        if not _valid(value):
+        position = Position.from_record(value)
+        if position is None:
             raise StateDirError(
                 f"damaged replay position record in the {self._backend.name} state: {value!r}"
             )
-        return Position(value[0], value[1], value[2], value[3])
+        return position
+
+    def is_legacy(self) -> bool:
+        """True if the stored record is the 4-field one of earlier upsertmat versions."""
+        value = self._state.get(RECORD_KEY)
+        return isinstance(value, list) and len(value) == 4
 
     def hold(self) -> None:
         """From now until :meth:`commit`, the implementation's commits are deferred."""
@@ -84,24 +128,60 @@ class PositionRecord:
 
     def commit(self, position: Position) -> None:
         """Write ``position`` and commit it with every write held since :meth:`hold`."""
-        self._state.put(RECORD_KEY, [position.lines, position.now, position.misses, position.output_bytes])
+        self._state.put(RECORD_KEY, position.to_record())
         backend: _Deferrable = self._backend  # type: ignore[assignment]
         backend.defer_commits = False
         self._backend.commit()
 
 
-def skip_lines(source: IO[bytes], count: int) -> int:
-    """Read and drop ``count`` lines of ``source``; return how many there were (may be fewer)."""
-    skipped = 0
-    while skipped < count and source.readline():
-        skipped += 1
-    return skipped
+class ConsumedInput:
+    """The input of a run: its lines, with the count and SHA-256 of the bytes consumed so far."""
+
+    def __init__(self, source: IO[bytes]) -> None:
+        self._source = source
+        self._hasher = hashlib.sha256()
+        self.bytes = 0
+
+    def __iter__(self) -> ConsumedInput:
+        return self
+
+    def __next__(self) -> bytes:
+        line = self._source.readline()
+        if not line:
+            raise StopIteration
+        self._hasher.update(line)
+        self.bytes += len(line)
+        return line
+
+    def digest(self) -> str:
+        """SHA-256 (hex) of every byte consumed so far. O(1)."""
+        return self._hasher.copy().hexdigest()
+
+    def skip(self, count: int) -> bool:
+        """Consume exactly ``count`` bytes in whole lines; False if the input ends or a line
+        crosses ``count`` (then it is not the input those bytes were consumed from)."""
+        line = b"\n"
+        while self.bytes < count:
+            line = self._source.readline(count - self.bytes)
+            if not line:
+                return False
+            self._hasher.update(line)
+            self.bytes += len(line)
+        # A last piece without a newline is a whole line only at the end of the input.
+        return line.endswith(b"\n") or not self._source.read(1)
+
+    def skip_lines(self, count: int) -> int:
+        """Consume up to ``count`` lines; return how many there were."""
+        skipped = 0
+        while skipped < count and next(self, None) is not None:
+            skipped += 1
+        return skipped
 
 
-def reopen_output(path: str, length: int) -> IO[bytes]:
-    """The output file of a killed run, truncated to ``length`` bytes and positioned at its end.
+def reopen_truncated(path: str, length: int, what: str) -> IO[bytes]:
+    """The file ``path`` of a killed run, truncated to ``length`` bytes and positioned at its end.
 
-    StateDirError if it is missing or shorter: it is then not the killed run's output.
+    StateDirError if it is shorter: it is then not the killed run's file.
     """
     try:
         stream = open(path, "r+b")  # noqa: SIM115 - returned to the caller
@@ -109,18 +189,17 @@ def reopen_output(path: str, length: int) -> IO[bytes]:
         if length == 0:
             return open(path, "wb")
         raise StateDirError(
-            f"cannot resume: output {path} is missing but the checkpoint says {length} bytes "
-            "were written to it; "
-            "resume with the killed run's -o FILE"
+            f"cannot resume: {what} {path} is missing but the checkpoint says {length} bytes "
+            f"were written to it; resume with the killed run's {what}"
         ) from None
     except OSError as error:
-        raise StateDirError(f"cannot reopen output {path}: {error.strerror}") from None
+        raise StateDirError(f"cannot reopen {what} {path}: {error.strerror}") from None
     size = stream.seek(0, 2)
     if size < length:
         stream.close()
         raise StateDirError(
-            f"cannot resume: output {path} has {size} bytes but the checkpoint says {length} were written; "
-            "it is not the killed run's output"
+            f"cannot resume: {what} {path} has {size} bytes but the checkpoint says {length} were "
+            f"written; it is not the killed run's {what}"
         )
     stream.truncate(length)
     stream.seek(length)

@@ -18,36 +18,42 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import hashlib
 import io
 import json
 import logging
 import os
+import secrets
 import signal
+import stat
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from types import FrameType
 from typing import IO
 
-from .cliconfig import add_config_arguments, positive_int, settings_from_args
+from .cliconfig import add_config_arguments, non_negative_int, positive_int, settings_from_args
 from .errors import CliError, ExitCode, StateDirError
 from .impls import ConfigError, Settings, UnknownImplementation, create
-from .impls.config import BACKEND, STRATEGY, TTL
+from .impls.config import BACKEND, CHECKPOINT_INTERVAL, STRATEGY, TTL
 from .impls.lifecycle import export_state, import_state, supports_transfer
 from .impls.settings import Backend, TimeDomain
+from .impls.state import backend_database
 from .impls.state.errors import BackendUnavailableError, StateError
 from .jsonl import BadLine, ChangeLine, RowShape, format_change, format_dead_letter, parse_line
 from .progress import Progress
-from .recovery import Position, PositionRecord, reopen_output, skip_lines
+from .recovery import EMPTY_SHA256, ConsumedInput, Position, PositionRecord, reopen_truncated
 from .spec import Change, Keys, Materializer, equalizer_spec, parse_equalizer
-from .statedir import DEAD_LETTER_NAME, Manifest, StateDir, ttl_from_record, ttl_record, ttl_text
+from .statedir import DEAD_LETTER_NAME, Manifest, RunRecord, StateDir, ttl_from_record, ttl_record, ttl_text
 
 NAME = "replay"
 PREFIX = f"upsertmat {NAME}"
 DEFAULT_DEAD_LETTER = "upsertmat-dead-letter.jsonl"
 SHOWN_MESSAGES = 10  # per kind (bad lines, retraction misses); the rest are only counted
+DEFAULT_BYTE_INTERVAL = 1000
+"""Lines between two commits on rocksdb/lmdb unless set (docs/operations.md: measured)."""
 
 EPILOG = """\
 input, one JSON object per line (blank lines are skipped but counted):
@@ -152,8 +158,16 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "--checkpoint-every",
         type=positive_int,
         metavar="N",
-        help="with --state-dir on heap: checkpoint state and position every N lines, so a killed "
-        "run resumes from there (byte backends commit their position with every line)",
+        help="with --state-dir: commit state, position and output every N lines (shortcut for "
+        f"{CHECKPOINT_INTERVAL}; default {DEFAULT_BYTE_INTERVAL} on rocksdb/lmdb; heap: only when the run "
+        "stops, as a checkpoint is a full snapshot). A killed run resumes from the last commit",
+    )
+    parser.add_argument(
+        "--stream-line",
+        type=non_negative_int,
+        metavar="N",
+        help="with --state-dir: the stream index (in) of this input's first line; lines the state "
+        "has applied already are skipped. Needed for stdin after the first run (docs/operations.md)",
     )
     parser.add_argument(
         "--progress",
@@ -224,7 +238,14 @@ def _say(message: str) -> None:
 
 
 class _Run:
-    """One invocation: owns the materializer, the streams and the counters."""
+    """One invocation: owns the materializer, the streams, the counters and the run's position.
+
+    With ``--state-dir`` a run goes through: :meth:`open_state` (load the manifest, check it
+    matches this run), :meth:`restore` (load the state, reconcile the manifest with the
+    position committed in a byte backend), :meth:`plan` (is this input a resume of an unfinished
+    run, a rerun of a finished one, or a continuation of the stream?), :meth:`begin`, the loop
+    with a commit every ``interval`` lines, and :meth:`finish`. docs/operations.md has the rules.
+    """
 
     def __init__(self, args: argparse.Namespace, settings: Settings, keys: Keys, state: StateDir | None):
         self.args = args
@@ -233,18 +254,29 @@ class _Run:
         self.state = state
         self.shape = RowShape(keys, args.arity)
         self.manifest: Manifest | None = None
-        self.base = 0  # stream index of this run's first line (after lines skipped on resume)
+        self.record: PositionRecord | None = None
+        self.position: Position | None = None  # the committed position this run starts from
+        self.base = 0  # stream index of this run's next line (after lines skipped on resume)
         self.run_start = 0  # stream index of the first line of this run's input
-        self.resuming = False  # the previous run on the state dir was killed; continue it
-        self.skip = 0  # input lines already consumed by the killed run
+        self.resuming = False  # continue the unfinished run of the state directory
+        self.new_run = False
+        self.skip_lines = 0  # with --stream-line: lines of the input applied before
         self.misses_base = 0  # rule-7 misses before this run
         self.out_bytes: int | None = None  # length of -o FILE (None for stdout)
-        self.record: PositionRecord | None = None
+        self.dead_bytes: int | None = None  # length of the dead-letter file (None: absent)
         self.now = 0
         self.counts = _Counts()
         self.need_ts = settings.ttl.enabled and settings.ttl.time_domain is TimeDomain.EVENT_TIME
         self.dead_letter_path = self._dead_letter_path()
         self._dead_letter: IO[bytes] | None = None
+        self.input: ConsumedInput | None = None
+        self.input_name = "-" if args.input == "-" else os.path.abspath(args.input)
+        self.sink: IO[bytes] | None = None
+        byte_backend = settings.backend is not Backend.HEAP
+        interval = args.checkpoint_every or settings.checkpoint_interval
+        if interval is None and byte_backend:
+            interval = DEFAULT_BYTE_INTERVAL
+        self.interval: int | None = interval if state is not None else None
 
     def _dead_letter_path(self) -> Path:
         if self.args.dead_letter is not None:
@@ -255,7 +287,7 @@ class _Run:
 
     # -- state directory -------------------------------------------------------------------
 
-    def _current_manifest(self) -> Manifest:
+    def _identity(self) -> Manifest:
         equalizer = self.keys.equalizer
         return Manifest(
             pk=self.keys.pk,
@@ -266,16 +298,16 @@ class _Run:
             equalizer_fingerprint=equalizer.fingerprint,
             arity=self.shape.arity,
             ttl=ttl_record(self.settings.ttl),
+            state_id=secrets.token_hex(8),
         )
 
     def open_state(self) -> None:
-        """Load or create the manifest; refuse one that does not match this run."""
+        """Load the manifest (or start a new one); refuse one that does not match this run."""
         assert self.state is not None
-        wanted = self._current_manifest()
+        wanted = self._identity()
         found = self.state.load_manifest()
         if found is None:
-            self.manifest = self.state.save(wanted, None)
-            self.out_bytes = self._fresh_output_bytes()
+            self.manifest = wanted
             return
         where = f"(state in {self.state.manifest_path})"
         checks = (
@@ -307,31 +339,36 @@ class _Run:
             )
         if found.arity is not None:
             self.shape.arity = found.arity
-        self.manifest = found if found.ttl is not None else replace(found, ttl=wanted.ttl)
-        self.base = found.lines
-        self.now = found.now
-        self.misses_base = found.retract_misses
-        self.resuming = found.in_progress
-        self.run_start = found.run_start if found.in_progress else found.lines
-        self.out_bytes = found.output_bytes if found.in_progress else self._fresh_output_bytes()
-
-    def _fresh_output_bytes(self) -> int | None:
-        return None if self.args.output == "-" else 0
+        if self.settings.backend is not Backend.HEAP and (found.lines or found.run_id):
+            database = backend_database(self.settings)
+            if database is not None and not database.is_dir():
+                raise StateDirError(
+                    f"damaged state: {self.state.manifest_path} says {found.lines} line(s) were applied, but "
+                    f"the {found.backend} database {database} is missing; refusing to start from empty "
+                    "state (restore the directory, or a savepoint into a new --state-dir)"
+                )
+        self.manifest = replace(
+            found, ttl=found.ttl or wanted.ttl, state_id=found.state_id or wanted.state_id
+        )
 
     def restore(self, materializer: Materializer) -> None:
-        """Load the heap snapshot (or the byte backend's position) and mark the run in progress.
+        """Load the state and find the committed position to go on from.
 
-        On a resume after a kill, ``skip`` becomes the number of this input's lines the killed
-        run had already committed, and ``out_bytes`` the output length at that commit.
+        Heap: the manifest's snapshot and position. Byte backends: the position committed in
+        the database, reconciled with the manifest (a run killed after its final commit but
+        before its manifest was saved is completed here; a manifest older than the database,
+        or a database of another state, is refused).
         """
         assert self.state is not None and self.manifest is not None
+        manifest = self.manifest
         if self.settings.backend is Backend.HEAP:
             if not supports_transfer(materializer):
                 raise CliError(
                     f"{self.settings.strategy.value}/heap cannot export its state (no StateTransfer), "
                     "so it cannot be used with --state-dir"
                 )
-            import_state(materializer, self.state.load_snapshot(self.manifest, self.keys), self.now)
+            import_state(materializer, self.state.load_snapshot(manifest, self.keys), manifest.now)
+            self.position = _position_of(manifest)
         else:
             self.record = PositionRecord.attach(materializer)
             if self.record is None:
@@ -339,96 +376,302 @@ class _Run:
                     f"{self.settings.strategy.value}/{self.settings.backend.value} cannot commit the "
                     "replay position with its state, so it cannot be used with --state-dir"
                 )
-            position = self.record.read() if self.resuming else None
-            if position is not None and position.lines >= self.run_start:
-                self.base, self.now, self.misses_base = position.lines, position.now, position.misses
-                self.out_bytes = position.output_bytes
-        if self.now:
-            materializer.advance_time(self.now)
-        if self.resuming:
-            self.skip = self.base - self.run_start
-        manifest = replace(self.manifest, in_progress=True, run_start=self.run_start, lines=self.base)
-        self.manifest = self.state.save(manifest, None, keep_snapshot=True)
-        if self.record is not None and not self.resuming:
-            self.record.commit(self._position())
+            self.position = self._reconcile(self.record)
+            if self.position.now:
+                materializer.advance_time(self.position.now)
+        position = self.position
+        self.now, self.misses_base, self.base = position.now, position.misses, position.lines
 
-    def open_output(self, source: IO[bytes]) -> IO[bytes]:
-        """Skip what a killed run consumed, and open the output (truncated to its checkpoint)."""
-        name = self.args.output
-        if not self.resuming:
-            return _open_output(name)
-        if skip_lines(source, self.skip) < self.skip:
-            raise StateDirError(
-                f"cannot resume the killed run on {self.state.path if self.state else ''}: its checkpoint is "
-                f"{self.skip} line(s) into its input, but this input is shorter; resume with the same input"
-            )
-        _say(f"resuming the killed run from stream line in={self.base} ({self.skip} input line(s) skipped)")
-        if name == "-":
-            if self.skip:
-                _say(
-                    "stdout cannot be truncated: changes written after the checkpoint may repeat (same 'in')"
+    def _reconcile(self, record: PositionRecord) -> Position:
+        assert self.state is not None and self.manifest is not None
+        manifest = self.manifest
+        where = f"{self.state.manifest_path} and the {manifest.backend} database in {self.state.path}"
+        if record.is_legacy():
+            if manifest.in_progress:
+                raise StateDirError(
+                    f"the last run on {self.state.path} was killed while an older upsertmat ran it; "
+                    "finish it with that version, or restore a savepoint into a new --state-dir"
                 )
-            return _open_output(name)
-        if self.out_bytes is None:
-            self.out_bytes = 0
-            return _open_output(name)
-        return reopen_output(name, self.out_bytes)
+            return _position_of(manifest)
+        committed = record.read()
+        if committed is None:
+            if manifest.lines and not manifest.in_progress:
+                raise StateDirError(
+                    f"damaged state: {where} disagree: the manifest says {manifest.lines} line(s) were "
+                    "applied, the database holds no committed position; refusing to go on"
+                )
+            return _position_of(manifest)
+        if manifest.state_id is not None and committed.state_id not in (None, manifest.state_id):
+            raise StateDirError(
+                f"damaged state: {where} belong to different states (the database was replaced); "
+                "refusing to mix them"
+            )
+        if committed.run_id > manifest.run_id or (
+            committed.run_id == manifest.run_id and committed.lines < manifest.lines
+        ):
+            raise StateDirError(
+                f"damaged state: {where} disagree: the manifest (run {manifest.run_id}, {manifest.lines} "
+                f"line(s)) is not the one of the database (run {committed.run_id}, {committed.lines} "
+                "line(s)): an older or newer manifest was put in place; refusing to go on"
+            )
+        if committed.run_id < manifest.run_id:
+            if not manifest.in_progress:
+                raise StateDirError(
+                    f"damaged state: {where} disagree: the database is older (run {committed.run_id}) than "
+                    f"the manifest (run {manifest.run_id}); refusing to go on"
+                )
+            return _position_of(manifest)  # the run began; it committed nothing yet
+        if committed.done and manifest.in_progress:
+            # Killed after the run's final commit, before its manifest was saved: complete it.
+            self.manifest = manifest = self.state.save(self._finished(manifest, committed), None)
+        elif not committed.done and not manifest.in_progress and committed.lines != manifest.lines:
+            raise StateDirError(f"damaged state: {where} disagree on where the stream is; refusing to go on")
+        return committed
 
-    def _position(self) -> Position:
-        return Position(self.base + self.counts.consumed, self.now, self._misses(), self.out_bytes)
+    def _finished(self, manifest: Manifest, position: Position) -> Manifest:
+        """``manifest`` with run ``position.run_id`` completed at ``position``."""
+        run = RunRecord(
+            run=position.run_id,
+            first_line=manifest.run_start,
+            lines=position.lines - manifest.run_start,
+            input=manifest.input or "-",
+            input_bytes=position.input_bytes,
+            input_sha256=position.input_sha256,
+        )
+        return replace(
+            _with_position(manifest, position),
+            arity=self.shape.arity if self.shape.arity is not None else manifest.arity,
+            in_progress=False,
+            output_bytes=None,
+            runs=(*manifest.runs, run),
+        )
+
+    def plan(self, source: IO[bytes]) -> str | None:
+        """Decide what this input is; None to go on, or the message of a rerun (nothing to do).
+
+        See docs/operations.md, "Rerunning is always safe".
+        """
+        assert self.state is not None and self.manifest is not None and self.position is not None
+        manifest, position = self.manifest, self.position
+        self.input = ConsumedInput(source)
+        explicit = self.args.stream_line
+        if explicit is not None:
+            if explicit > position.lines:
+                raise StateDirError(
+                    f"--stream-line {explicit} is beyond the state directory's position: it has applied "
+                    f"stream lines 0 to {position.lines - 1} (the next is {position.lines}); lines would be "
+                    "missing"
+                )
+            if manifest.in_progress and explicit == manifest.run_start and manifest.input_sha256 is not None:
+                self._resume_from(position, check=False)
+                return None
+            self.skip_lines = position.lines - explicit
+            self._start_new(explicit)
+            return None
+        if manifest.in_progress:
+            if manifest.input_sha256 is None:  # an older upsertmat's killed run: lines only
+                self.skip_lines = position.lines - manifest.run_start
+                self.resuming, self.run_start = True, manifest.run_start
+                self.out_bytes = position.output_bytes
+                return None
+            self._resume_from(position, check=True)
+            return None
+        if not _is_regular(source):
+            if position.lines or manifest.runs:
+                raise StateDirError(
+                    f"cannot tell a rerun from a continuation: the input is not a regular file (stdin or a "
+                    f"pipe) and {self.state.path} has applied {position.lines} stream line(s) already; pass "
+                    f"--stream-line N, the stream index of this input's first line (N={position.lines} to "
+                    "continue the stream; a smaller N skips the lines already applied)"
+                )
+            self._start_new(position.lines)
+            return None
+        match = _match_runs(source, manifest.runs)
+        if match is not None and match[0] == "rerun":
+            rerun = match[1]
+            last = rerun.first_line + rerun.lines - 1
+            return (
+                f"{self.args.input} was already applied completely by run {rerun.run} (stream lines "
+                f"{rerun.first_line} to {last}); nothing to do: {self.state.path} and the output are "
+                "unchanged"
+            )
+        if match is not None:
+            rerun = match[1]
+            raise StateDirError(
+                f"{self.args.input} begins with the whole input of run {rerun.run} (stream lines "
+                f"{rerun.first_line} to {rerun.first_line + rerun.lines - 1}) and has more: to apply only "
+                f"its new lines, pass --stream-line {rerun.first_line}; to apply all of it again as new "
+                f"stream lines, pass --stream-line {position.lines}"
+            )
+        self._start_new(position.lines)
+        return None
+
+    def _resume_from(self, position: Position, *, check: bool) -> None:
+        """Go on with the unfinished run: skip the consumed input, truncate the output files."""
+        assert self.state is not None and self.manifest is not None and self.input is not None
+        if check and not (
+            self.input.skip(position.input_bytes) and self.input.digest() == position.input_sha256
+        ):
+            manifest = self.manifest
+            raise StateDirError(
+                f"{self.state.path} holds an unfinished run (run {manifest.run_id}, stopped after "
+                f"{position.input_bytes} bytes = stream line {position.lines} of its input "
+                f"{manifest.input}), and this input does not begin with those bytes: rerun it with the same "
+                f"input to finish it, or pass --stream-line {position.lines} to go on with this input as "
+                "new stream lines"
+            )
+        if not check:
+            self.skip_lines = position.lines - self.manifest.run_start
+        self.resuming, self.run_start = True, self.manifest.run_start
+        self.out_bytes, self.dead_bytes = position.output_bytes, position.dead_letter_bytes
+
+    def _start_new(self, first_line: int) -> None:
+        self.new_run, self.run_start = True, first_line
+        self.out_bytes = None if self.args.output == "-" else 0
+        self.dead_bytes = _size_or_none(self.dead_letter_path)
+
+    def open_output(self) -> IO[bytes]:
+        """The output: truncated to the committed length when resuming, else new."""
+        name = self.args.output
+        if self.resuming and self.input is not None and self.skip_lines:
+            if self.input.skip_lines(self.skip_lines) < self.skip_lines:
+                raise StateDirError(
+                    f"cannot resume the killed run on {self.state.path if self.state else ''}: its "
+                    f"checkpoint is {self.skip_lines} line(s) into its input, but this input is shorter; "
+                    "resume with the same input"
+                )
+        elif self.input is not None and self.skip_lines:
+            skipped = self.input.skip_lines(self.skip_lines)
+            if skipped < self.skip_lines:
+                _say(f"all {skipped} line(s) of the input were applied before (--stream-line); nothing to do")
+        if self.resuming:
+            _say(f"resuming the unfinished run from stream line in={self.base}")
+            self._truncate_dead_letter()
+            if name == "-":
+                _say(
+                    "stdout cannot be truncated: changes written after the last commit may repeat (same 'in')"
+                )
+                return _open_output(name)
+            if self.out_bytes is None:
+                self.out_bytes = 0
+                return _open_output(name)
+            return reopen_truncated(name, self.out_bytes, "output")
+        return _open_output(name)
+
+    def _truncate_dead_letter(self) -> None:
+        path = self.dead_letter_path
+        if not path.exists():
+            return
+        try:
+            os.truncate(path, self.dead_bytes or 0)
+        except OSError as error:
+            raise StateDirError(f"cannot truncate dead-letter file {path}: {error.strerror}") from None
+
+    def begin(self, materializer: Materializer, sink: IO[bytes]) -> None:
+        """Record the start of a new run (or hold the commits of a resumed one)."""
+        self.sink = sink
+        if self.state is None:
+            return
+        assert self.manifest is not None
+        if self.new_run:
+            manifest = replace(
+                self.manifest,
+                in_progress=True,
+                run_id=self.manifest.run_id + 1,
+                run_start=self.run_start,
+                input=self.input_name,
+                lines=self.base,
+                now=self.now,
+                retract_misses=self.misses_base,
+                input_bytes=0,
+                input_sha256=EMPTY_SHA256,
+                output_bytes=self.out_bytes,
+                dead_letter_bytes=self.dead_bytes,
+            )
+            self.manifest = self.state.save(manifest, None, keep_snapshot=True)
+            if self.record is not None:
+                self.record.commit(self._position(done=False))
+        if self.record is not None:
+            self.record.hold()
+
+    def _position(self, *, done: bool) -> Position:
+        assert self.manifest is not None
+        consumed = self.input
+        return Position(
+            run_id=self.manifest.run_id,
+            lines=self.base + self.counts.consumed,
+            now=self.now,
+            misses=self._misses(),
+            output_bytes=self.out_bytes,
+            input_bytes=0 if consumed is None else consumed.bytes,
+            input_sha256=EMPTY_SHA256 if consumed is None else consumed.digest(),
+            dead_letter_bytes=self.dead_bytes,
+            done=done,
+            state_id=self.manifest.state_id,
+        )
 
     def _misses(self) -> int:
         return self.misses_base + self.counts.misses
 
-    def save(self, materializer: Materializer) -> None:
-        """Persist the state after ``counts.consumed`` lines of this run (if --state-dir)."""
+    def commit(self, materializer: Materializer, *, done: bool = False) -> None:
+        """Make everything so far durable: output flushed, then state + position together."""
         if self.state is None or self.manifest is None:
             return
-        self._save(materializer, in_progress=False)
+        self._flush_outputs()
+        position = self._position(done=done)
+        if self.record is not None:
+            self.record.commit(position)
+            if not done:
+                self.record.hold()
+            return
+        self._save_heap(materializer, position)
 
-    def _save(self, materializer: Materializer, *, in_progress: bool) -> None:
+    def _save_heap(self, materializer: Materializer, position: Position) -> None:
         assert self.state is not None and self.manifest is not None
-        histories = None
-        if self.settings.backend is Backend.HEAP:
-            histories = export_state(materializer)
-        manifest = replace(
-            self.manifest,
-            arity=self.shape.arity,
-            lines=self.base + self.counts.consumed,
-            now=self.now,
-            retract_misses=self._misses(),
-            in_progress=in_progress,
-            output_bytes=self.out_bytes if in_progress else None,
-        )
-        self.manifest = self.state.save(manifest, histories)
+        manifest = replace(_with_position(self.manifest, position), arity=self.shape.arity)
+        if position.done:
+            manifest = self._finished(manifest, position)
+        self.manifest = self.state.save(manifest, export_state(materializer))
 
-    def checkpoint(self, materializer: Materializer) -> None:
-        """A heap checkpoint: snapshot + manifest with the position (the run stays in progress)."""
-        self._save(materializer, in_progress=True)
+    def _flush_outputs(self) -> None:
+        if self.sink is not None:
+            self.sink.flush()
+        if self._dead_letter is not None:
+            self._dead_letter.flush()
+
+    def finish(self, materializer: Materializer, *, completed: bool) -> None:
+        """Save at the end of the run: completed (the input is consumed) or stopped (resumable)."""
+        if self.state is None or self.manifest is None:
+            return
+        self.commit(materializer, done=completed)
+        if self.record is not None:
+            position = self._position(done=completed)
+            manifest = replace(_with_position(self.manifest, position), arity=self.shape.arity)
+            if completed:
+                manifest = self._finished(manifest, position)
+            self.manifest = self.state.save(manifest, None)
 
     # -- the loop --------------------------------------------------------------------------
 
-    def loop(
-        self, materializer: Materializer, source: IO[bytes], sink: IO[bytes], guard: _SignalGuard
-    ) -> int:
-        """Process every line of ``source``; return OK, BAD_INPUT or 128 + the signal's number.
+    def loop(self, materializer: Materializer, lines: Iterable[bytes], guard: _SignalGuard) -> int:
+        """Process every line; return OK, BAD_INPUT or 128 + the signal's number.
 
         OSError propagates: raised while ``guard.busy`` it came from writing, else from reading.
         """
+        assert self.sink is not None
         counts = self.counts
         process = materializer.process
         check = self.shape.check
-        write, flush = sink.write, sink.flush
+        write = self.sink.write
+        flush_each = self.interval is None or not self._input_is_regular()
+        flush = self.sink.flush
         progress = Progress(PREFIX, Progress.wanted(self.args.progress))
         fail = self.args.on_error == "fail"
         index = self.base
-        record = self.record
-        every = self.args.checkpoint_every if self.state is not None and record is None else None
-        for raw in source:
+        interval = self.interval
+        for raw in lines:
             guard.busy = True
             number = counts.consumed + 1
-            if record is not None:
-                record.hold()
             try:
                 item = parse_line(raw)
                 if isinstance(item, ChangeLine):
@@ -441,7 +684,8 @@ class _Run:
                     if emitted is not None:
                         data = format_change(index, emitted).encode("utf-8")
                         write(data)
-                        flush()
+                        if flush_each:
+                            flush()
                         counts.emitted += 1
                         if self.out_bytes is not None:
                             self.out_bytes += len(data)
@@ -457,16 +701,17 @@ class _Run:
                 self._skip(number, index, str(error), raw)
             counts.consumed = number
             index += 1
-            if record is not None:
-                record.commit(self._position())
-            elif every is not None and number % every == 0:
-                self.checkpoint(materializer)
+            if interval is not None and number % interval == 0:
+                self.commit(materializer)
             progress.update(number, counts.emitted, counts.skipped)
             guard.busy = False
             if guard.received is not None:
                 break
         progress.finish(counts.consumed, counts.emitted, counts.skipped)
         return ExitCode.OK if guard.received is None else 128 + guard.received
+
+    def _input_is_regular(self) -> bool:
+        return self.args.input != "-" and os.path.isfile(self.args.input)
 
     def _miss(self, number: int, change: Change) -> None:
         self.counts.misses += 1
@@ -480,7 +725,10 @@ class _Run:
         _say(f"line {number}: {error}")
         where = ""
         if self.state is not None:
-            where = f"; state saved in {self.state.path}, its next line is in={index}"
+            where = (
+                f"; state saved in {self.state.path}, its next line is in={index}: fix the line and run the "
+                "same command again to go on from it"
+            )
         _say(
             f"stopped at line {number} (lines count from 1, blank lines included); "
             f"the {number - 1} line(s) before it are processed{where}"
@@ -492,12 +740,15 @@ class _Run:
             if self._dead_letter is None:
                 self.dead_letter_path.parent.mkdir(parents=True, exist_ok=True)
                 self._dead_letter = open(self.dead_letter_path, "ab")  # noqa: SIM115 - closed by close()
-            self._dead_letter.write(format_dead_letter(number, index, error, raw).encode("utf-8"))
-            self._dead_letter.flush()
+            data = format_dead_letter(number, index, error, raw).encode("utf-8")
+            self._dead_letter.write(data)
+            if self.interval is None:
+                self._dead_letter.flush()
+            self.dead_bytes = (self.dead_bytes or 0) + len(data)
         except OSError as failure:
             raise CliError(
                 f"cannot write dead-letter file {self.dead_letter_path}: {failure.strerror or failure}; "
-                "the state directory (if any) is left as it was before this run",
+                "the state directory (if any) is left at its last commit",
                 ExitCode.IO,
             ) from None
         if self.counts.skipped <= SHOWN_MESSAGES:
@@ -515,6 +766,93 @@ class _Run:
         """Close the dead-letter file if one was opened."""
         if self._dead_letter is not None:
             self._dead_letter.close()
+
+
+def _position_of(manifest: Manifest) -> Position:
+    """The position a manifest records (heap state, or a run that committed nothing yet)."""
+    return Position(
+        run_id=manifest.run_id,
+        lines=manifest.lines,
+        now=manifest.now,
+        misses=manifest.retract_misses,
+        output_bytes=manifest.output_bytes,
+        input_bytes=manifest.input_bytes,
+        input_sha256=manifest.input_sha256 or EMPTY_SHA256,
+        dead_letter_bytes=manifest.dead_letter_bytes,
+        done=not manifest.in_progress,
+        state_id=manifest.state_id,
+    )
+
+
+def _with_position(manifest: Manifest, position: Position) -> Manifest:
+    return replace(
+        manifest,
+        lines=position.lines,
+        now=position.now,
+        retract_misses=position.misses,
+        output_bytes=position.output_bytes,
+        input_bytes=position.input_bytes,
+        input_sha256=position.input_sha256,
+        dead_letter_bytes=position.dead_letter_bytes,
+        in_progress=not position.done,
+    )
+
+
+def _is_regular(source: IO[bytes]) -> bool:
+    try:
+        return stat.S_ISREG(os.fstat(source.fileno()).st_mode)
+    except (OSError, ValueError, io.UnsupportedOperation):
+        return False
+
+
+def _size_or_none(path: Path) -> int | None:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return None
+
+
+def _match_runs(source: IO[bytes], runs: tuple[RunRecord, ...]) -> tuple[str, RunRecord] | None:
+    """``("rerun", run)`` if ``source`` holds exactly the input of a completed run; ``("grown",
+    last run)`` if it begins with the last run's whole input (whole lines) and has more; or None.
+
+    Reads the regular file ``source`` once, only when some run's input length allows a match;
+    O(file size). ``source`` is left where it was.
+    """
+    if not runs:
+        return None
+    size = os.fstat(source.fileno()).st_size
+    if size == 0:  # an empty input changes nothing: running it is as good as skipping it
+        return None
+    last = runs[-1]
+    same_size = any(run.input_bytes == size for run in runs)
+    grown = 0 < last.input_bytes < size
+    if not (same_size or grown):
+        return None
+    start = source.tell()
+    hasher = hashlib.sha256()
+    prefix: str | None = None
+    done = 0
+    while True:
+        want = 1 << 20
+        if grown and prefix is None:
+            want = min(want, last.input_bytes - done)
+        block = source.read(want)
+        if not block:
+            break
+        hasher.update(block)
+        done += len(block)
+        if grown and prefix is None and done == last.input_bytes:
+            prefix = hasher.hexdigest()
+            prefix_ends_line = block.endswith(b"\n")
+    source.seek(start)
+    whole = hasher.hexdigest()
+    for run in reversed(runs):
+        if run.input_bytes == size and run.input_sha256 == whole:
+            return "rerun", run
+    if prefix is not None and prefix == last.input_sha256 and prefix_ends_line:
+        return "grown", last
+    return None
 
 
 def _columns(columns: tuple[int, ...]) -> str:
@@ -563,6 +901,17 @@ def _close_quietly(sink: IO[bytes], is_stdout: bool) -> None:
             os.close(devnull)
 
 
+def _finish_after_error(job: _Run, materializer: Materializer) -> None:
+    """Save a stopped run (interrupted, or its input failed) so the same command resumes it."""
+    try:
+        job.finish(materializer, completed=False)
+    except OSError as error:
+        raise CliError(
+            f"cannot write output: {error.strerror or error}; the state directory is left at its last commit",
+            ExitCode.IO,
+        ) from None
+
+
 def _create(keys: Keys, settings: Settings) -> Materializer:
     try:
         return create(keys, settings)
@@ -600,29 +949,46 @@ def run(args: argparse.Namespace) -> int:
         source = _open_input(args.input)
         if args.input != "-":
             stack.enter_context(source)
-        sink = job.open_output(source)
+        if state is not None:
+            rerun = job.plan(source)
+            if rerun is not None:
+                _say(rerun)
+                return int(ExitCode.OK)
+        lines = job.input if job.input is not None else source
+        sink = job.open_output()
         stack.callback(_close_quietly, sink, args.output == "-")
         stack.enter_context(_library_warnings_silenced())
         guard = stack.enter_context(_SignalGuard())
         try:
-            code = job.loop(materializer, source, sink, guard)
+            job.begin(materializer, sink)
+            code = job.loop(materializer, lines, guard)
+            guard.busy = True  # from here on an OSError comes from writing
+            job.finish(materializer, completed=code == ExitCode.OK)
+            sink.flush()
         except KeyboardInterrupt:
             code = 128 + (guard.received or signal.SIGINT)
+            _finish_after_error(job, materializer)
         except OSError as error:
-            if guard.busy and isinstance(error, BrokenPipeError) and args.output == "-" and state is None:
-                # The reader went away (`replay ... | head`): exit quietly, as Unix tools do.
+            if guard.busy and isinstance(error, BrokenPipeError) and args.output == "-":
+                # The reader went away (`replay ... | head`): exit quietly, as Unix tools do; the
+                # state directory (if any) stays at its last commit.
                 return 128 + signal.SIGPIPE
             if guard.busy:
                 raise CliError(
-                    f"cannot write output: {error.strerror or error}; the state directory (if any) "
-                    "is left as it was before this run",
+                    f"cannot write output: {error.strerror or error}; the state directory (if any) is "
+                    "left at its last commit: free the space (or fix the output) and run the same command "
+                    "again to go on from there",
                     ExitCode.IO,
                 ) from None
-            job.save(materializer)
+            _finish_after_error(job, materializer)
             raise CliError(f"cannot read input: {error.strerror or error}", ExitCode.IO) from None
-        job.save(materializer)
         job.summary()
         if code >= 128:
-            _say(f"interrupted after {job.counts.consumed} line(s); state saved" if state else "interrupted")
+            _say(
+                f"interrupted after {job.counts.consumed} line(s); state saved: run the same command again "
+                "to go on"
+                if state
+                else "interrupted"
+            )
         return int(code)
     raise AssertionError("unreachable")  # pragma: no cover - ExitStack does not swallow

@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import secrets
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -29,8 +30,9 @@ from .impls import ConfigError, Settings, UnknownImplementation, create
 from .impls.lifecycle import DEFAULT_MAX_PARALLELISM, Savepoint, SavepointError, export_state, write_savepoint
 from .impls.settings import Backend, Strategy
 from .impls.state.errors import BackendUnavailableError, StateError
+from .recovery import EMPTY_SHA256, Position, PositionRecord
 from .spec import Keys, Materializer, parse_equalizer
-from .statedir import Manifest, StateDir, ttl_from_record, ttl_record, ttl_text
+from .statedir import Manifest, RunRecord, StateDir, ttl_from_record, ttl_record, ttl_text
 
 EXIT_CODES = (
     "exit codes: 0 ok, 2 usage or configuration error, 3 state directory or savepoint refused, 4 I/O error."
@@ -151,8 +153,9 @@ def run_savepoint(args: argparse.Namespace) -> int:
             raise StateDirError(f"{args.state_dir} holds no replay state (no manifest.json)")
         if manifest.in_progress:
             raise StateDirError(
-                f"the last run on {args.state_dir} was killed and not yet resumed; resume it with the same "
-                "input first, so the savepoint has a definite stream position"
+                f"the last run on {args.state_dir} was killed or stopped and not yet finished; run the same "
+                "command again first (or go on with --stream-line), so the savepoint has a definite stream "
+                "position"
             )
         keys = _keys(
             manifest.pk,
@@ -190,7 +193,11 @@ def run_savepoint(args: argparse.Namespace) -> int:
                     max_parallelism=args.max_parallelism,
                     retract_misses=manifest.retract_misses,
                     source={"strategy": manifest.strategy, "backend": manifest.backend, "parallelism": 1},
-                    extra={"lines": manifest.lines, "arity": manifest.arity},
+                    extra={
+                        "lines": manifest.lines,
+                        "arity": manifest.arity,
+                        "runs": [run.to_json() for run in manifest.runs],
+                    },
                 )
             except SavepointError as error:
                 raise _savepoint_error(error) from None
@@ -215,6 +222,17 @@ def _extra_int(extra: dict[str, Any], name: str, default: int | None) -> int | N
     return value
 
 
+def _extra_runs(extra: dict[str, Any]) -> tuple[RunRecord, ...]:
+    """The completed runs a savepoint carries (so reruns stay recognisable after a restore)."""
+    runs = extra.get("runs", [])
+    if not isinstance(runs, list):
+        raise CliError("savepoint field extra.runs must be a list", ExitCode.STATE_DIR)
+    try:
+        return tuple(RunRecord.from_json(run) for run in runs)
+    except ValueError as error:
+        raise CliError(f"savepoint field extra.runs: {error}", ExitCode.STATE_DIR) from None
+
+
 def run_restore(args: argparse.Namespace) -> int:
     """Execute ``upsertmat restore``."""
     try:
@@ -237,6 +255,7 @@ def run_restore(args: argparse.Namespace) -> int:
     )
     lines = _extra_int(sp.extra, "lines", 0) or 0
     arity = _extra_int(sp.extra, "arity", None)
+    runs = _extra_runs(sp.extra)
     with StateDir(args.state_dir) as state:
         if state.load_manifest() is not None:
             raise StateDirError(f"{args.state_dir} already holds replay state; restore into a new directory")
@@ -252,6 +271,23 @@ def run_restore(args: argparse.Namespace) -> int:
             except SavepointError as error:
                 raise _savepoint_error(error) from None
             histories = list(export_state(materializer)) if settings.backend is Backend.HEAP else None
+            state_id = secrets.token_hex(8)
+            record = PositionRecord.attach(materializer)
+            if record is not None:  # a byte backend: its committed position is the restored one
+                record.commit(
+                    Position(
+                        run_id=0,
+                        lines=lines,
+                        now=sp.now,
+                        misses=sp.retract_misses if args.index == 0 else 0,
+                        output_bytes=None,
+                        input_bytes=0,
+                        input_sha256=EMPTY_SHA256,
+                        dead_letter_bytes=None,
+                        done=True,
+                        state_id=state_id,
+                    )
+                )
         manifest = Manifest(
             pk=keys.pk,
             upsert_key=keys.upsert_key,
@@ -264,6 +300,8 @@ def run_restore(args: argparse.Namespace) -> int:
             now=sp.now,
             retract_misses=sp.retract_misses if args.index == 0 else 0,
             ttl=ttl_record(settings.ttl),
+            state_id=state_id,
+            runs=runs,
         )
         state.save(manifest, histories)
     print(

@@ -30,8 +30,9 @@ import fcntl
 import hashlib
 import json
 import os
+import stat
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import IO, Any
 
@@ -51,6 +52,41 @@ _BIG_INT = 1  # msgpack extension type: an integer as decimal ASCII
 _SNAPSHOT_PREFIX = "snapshot-"
 _SNAPSHOT_SUFFIX = ".msgpack"
 _IGNORABLE = frozenset({LOCK_NAME, DEAD_LETTER_NAME})
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """One completed run: its input's identity and the stream lines it applied.
+
+    ``first_line`` is the stream index (``in``) of its first line, ``lines`` how many lines it
+    consumed; ``input_bytes`` and ``input_sha256`` identify the whole input it consumed.
+    """
+
+    run: int
+    first_line: int
+    lines: int
+    input: str
+    input_bytes: int
+    input_sha256: str
+
+    def to_json(self) -> dict[str, Any]:
+        """The record as a JSON object."""
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: object) -> RunRecord:
+        """Validate and build; ValueError naming the deviation."""
+        if not isinstance(data, dict) or set(data) != set(cls.__dataclass_fields__):
+            raise ValueError(
+                f"a 'runs' entry must have exactly the fields {', '.join(cls.__dataclass_fields__)}"
+            )
+        for name in ("run", "first_line", "lines", "input_bytes"):
+            if not _is_int(data[name]) or data[name] < 0:
+                raise ValueError(f"a 'runs' entry's {name!r} must be a non-negative integer")
+        for name in ("input", "input_sha256"):
+            if not isinstance(data[name], str):
+                raise ValueError(f"a 'runs' entry's {name!r} must be a string")
+        return cls(**data)
 
 
 @dataclass(frozen=True)
@@ -90,11 +126,28 @@ class Manifest:
     ttl: dict[str, Any] | None = None
     """The TTL settings of the state (:func:`ttl_record`); None in manifests written before
     TTL was recorded (then the run's settings are trusted)."""
+    run_id: int = 0
+    """Runs started on this directory so far: the number of the current (or last) run."""
+    input: str | None = None
+    """The current (or last) run's input: an absolute path, or ``-`` for stdin."""
+    input_bytes: int = 0
+    """Bytes of the current run's input consumed at this save (whole lines)."""
+    input_sha256: str | None = None
+    """SHA-256 of those bytes: a resumed run must begin with exactly them."""
+    dead_letter_bytes: int | None = None
+    """Length of the dead-letter file at this save (None: it did not exist); a resume truncates it."""
+    state_id: str | None = None
+    """A random name of this state's data, also committed inside byte backends' databases, so a
+    database and a manifest of different states are never mixed."""
+    runs: tuple[RunRecord, ...] = ()
+    """Every completed run, oldest first: what makes a rerun recognisable (docs/operations.md)."""
 
     def to_json(self) -> dict[str, Any]:
         """The manifest as a JSON object (with the format name and version)."""
-        data = asdict(self)
+        data = {name: getattr(self, name) for name in self.__dataclass_fields__}
+        data["ttl"] = None if self.ttl is None else dict(self.ttl)
         data["pk"], data["upsert_key"] = list(self.pk), list(self.upsert_key)
+        data["runs"] = [run.to_json() for run in self.runs]
         return {"format": MANIFEST_FORMAT, "version": MANIFEST_VERSION, **data}
 
     @classmethod
@@ -113,6 +166,25 @@ class Manifest:
             )
         fields: dict[str, Any] = {name: data.get(name) for name in cls.__dataclass_fields__}
         fields["run_start"] = data.get("run_start", 0)  # absent in manifests before recovery
+        # Absent in manifests written before reruns were recognised (format 1 all the same).
+        for name, default in (("run_id", 0), ("input_bytes", 0), ("runs", [])):
+            fields[name] = data.get(name, default)
+        for name in ("run_id", "input_bytes"):
+            if not _is_int(fields[name]) or fields[name] < 0:
+                raise bad(f"{name!r} must be a non-negative integer")
+        for name in ("input", "input_sha256", "state_id"):
+            if fields[name] is not None and not isinstance(fields[name], str):
+                raise bad(f"{name!r} must be a string or null")
+        if fields["dead_letter_bytes"] is not None and not (
+            _is_int(fields["dead_letter_bytes"]) and fields["dead_letter_bytes"] >= 0
+        ):
+            raise bad("'dead_letter_bytes' must be a non-negative integer or null")
+        if not isinstance(fields["runs"], list):
+            raise bad("'runs' must be a list")
+        try:
+            fields["runs"] = tuple(RunRecord.from_json(run) for run in fields["runs"])
+        except ValueError as error:
+            raise bad(str(error)) from None
         if not _is_int(fields["run_start"]) or fields["run_start"] < 0:
             raise bad("'run_start' must be a non-negative integer")
         if fields["output_bytes"] is not None and not (
@@ -193,6 +265,38 @@ def _ext_hook(code: int, data: bytes) -> int:
     if code != _BIG_INT:
         raise ValueError(f"unknown msgpack extension type {code}")
     return int(data.decode("ascii"))
+
+
+MANIFEST_MAX_BYTES = 64 << 20
+"""A manifest is a few KiB (plus ~200 bytes per completed run); anything larger is not one."""
+
+
+def open_regular(path: Path, what: str, limit: int | None = None) -> IO[bytes]:
+    """``path`` opened for reading if it is a regular file (of at most ``limit`` bytes).
+
+    Never blocks and never reads a device: a FIFO, a socket or a device (also behind a
+    symlink, e.g. to ``/dev/zero``) is refused with a StateDirError naming the file, before
+    anything is read. FileNotFoundError propagates.
+    """
+    try:
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise
+    except OSError as error:
+        raise StateDirError(f"cannot read {what} {path}: {error.strerror}") from None
+    try:
+        info = os.fstat(descriptor)
+        if not stat.S_ISREG(info.st_mode):
+            raise StateDirError(f"damaged state: {what} {path} is not a regular file; refusing to read it")
+        if limit is not None and info.st_size > limit:
+            raise StateDirError(
+                f"damaged state: {what} {path} has {info.st_size} bytes, more than any {what} "
+                f"({limit}); refusing to read it"
+            )
+        return os.fdopen(descriptor, "rb")
+    except BaseException:
+        os.close(descriptor)
+        raise
 
 
 def _fsync_directory(path: Path) -> None:
@@ -277,8 +381,10 @@ class StateDir:
         A directory without a manifest must hold nothing but the lock and dead-letter files;
         otherwise it is not (or no longer) a usable state directory and is refused.
         """
+        self._remove_temporary_files()
         try:
-            text = self.manifest_path.read_text(encoding="utf-8")
+            with open_regular(self.manifest_path, "manifest", MANIFEST_MAX_BYTES) as stream:
+                text = stream.read().decode("utf-8")
         except FileNotFoundError:
             others = sorted(set(os.listdir(self.path)) - _IGNORABLE)
             if others:
@@ -291,11 +397,21 @@ class StateDir:
             raise StateDirError(f"cannot read manifest {self.manifest_path}: {error}") from None
         try:
             data = json.loads(text)
-        except ValueError as error:
+        except (ValueError, RecursionError) as error:
+            reason = "nested too deeply" if isinstance(error, RecursionError) else str(error)
             raise StateDirError(
-                f"damaged manifest {self.manifest_path}: not valid JSON ({error}); refusing to start from it"
+                f"damaged manifest {self.manifest_path}: not valid JSON ({reason}); refusing to start from it"
             ) from None
         return Manifest.from_json(data, self.manifest_path)
+
+    def _remove_temporary_files(self) -> None:
+        """Remove what a process killed between writing a temporary file and its rename left.
+
+        Such a file is never named by a manifest, so it holds nothing anyone needs."""
+        for name in os.listdir(self.path):
+            if name.startswith(".") and name.endswith(".tmp"):
+                with contextlib.suppress(FileNotFoundError):
+                    (self.path / name).unlink()
 
     def load_snapshot(self, manifest: Manifest, keys: Keys) -> list[tuple[bytes, list[Element]]]:
         """The histories of the manifest's snapshot (empty if it names none), fully verified.
@@ -308,7 +424,13 @@ class StateDir:
             return []
         path = self.path / manifest.snapshot
         try:
-            digest = _sha256_of(path)
+            with open_regular(path, "snapshot") as stream:
+                digest = _sha256_of(stream)
+        except FileNotFoundError:
+            raise StateDirError(
+                f"cannot read snapshot {path}: it is missing, but {self.manifest_path} names it; "
+                "refusing to start from empty state"
+            ) from None
         except OSError as error:
             raise StateDirError(f"cannot read snapshot {path}: {error.strerror}") from None
         if digest != manifest.snapshot_sha256:
@@ -317,7 +439,7 @@ class StateDir:
                 "refusing to start from it"
             )
         try:
-            with open(path, "rb") as stream:
+            with open_regular(path, "snapshot") as stream:
                 return _read_snapshot(stream, manifest, keys)
         except StateDirError:
             raise
@@ -349,14 +471,7 @@ class StateDir:
                 self.path / snapshot, lambda stream: _write_snapshot(stream, hasher, manifest, histories)
             )
             digest = hasher.hexdigest()
-        saved = Manifest(
-            **{
-                **asdict(manifest),
-                "generation": generation,
-                "snapshot": snapshot,
-                "snapshot_sha256": digest,
-            }
-        )
+        saved = replace(manifest, generation=generation, snapshot=snapshot, snapshot_sha256=digest)
         text = json.dumps(saved.to_json(), indent=2) + "\n"
         write_atomically(self.manifest_path, lambda stream: _write_bytes(stream, text.encode("utf-8")))
         for name in os.listdir(self.path):
@@ -369,11 +484,10 @@ def _write_bytes(stream: IO[bytes], data: bytes) -> None:
     stream.write(data)
 
 
-def _sha256_of(path: Path) -> str:
+def _sha256_of(stream: IO[bytes]) -> str:
     hasher = hashlib.sha256()
-    with open(path, "rb") as stream:
-        for block in iter(lambda: stream.read(1 << 20), b""):
-            hasher.update(block)
+    for block in iter(lambda: stream.read(1 << 20), b""):
+        hasher.update(block)
     return hasher.hexdigest()
 
 

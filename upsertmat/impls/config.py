@@ -26,6 +26,7 @@ TTL = "table.exec.state.ttl"
 TIME_DOMAIN = "upsertmat.state.ttl.time-domain"
 UPDATE_TYPE = "upsertmat.state.ttl.update-type"
 LMDB_DURABILITY = "upsertmat.state.lmdb.durability"
+CHECKPOINT_INTERVAL = "execution.checkpointing.interval"
 
 
 class ConfigError(ValueError):
@@ -95,6 +96,7 @@ _PARSERS: dict[str, Callable[[Any], Any]] = {
     TIME_DOMAIN: _enum_parser(TimeDomain, upper=False),
     UPDATE_TYPE: _enum_parser(UpdateType, upper=False),
     LMDB_DURABILITY: _enum_parser(LmdbDurability, upper=False),
+    CHECKPOINT_INTERVAL: _positive_int,
 }
 KNOWN_KEYS: tuple[str, ...] = tuple(_PARSERS)
 
@@ -169,6 +171,7 @@ def build_settings(layers: Iterable[tuple[str, Mapping[str, Any]]], base: Settin
         threshold_high=values.get(THRESHOLD_HIGH, settings.threshold_high),
         threshold_low=values.get(THRESHOLD_LOW, settings.threshold_low),
         lmdb_durability=values.get(LMDB_DURABILITY, settings.lmdb_durability),
+        checkpoint_interval=values.get(CHECKPOINT_INTERVAL, settings.checkpoint_interval),
     )
     high, low = settings.threshold_high, settings.threshold_low
     if high is not None and low is not None and high <= low:

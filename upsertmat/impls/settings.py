@@ -69,3 +69,6 @@ class Settings:
     threshold_low: int | None = None
     state_dir: Path | None = None
     lmdb_durability: LmdbDurability = LmdbDurability.FAST
+    checkpoint_interval: int | None = None
+    """Inputs between two commits of state and replay position (``execution.checkpointing.interval``);
+    None: the runner's default. Used by ``replay --state-dir``, not by the materializers."""

@@ -32,8 +32,21 @@ __all__ = [
     "StateLockedError",
     "Value",
     "ValueState",
+    "backend_database",
     "open_backend",
 ]
+
+
+def backend_database(settings: Settings, *, name: str = "materializer") -> Path | None:
+    """Where :func:`open_backend` keeps the database of a byte backend under ``state_dir``
+    (None for heap, spark, or without ``state_dir``): lets a caller tell a missing database
+    from a new one before opening creates it."""
+    if settings.state_dir is None or settings.backend not in (Backend.ROCKSDB, Backend.LMDB):
+        return None
+    from .directory import DB_NAME
+
+    root: Path = Path(settings.state_dir) / settings.backend.value / name
+    return root / DB_NAME
 
 
 def open_backend(settings: Settings, *, name: str = "materializer") -> StateBackend:
