@@ -254,6 +254,7 @@ class _Run:
         self.state = state
         self.shape = RowShape(keys, args.arity)
         self.manifest: Manifest | None = None
+        self.fresh = False  # no manifest yet: a new state directory
         self.record: PositionRecord | None = None
         self.position: Position | None = None  # the committed position this run starts from
         self.base = 0  # stream index of this run's next line (after lines skipped on resume)
@@ -308,6 +309,7 @@ class _Run:
         found = self.state.load_manifest()
         if found is None:
             self.manifest = wanted
+            self.fresh = True
             return
         where = f"(state in {self.state.manifest_path})"
         checks = (
@@ -394,6 +396,12 @@ class _Run:
                 )
             return _position_of(manifest)
         committed = record.read()
+        if self.fresh and (committed is not None or record.is_legacy()):
+            raise StateDirError(
+                f"{self.state.path} has no manifest.json but its {manifest.backend} database holds committed "
+                "state: the manifest was lost; refusing to start from it (restore a savepoint into a new "
+                "--state-dir)"
+            )
         if committed is None:
             if manifest.lines and not manifest.in_progress:
                 raise StateDirError(
@@ -669,9 +677,10 @@ class _Run:
         fail = self.args.on_error == "fail"
         index = self.base
         interval = self.interval
+        before = self.base - self.run_start  # lines of this input consumed by earlier processes
         for raw in lines:
             guard.busy = True
-            number = counts.consumed + 1
+            number = before + counts.consumed + 1  # the line's number in this input
             try:
                 item = parse_line(raw)
                 if isinstance(item, ChangeLine):
@@ -699,9 +708,9 @@ class _Run:
                     self._stopped(number, index, str(error))
                     return ExitCode.BAD_INPUT
                 self._skip(number, index, str(error), raw)
-            counts.consumed = number
+            counts.consumed += 1
             index += 1
-            if interval is not None and number % interval == 0:
+            if interval is not None and index % interval == 0:
                 self.commit(materializer)
             progress.update(number, counts.emitted, counts.skipped)
             guard.busy = False

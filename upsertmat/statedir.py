@@ -52,6 +52,7 @@ _BIG_INT = 1  # msgpack extension type: an integer as decimal ASCII
 _SNAPSHOT_PREFIX = "snapshot-"
 _SNAPSHOT_SUFFIX = ".msgpack"
 _IGNORABLE = frozenset({LOCK_NAME, DEAD_LETTER_NAME})
+_BACKEND_DIRECTORIES = frozenset({"rocksdb", "lmdb"})
 
 
 @dataclass(frozen=True)
@@ -386,7 +387,10 @@ class StateDir:
             with open_regular(self.manifest_path, "manifest", MANIFEST_MAX_BYTES) as stream:
                 text = stream.read().decode("utf-8")
         except FileNotFoundError:
-            others = sorted(set(os.listdir(self.path)) - _IGNORABLE)
+            # A byte backend's directory may exist without a manifest: a first run is killed
+            # after creating its database and before saving its first manifest. The caller
+            # checks that such a database holds no committed position (then it is empty).
+            others = sorted(set(os.listdir(self.path)) - _IGNORABLE - _BACKEND_DIRECTORIES)
             if others:
                 raise StateDirError(
                     f"{self.path} has no {MANIFEST_NAME} but is not empty ({', '.join(others)}); "
