@@ -32,7 +32,8 @@ KILLS = int(os.environ.get("UPSERTMAT_KILLS", "6"))
 CONFIGS = {
     "heap-uk": ["--strategy", "MAP", "--backend", "heap", "--upsert-key", "1", "--checkpoint-every", "97"],
     "heap-row-ttl": ["--strategy", "VALUE", "--backend", "heap", "--checkpoint-every", "50", "--ttl", "40"],
-    "rocksdb-uk": ["--strategy", "MAP", "--backend", "rocksdb", "--upsert-key", "1", "--checkpoint-every", "64"],
+    "rocksdb-uk": ["--strategy", "MAP", "--backend", "rocksdb", "--upsert-key", "1",
+                   "--checkpoint-every", "64"],
     "rocksdb-row-ttl": ["--strategy", "ADAPTIVE", "--backend", "rocksdb", "--ttl", "40"],
     "lmdb-uk-ttl": ["--strategy", "SORTED", "--backend", "lmdb", "--upsert-key", "1", "--ttl", "40",
                     "--checkpoint-every", "13"],
