@@ -678,7 +678,7 @@ def test_an_output_that_cannot_be_written_exits_4_and_leaves_the_state_as_before
         stdin=lines(GOOD[1]),
     )
     assert result.code == ExitCode.IO
-    assert "cannot write output: No space left on device" in result.err
+    assert "cannot write output /dev/full: No space left on device" in result.err
     after = json.loads((tmp_path / MANIFEST_NAME).read_text())
     kept = ("lines", "snapshot", "snapshot_sha256", "now", "retract_misses")
     assert {k: after[k] for k in kept} == {k: json.loads(before)[k] for k in kept}

@@ -42,3 +42,10 @@ class StateDirError(CliError):
 
     def __init__(self, message: str) -> None:
         super().__init__(message, ExitCode.STATE_DIR)
+
+
+class StateDirWriteError(CliError):
+    """Writing a file of ``--state-dir`` failed (a full disk, an I/O error): exit code 4."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, ExitCode.IO)

@@ -41,7 +41,7 @@ from .impls.config import BACKEND, CHECKPOINT_INTERVAL, STRATEGY, TTL
 from .impls.lifecycle import export_state, import_state, supports_transfer
 from .impls.settings import Backend, TimeDomain
 from .impls.state import backend_database
-from .impls.state.errors import BackendUnavailableError, StateError
+from .impls.state.errors import BackendUnavailableError, CorruptStateError, StateError, StorageError
 from .jsonl import BadLine, ChangeLine, RowShape, format_change, format_dead_letter, parse_line
 from .progress import Progress
 from .recovery import EMPTY_SHA256, ConsumedInput, Position, PositionRecord, reopen_truncated
@@ -910,13 +910,37 @@ def _close_quietly(sink: IO[bytes], is_stdout: bool) -> None:
             os.close(devnull)
 
 
+def _state_failure(error: StateError, state: StateDir | None) -> CliError:
+    """A state error of a running run, with what it means and what to do (docs/operations.md)."""
+    at = f"the state directory {state.path} is at its last commit" if state else "nothing was saved"
+    if isinstance(error, CorruptStateError):
+        return StateDirError(
+            f"{error}; {at}. Restore the directory from a copy, or a savepoint into a new --state-dir"
+        )
+    if isinstance(error, StorageError):
+        return CliError(
+            f"{error}; {at}: free space (or fix the device) and run the same command again to go on",
+            ExitCode.IO,
+        )
+    return StateDirError(f"{error}; {at}")
+
+
+def _close_materializer(materializer: Materializer) -> None:
+    """Close the state; a storage error now cannot lose what was committed: warn only."""
+    try:
+        materializer.close()
+    except StateError as error:
+        _say(f"warning: closing the state failed ({error}); everything committed is safe")
+
+
 def _finish_after_error(job: _Run, materializer: Materializer) -> None:
     """Save a stopped run (interrupted, or its input failed) so the same command resumes it."""
     try:
         job.finish(materializer, completed=False)
     except OSError as error:
         raise CliError(
-            f"cannot write output: {error.strerror or error}; the state directory is left at its last commit",
+            f"cannot write output {job.args.output}: {error.strerror or error}; the state directory is "
+            "left at its last commit",
             ExitCode.IO,
         ) from None
 
@@ -926,6 +950,8 @@ def _create(keys: Keys, settings: Settings) -> Materializer:
         return create(keys, settings)
     except (ConfigError, UnknownImplementation, BackendUnavailableError) as error:
         raise CliError(str(error)) from None
+    except StorageError as error:  # e.g. no space for a new database
+        raise CliError(f"{error}; free space and run the same command again", ExitCode.IO) from None
     except StateError as error:  # locked or damaged backend state under --state-dir
         raise StateDirError(str(error)) from None
     except ImportError as error:
@@ -952,9 +978,12 @@ def run(args: argparse.Namespace) -> int:
         if state is not None:
             job.open_state()
         materializer = _create(keys, settings)
-        stack.callback(materializer.close)
+        stack.callback(_close_materializer, materializer)
         if state is not None:
-            job.restore(materializer)
+            try:
+                job.restore(materializer)
+            except StateError as error:
+                raise _state_failure(error, state) from None
         source = _open_input(args.input)
         if args.input != "-":
             stack.enter_context(source)
@@ -977,16 +1006,19 @@ def run(args: argparse.Namespace) -> int:
         except KeyboardInterrupt:
             code = 128 + (guard.received or signal.SIGINT)
             _finish_after_error(job, materializer)
+        except StateError as error:
+            raise _state_failure(error, state) from None
         except OSError as error:
             if guard.busy and isinstance(error, BrokenPipeError) and args.output == "-":
                 # The reader went away (`replay ... | head`): exit quietly, as Unix tools do; the
                 # state directory (if any) stays at its last commit.
                 return 128 + signal.SIGPIPE
             if guard.busy:
+                target = "stdout" if args.output == "-" else args.output
                 raise CliError(
-                    f"cannot write output: {error.strerror or error}; the state directory (if any) is "
-                    "left at its last commit: free the space (or fix the output) and run the same command "
-                    "again to go on from there",
+                    f"cannot write output {target}: {error.strerror or error}; the state directory (if any) "
+                    "is left at its last commit: free the space (or fix the output) and run the same "
+                    "command again to go on from there",
                     ExitCode.IO,
                 ) from None
             _finish_after_error(job, materializer)

@@ -29,7 +29,7 @@ from .errors import CliError, ExitCode, StateDirError
 from .impls import ConfigError, Settings, UnknownImplementation, create
 from .impls.lifecycle import DEFAULT_MAX_PARALLELISM, Savepoint, SavepointError, export_state, write_savepoint
 from .impls.settings import Backend, Strategy
-from .impls.state.errors import BackendUnavailableError, StateError
+from .impls.state.errors import BackendUnavailableError, StateError, StorageError
 from .recovery import EMPTY_SHA256, Position, PositionRecord
 from .spec import Keys, Materializer, parse_equalizer
 from .statedir import Manifest, RunRecord, StateDir, ttl_from_record, ttl_record, ttl_text
@@ -116,6 +116,8 @@ def _create(keys: Keys, settings: Settings) -> Materializer:
         return create(keys, settings)
     except (ConfigError, UnknownImplementation, BackendUnavailableError) as error:
         raise CliError(str(error)) from None
+    except StorageError as error:  # e.g. no space for a new database
+        raise CliError(f"{error}; free space and run the same command again", ExitCode.IO) from None
     except StateError as error:
         raise StateDirError(str(error)) from None
 

@@ -38,7 +38,7 @@ from typing import IO, Any
 
 import msgpack
 
-from .errors import StateDirError
+from .errors import StateDirError, StateDirWriteError
 from .spec import Element, Keys, Row, TimeDomain, TtlSettings, UpdateType
 
 MANIFEST_NAME = "manifest.json"
@@ -451,6 +451,25 @@ class StateDir:
             raise StateDirError(f"damaged snapshot {path}: {error}; refusing to start from it") from None
 
     def save(
+        self,
+        manifest: Manifest,
+        histories: Iterable[tuple[bytes, list[Element]]] | None,
+        *,
+        keep_snapshot: bool = False,
+    ) -> Manifest:
+        """:meth:`_save`, with a failed write (a full disk) as a StateDirWriteError (exit 4).
+
+        A failed save leaves the previous manifest (and the snapshot it names) in place.
+        """
+        try:
+            return self._save(manifest, histories, keep_snapshot=keep_snapshot)
+        except OSError as error:
+            raise StateDirWriteError(
+                f"cannot write the state directory {self.path}: {error.strerror or error}; it is left at "
+                "its last commit: free space and run the same command again to go on"
+            ) from None
+
+    def _save(
         self,
         manifest: Manifest,
         histories: Iterable[tuple[bytes, list[Element]]] | None,

@@ -15,6 +15,7 @@ from dataclasses import replace
 from ..spec import Change, Element, Keys, Row, RowKind, UpdateType
 from .settings import Backend, Settings
 from .state import StateBackend, open_backend
+from .state.errors import storage_failure
 from .strategies.timers import Timers
 
 log = logging.getLogger("upsertmat")
@@ -61,8 +62,11 @@ class LegacyMaterializer:
             if self._timers is not None and stamp + self._ttl.ttl_ms <= self._now:
                 self._expire_due()  # a late record: the key it just wrote is already invisible
             self.backend.commit()
-        except BaseException:
+        except BaseException as error:
             self._roll_back(misses)
+            failure = storage_failure(self.backend, error)
+            if failure is not None and failure is not error:
+                raise failure from error
             raise
         return emitted
 
@@ -141,9 +145,12 @@ class LegacyMaterializer:
             try:
                 if self._timers is not None and self._expire_due():
                     self.backend.commit()
-            except BaseException:
+            except BaseException as error:
                 self._now = previous
                 self._roll_back(self.retract_misses)
+                failure = storage_failure(self.backend, error)
+                if failure is not None and failure is not error:
+                    raise failure from error
                 raise
 
     def histories(self) -> Iterator[tuple[bytes, list[Row]]]:

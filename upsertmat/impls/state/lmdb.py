@@ -25,10 +25,17 @@ clear ValueError otherwise — use rocksdb for very long keys). The map (a spars
 apparent size) starts at ``map_size`` and doubles at a commit boundary whenever it is more
 than half full (checked every 256 commits and at open); a single batch larger than the free
 half raises a StateError that says so.
+
+A full disk is an error, not a crash: with ``writemap`` a page written into a sparse file on a
+full file system kills the process with SIGBUS, so the ``fast`` mode reserves real disk blocks
+(``posix_fallocate``) for the used pages plus ``RESERVE_BYTES`` ahead, at open and every
+``_RESERVE_EVERY`` commits, and a reservation that fails raises :class:`StorageFullError`.
+The other modes write through write(2), which reports ENOSPC as an LMDB error.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -38,13 +45,17 @@ from ..settings import LmdbDurability
 from .base import Value
 from .codec import META_PREFIX, ValueCodec, context_prefix, split_context, state_prefix, successor
 from .directory import StateDirectory
-from .errors import CorruptStateError, StateError
+from .errors import CorruptStateError, StateError, StorageError, StorageFullError
 from .named import NamedStates
 
 FORMAT_KEY = META_PREFIX + b"format"
 FORMAT = b"upsertmat-lmdb/1"
 DEFAULT_MAP_SIZE = 1 << 30
 _GROWTH_CHECK_EVERY = 256
+RESERVE_BYTES = 16 << 20
+"""Disk blocks reserved ahead of the used pages in ``fast`` mode (far more than the pages
+``_RESERVE_EVERY`` commits of small values allocate)."""
+_RESERVE_EVERY = 16
 
 
 def _environment(
@@ -98,7 +109,14 @@ class LmdbBackend:
         self.codec = ValueCodec()
         self.max_key_size = self.env.max_key_size()
         self._commits = 0
-        self._grow_if_needed()
+        self._reserved = 0
+        try:
+            self._grow_if_needed()
+            self._reserve()
+        except BaseException:
+            self.env.close()
+            self._dir.close()
+            raise
         self.txn = self.env.begin(write=True)
         self._cursor: lmdb.Cursor | None = None
         self._states = NamedStates(lambda kind, name: kind(self, name))
@@ -173,13 +191,56 @@ class LmdbBackend:
         self._cursor = None
         try:
             self.txn.commit()
-        except lmdb.MapFullError:
-            raise self._full() from None
+        except lmdb.Error as error:
+            failure = self.classify(error)
+            assert failure is not None
+            self._cursor = None
+            self.txn = self.env.begin(write=True)  # the failed transaction is gone
+            self._dirty = False
+            raise failure from error
         self._dirty = False
         self._commits += 1
         if self._commits % _GROWTH_CHECK_EVERY == 0:
             self._grow_if_needed()
+        if self._commits % _RESERVE_EVERY == 0:
+            self._reserve()
         self.txn = self.env.begin(write=True)
+
+    def _reserve(self) -> None:
+        """In ``fast`` (writemap) mode, allocate disk blocks for the used pages plus the reserve."""
+        if self._durability is not LmdbDurability.FAST:
+            return
+        info = self.env.info()
+        wanted = min((info["last_pgno"] + 1) * self.env.stat()["psize"] + RESERVE_BYTES, info["map_size"])
+        if wanted <= self._reserved:
+            return
+        data = self._dir.db / "data.mdb"
+        try:
+            descriptor = os.open(data, os.O_RDWR | os.O_CLOEXEC)
+            try:
+                os.posix_fallocate(descriptor, 0, wanted)
+            finally:
+                os.close(descriptor)
+        except OSError as error:
+            raise StorageFullError(
+                f"the LMDB state at {self._dir.db} cannot reserve {wanted} bytes of disk: {error.strerror}"
+            ) from None
+        self._reserved = wanted
+
+    def classify(self, error: Exception) -> StateError | None:
+        """An LMDB error as a StateError naming the database; None for anything else."""
+        if not isinstance(error, lmdb.Error):
+            return None
+        where = f"the LMDB state at {self._dir.db}"
+        if isinstance(
+            error, lmdb.CorruptedError | lmdb.PageNotFoundError | lmdb.BadRslotError | lmdb.InvalidError
+        ):
+            return CorruptStateError(f"damaged state: {where} cannot be read: {error}")
+        if isinstance(error, lmdb.MapFullError):
+            return self._full()
+        if "No space left" in str(error):
+            return StorageFullError(f"{where} cannot be written: {error}")
+        return StorageError(f"{where} failed: {error}")
 
     def rollback(self) -> None:
         """Abort the open write transaction (every write since the last commit) and begin anew."""

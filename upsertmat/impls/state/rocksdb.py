@@ -21,6 +21,7 @@ Storage key layout: see codec.py. Values: msgpack (codec.py), never pickle.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -39,7 +40,7 @@ from rocksdict import (
 from .base import Value
 from .codec import META_PREFIX, ValueCodec, context_prefix, split_context, state_prefix, successor
 from .directory import StateDirectory
-from .errors import CorruptStateError
+from .errors import CorruptStateError, StateError, StorageError, StorageFullError
 from .named import NamedStates
 
 FORMAT_KEY = META_PREFIX + b"format"
@@ -151,8 +152,30 @@ class RocksdbBackend:
         for state in self._dirty:
             state.flush(batch)
         self._dirty = []
-        self.db.write(batch, self._write_options)
+        try:
+            self.db.write(batch, self._write_options)
+        except Exception as error:
+            failure = self.classify(error)
+            if failure is None:
+                raise
+            raise failure from error
         self._iterator = None
+
+    def classify(self, error: Exception) -> StateError | None:
+        """A RocksDB status error as a StateError naming the database; None for anything else.
+
+        rocksdict raises plain exceptions whose text starts with RocksDB's status: ``IO error``
+        (``No space left on device`` among them), ``Corruption``, ...
+        """
+        text = str(error)
+        where = f"the RocksDB state at {self._dir.db}"
+        if text.startswith("Corruption"):
+            return CorruptStateError(f"damaged state: {where} cannot be read: {text}")
+        if text.startswith("IO error"):
+            if "No space left" in text or "Writer has previous error" in text:
+                return StorageFullError(f"{where} cannot be written: {text}")
+            return StorageError(f"{where} failed: {text}")
+        return None
 
     def rollback(self) -> None:
         """Drop every write since the last commit (the overlay); O(pending writes)."""
@@ -169,6 +192,15 @@ class RocksdbBackend:
         self._dirty = []
         try:
             self.db.flush_wal(True)
+        except Exception as error:  # a failed write poisoned the WAL: what was committed is safe
+            failure = self.classify(error)
+            if failure is None:
+                raise
+            with contextlib.suppress(Exception):
+                self.db.close()
+            self._dir.close()
+            raise failure from error
+        try:
             self.db.close()
         finally:
             self._dir.close()

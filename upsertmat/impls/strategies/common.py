@@ -15,6 +15,7 @@ from ...spec import Change, Element, Keys, Row, UpdateType
 from ..settings import Settings
 from ..state import CorruptStateError, StateBackend
 from ..state.codec import decode_seq, encode_seq
+from ..state.errors import storage_failure
 from .timers import Timers
 
 __all__ = [
@@ -113,8 +114,11 @@ class StrategyBase(ABC):
             if self._timers is not None and stamp + self._ttl_ms <= self._now:
                 self._expire_due()  # a late record: what it just wrote is already invisible
             self.backend.commit()
-        except BaseException:
+        except BaseException as error:
             self._roll_back(misses)
+            failure = storage_failure(self.backend, error)
+            if failure is not None and failure is not error:
+                raise failure from error
             raise
         return emitted
 
@@ -182,9 +186,12 @@ class StrategyBase(ABC):
             try:
                 if self._timers is not None and self._expire_due():
                     self.backend.commit()
-            except BaseException:
+            except BaseException as error:
                 self._now = previous
                 self._roll_back(self.retract_misses)
+                failure = storage_failure(self.backend, error)
+                if failure is not None and failure is not error:
+                    raise failure from error
                 raise
 
     def histories(self) -> Iterator[tuple[bytes, list[Row]]]:
