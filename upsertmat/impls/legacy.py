@@ -14,7 +14,7 @@ from dataclasses import replace
 from ..spec import Change, Element, Granularity, Keys, Row, RowKind, UpdateType
 from .settings import Backend, Settings
 from .state import StateBackend, open_backend
-from .strategies.common import StrategyBase
+from .strategies.common import StrategyBase, require
 
 
 class LegacyMaterializer(StrategyBase):
@@ -43,7 +43,7 @@ class LegacyMaterializer(StrategyBase):
     def __init__(self, keys: Keys, backend: StateBackend, settings: Settings | None = None) -> None:
         settings = settings or Settings()
         super().__init__(keys, backend, settings)
-        self._state = backend.value_state("legacy")
+        self._state = self._value_state("legacy")
         self._on_create = settings.ttl.update_type is UpdateType.ON_CREATE
         self._stamps = backend.value_state("legacy_ttl") if settings.ttl.enabled else None
 
@@ -60,8 +60,11 @@ class LegacyMaterializer(StrategyBase):
     def process_many(
         self, changes: Iterable[Change], out: list[Change | None] | None = None
     ) -> list[Change | None]:
-        """:meth:`process` for each change, in order (see ``StrategyBase.process_many``)."""
+        """:meth:`process` for each change, in order (see ``StrategyBase.process_many``);
+        with async state, the batched path of ``StrategyBase``."""
         out = [] if out is None else out
+        if self._async:
+            return self._process_async(changes, out)
         append, process = out.append, self.process
         for change in changes:
             append(process(change))
@@ -149,6 +152,21 @@ class LegacyMaterializer(StrategyBase):
             stamp = max(stamp for _, stamp in elements)
             self._stamps.put(context, stamp)
             self._stamped(context, 0, stamp)
+
+    def _check(self) -> None:
+        """Every stored value is a non-empty row list; with TTL, exactly the stored keys
+        have a stamp. O(state)."""
+        contexts = set(self._state.contexts())
+        for context in contexts:
+            rows = self._state.get(context)
+            require(isinstance(rows, list | tuple) and len(rows) >= 1, context, "an empty history is stored")
+        if self._stamps is not None:
+            stamped = set(self._stamps.contexts())
+            require(
+                stamped == contexts,
+                min(stamped ^ contexts, default=b""),
+                "a stamp without rows or rows without",
+            )
 
     def histories(self) -> Iterator[tuple[bytes, list[Row]]]:
         """Every non-empty context key with its rows in insertion order (a full scan)."""

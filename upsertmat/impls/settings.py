@@ -69,3 +69,6 @@ class Settings:
     threshold_low: int | None = None
     state_dir: Path | None = None
     lmdb_durability: LmdbDurability = LmdbDurability.FAST
+    async_state: bool = False
+    """``table.exec.async-state.enabled``: ``process_many`` reads the state of a batch of
+    inputs together (docs/strategies.md, Async state); output and state format unchanged."""

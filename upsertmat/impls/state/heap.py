@@ -10,7 +10,7 @@ return decoded copies, so code that mutates values in place would behave differe
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from sortedcontainers import SortedDict  # type: ignore[import-untyped]
@@ -28,6 +28,11 @@ class HeapValueState:
     def get(self, context: bytes) -> Value | None:
         """O(1)."""
         return self._values.get(context)
+
+    def get_many(self, contexts: Sequence[bytes]) -> list[Value | None]:
+        """``[get(c) for c in contexts]``: O(1) each."""
+        get = self._values.get
+        return [get(context) for context in contexts]
 
     def put(self, context: bytes, value: Value) -> None:
         """O(1)."""
@@ -52,6 +57,10 @@ class HeapMapState:
         """O(1)."""
         entries = self._maps.get(context)
         return None if entries is None else entries.get(key)
+
+    def get_many(self, pairs: Sequence[tuple[bytes, bytes]]) -> list[Value | None]:
+        """``[get(c, k) for c, k in pairs]``: O(1) each."""
+        return [self.get(context, key) for context, key in pairs]
 
     def put(self, context: bytes, key: bytes, value: Value) -> None:
         """O(1)."""

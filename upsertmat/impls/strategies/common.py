@@ -9,20 +9,25 @@ from __future__ import annotations
 
 import logging
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
 
 from ...spec import Change, Element, Granularity, Keys, Row, RowKind, TimeDomain, UpdateType
 from ..encoding import KeyEncoder
 from ..settings import Settings
-from ..state import CorruptStateError, StateBackend
+from ..state import CorruptStateError, MapState, StateBackend, ValueState
 from ..state.codec import decode_seq, encode_seq
+from .prefetch import PrefetchedMapState, PrefetchedValueState
 from .timers import Timers
 
 __all__ = [
+    "LayoutError",
     "StrategyBase",
+    "check_chains",
     "decode_seq",
     "encode_seq",
     "missing",
+    "require",
     "same_chains",
 ]
 
@@ -31,6 +36,9 @@ log = logging.getLogger("upsertmat")
 _INSERT = RowKind.INSERT
 _UPDATE_AFTER = RowKind.UPDATE_AFTER
 
+ASYNC_BATCH = 1024
+"""Inputs per async-state batch: their first state reads are issued together."""
+
 
 def missing(state: str, context: bytes, seq: int) -> CorruptStateError:
     """The error for a node the layout's invariants say exists but the state lacks."""
@@ -38,6 +46,39 @@ def missing(state: str, context: bytes, seq: int) -> CorruptStateError:
         f"state {state!r} lacks node {seq} of context key {context.decode('utf-8', 'replace')} "
         "(damaged state, or written by another strategy)"
     )
+
+
+class LayoutError(AssertionError):
+    """A layout invariant does not hold (``_check``): the state is damaged or the code wrong."""
+
+
+def require(condition: bool, context: bytes, what: str) -> None:
+    """Raise :class:`LayoutError` about ``context`` unless ``condition`` (kept under ``-O``)."""
+    if not condition:
+        raise LayoutError(f"context key {context.decode('utf-8', 'replace')}: {what}")
+
+
+def check_chains(
+    context: bytes, seqs: list[int], matches: list[bytes], sames: list[int], index: dict[bytes, Any]
+) -> None:
+    """The same-chain invariants of a MAP or SORTED key, from its nodes in insertion order.
+
+    ``seqs``/``matches``/``sames``: each node's seq, match key and ``same`` link;
+    ``index``: every stored index entry of the key (match key -> ``[first, last]``). Each
+    match key's nodes, in order, must be linked by ``same`` (the last one 0) and the index
+    must hold exactly one ``[first, last]`` per match key present. O(n).
+    """
+    chains: dict[bytes, list[int]] = {}
+    for seq, match in zip(seqs, matches, strict=True):
+        chains.setdefault(match, []).append(seq)
+    require(set(index) == set(chains), context, f"index keys {len(index)} != match keys {len(chains)}")
+    links = dict(zip(seqs, sames, strict=True))
+    for match, chain in chains.items():
+        require(
+            list(index[match]) == [chain[0], chain[-1]], context, f"index {index[match]} vs chain {chain}"
+        )
+        for seq, after in zip(chain, [*chain[1:], 0], strict=True):
+            require(links[seq] == after, context, f"node {seq}: same {links[seq]}, expected {after}")
 
 
 def same_chains(matches: list[bytes]) -> tuple[list[int], dict[bytes, list[int]]]:
@@ -79,6 +120,12 @@ class StrategyBase(ABC):
     granularity = Granularity.PER_ELEMENT
     """What carries a TTL stamp: each element here; LEGACY overrides it with ``PER_KEY``."""
 
+    @classmethod
+    def check_settings(cls, settings: Settings) -> None:
+        """Refuse settings this strategy cannot run with (UnsupportedSetting), before the
+        registry opens any state. Nothing to refuse here; subclasses extend it."""
+        return
+
     def __init__(self, keys: Keys, backend: StateBackend, settings: Settings | None = None) -> None:
         settings = settings or Settings()
         self.keys = keys
@@ -97,6 +144,29 @@ class StrategyBase(ABC):
         self._match_key = encoder.match_key
         # Processing time stamps a write with the clock; event time asks the TTL settings.
         self._stamp_is_now = settings.ttl.time_domain is TimeDomain.PROCESSING_TIME
+        self._async = settings.async_state
+        self._prefetched_values: list[PrefetchedValueState] = []
+        self._prefetched_indexes: list[PrefetchedMapState] = []
+
+    def _value_state(self, name: str) -> ValueState:
+        """The backend's value state ``name``, keyed by context; with async state, wrapped so
+        a batch's reads of it are issued together (:mod:`.prefetch`)."""
+        state = self.backend.value_state(name)
+        if not self._async:
+            return state
+        prefetched = PrefetchedValueState(state)
+        self._prefetched_values.append(prefetched)
+        return prefetched
+
+    def _index_state(self, name: str) -> MapState:
+        """The backend's map state ``name``, keyed by (context, match key); with async state,
+        wrapped so a batch's reads of it are issued together."""
+        state = self.backend.map_state(name)
+        if not self._async:
+            return state
+        prefetched = PrefetchedMapState(state)
+        self._prefetched_indexes.append(prefetched)
+        return prefetched
 
     @property
     def now(self) -> int:
@@ -135,6 +205,8 @@ class StrategyBase(ABC):
         before it (all applied and committed) and the exception propagates.
         """
         out = [] if out is None else out
+        if self._async:
+            return self._process_async(changes, out)
         append = out.append
         keys_of, add, retract, commit = self._keys_of, self._add, self._retract, self.backend.commit
         timers, ttl_ms, stamp_of = self._timers, self._ttl_ms, self._ttl.stamp_of
@@ -154,6 +226,56 @@ class StrategyBase(ABC):
             commit()
             append(emitted)
         return out
+
+    def _process_async(self, changes: Iterable[Change], out: list[Change | None]) -> list[Change | None]:
+        """Async state: per batch of :data:`ASYNC_BATCH` inputs, compute every key, prefetch
+        the wrapped states' reads of them in one call each, then apply the inputs one by one
+        in arrival order exactly as :meth:`process` does (so outputs, commits and state are
+        the synchronous mode's). An input whose keys cannot be computed is left to
+        :meth:`process`, which raises the synchronous error after the inputs before it."""
+        batchable = changes if isinstance(changes, Sequence) else list(changes)
+        keys_of = self._keys_of
+        for start in range(0, len(batchable), ASYNC_BATCH):
+            batch = batchable[start : start + ASYNC_BATCH]
+            pairs: list[tuple[bytes, bytes]] = []
+            for change in batch:
+                try:
+                    pairs.append(keys_of(change.row))
+                except Exception:
+                    break
+            try:
+                for values in self._prefetched_values:
+                    values.prefetch([context for context, _ in pairs])
+                for index in self._prefetched_indexes:
+                    index.prefetch(pairs)
+                self._apply_batch(batch, pairs, out)
+            finally:
+                for values in self._prefetched_values:
+                    values.release()
+                for index in self._prefetched_indexes:
+                    index.release()
+            for change in batch[len(pairs) :]:  # the first raises, as in the synchronous mode
+                out.append(self.process(change))
+        return out
+
+    def _apply_batch(
+        self, batch: Sequence[Change], pairs: list[tuple[bytes, bytes]], out: list[Change | None]
+    ) -> None:
+        """:meth:`process` for ``batch[:len(pairs)]`` with the keys already computed."""
+        add, retract, commit, stamp_of = self._add, self._retract, self.backend.commit, self._ttl.stamp_of
+        timers, ttl_ms, stamp_is_now = self._timers, self._ttl_ms, self._stamp_is_now
+        emitted: Change | None
+        for change, (context, match) in zip(batch, pairs, strict=False):
+            stamp = self._now if stamp_is_now else stamp_of(change.ts, self._now)
+            kind = change.kind
+            if kind is _INSERT or kind is _UPDATE_AFTER:
+                emitted = add(context, match, change.row, stamp)
+            else:
+                emitted = retract(context, match, change, stamp)
+            if timers is not None and stamp + ttl_ms <= self._now:
+                self._expire_due()
+            commit()
+            out.append(emitted)
 
     @abstractmethod
     def _add(self, context: bytes, match: bytes, row: Row, stamp: int) -> Change:
@@ -279,6 +401,12 @@ class StrategyBase(ABC):
     def _load(self, context: bytes, elements: list[Element]) -> None:
         """Store ``elements`` (non-empty) as the whole history of an empty ``context``,
         with a timer per stamp (:meth:`_stamped`)."""
+
+    def _check(self) -> None:
+        """Verify the layout invariants of every stored key (a full scan); raise
+        :class:`LayoutError` naming the key and the broken invariant. Tests call it after
+        every step (the conformance state machine does); each layout overrides it."""
+        return
 
     def close(self) -> None:
         """Close the backend (files, locks); the materializer is unusable afterwards."""
