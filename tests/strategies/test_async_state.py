@@ -26,7 +26,7 @@ from upsertmat.spec import (
     TtlSettings,
     process_many,
 )
-from upsertmat.spec.contract import StateTransfer
+from upsertmat.spec.contract import HistoryAccess, StateTransfer
 
 from .support import NO_UPSERT_KEY, SMALL_THRESHOLDS, UPSERT_KEY, opened, tolerated, upsert_interleavings
 
@@ -121,6 +121,7 @@ def test_a_state_directory_moves_between_async_and_sync(
             if ttl.enabled:
                 assert dict(materializer.export_elements()) == dict(model.export_elements())
             else:  # without TTL, LEGACY keeps no stamps
+                assert isinstance(materializer, HistoryAccess)
                 assert dict(materializer.histories()) == dict(model.histories())
         finally:
             materializer.close()
