@@ -63,6 +63,12 @@ QUICK = Preset(
     many_keys_keys=2_000,
 )
 
+QUICK_GOALS_NOTE = (
+    "indicative only: --quick times one short repetition per cell, too few records to decide a "
+    "goal on a machine that may be busy; measure with the full preset (or --records and "
+    "--repetitions) before trusting PASS or MISS"
+)
+
 EPILOG = """\
 workload flip544: one sink key; each step adds row (0, i, payload) and, once more than
 retract_delay rows were added, retracts row i - retract_delay with probability
@@ -238,6 +244,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help=f"smoke preset: {QUICK.records} records, delays {','.join(map(str, QUICK.retract_delays))}, "
         f"{QUICK.repetitions} repetition, {QUICK.max_seconds_per_cell:g} s per cell (explicit options win)",
     )
+    work.add_argument(
+        "--async-state",
+        action="store_true",
+        help="run every cell with table.exec.async-state.enabled=true (batched state reads)",
+    )
     work.add_argument("--tmp-dir", type=Path, help="where byte backends keep their temporary state")
     work.add_argument(
         "--clock",
@@ -331,6 +342,7 @@ def build_plan(args: argparse.Namespace) -> tuple[Plan, list[str]]:
         tmp_root=args.tmp_dir,
         clock=args.clock,
         workloads=_flatten(args.workload) or preset.workloads,
+        async_state=args.async_state,
     )
     changes = args.changes or preset.many_keys_changes
     keys = args.keys or preset.many_keys_keys
@@ -376,6 +388,8 @@ def run(args: argparse.Namespace) -> int:
     flip = [result for result in results if result.cell.workload == FLIP544]
     goals = check_goals(flip)
     doc = document(machine, plan_parameters(plan), results, goals, unavailable)
+    if args.quick:
+        doc["goals_note"] = QUICK_GOALS_NOTE
     output: Path = args.output_dir
     (output / "results.json").write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
     write_csv(output / "results.csv", results)
@@ -390,6 +404,8 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(doc, indent=2))
     elif args.format == "markdown":
         print(markdown_report(results, goals))
+        if args.quick:
+            print(f"\n{QUICK_GOALS_NOTE}")
     else:
         cpu = f"{machine['cpu']}, {machine['cores']} cores"
         print(f"upsertmat bench: {cpu}, {machine['python']}, {machine['date']}")
@@ -399,7 +415,7 @@ def run(args: argparse.Namespace) -> int:
             "ops/ms = timed records per millisecond\n"
         )
         print(results_table(results))
-        print("\ngoals:")
+        print("\ngoals:" + (f" {QUICK_GOALS_NOTE}" if args.quick else ""))
         print(goals_table(goals))
         written = ", ".join(str(path) for path in [output / "results.csv", output / "results.json", *plots])
         print(f"\nwritten: {written}")

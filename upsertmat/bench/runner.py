@@ -162,6 +162,7 @@ class Plan:
     tmp_root: Path | None = None
     clock: str = WALL
     workloads: Sequence[str] = (FLIP544,)
+    async_state: bool = False
     many_keys: ManyKeysSpec | None = None
     """The many-keys workload's parameters (``None``: :class:`ManyKeysSpec`'s defaults with
     this plan's payload size and seed)."""
@@ -235,6 +236,7 @@ def run_repetition(
     timed: list[list[Change]],
     deadline_ns: int,
     tmp_root: Path | None = None,
+    async_state: bool = False,
 ) -> tuple[int, int, int]:
     """One fresh materializer through the workload: (timed records, wall ns, process CPU ns).
 
@@ -245,7 +247,9 @@ def run_repetition(
     timed_len = sum(len(chunk) for chunk in timed)
     with tempfile.TemporaryDirectory(prefix="upsertmat-bench-", dir=tmp_root) as tmp:
         state_dir = None if cell.backend is Backend.HEAP else Path(tmp)
-        settings = Settings(strategy=cell.strategy, backend=cell.backend, state_dir=state_dir)
+        settings = Settings(
+            strategy=cell.strategy, backend=cell.backend, state_dir=state_dir, async_state=async_state
+        )
         materializer = create(keys_for(cell.upsert_key), settings)
 
         def feed(chunk: list[Change]) -> object:  # the batch entry point, where there is one
@@ -296,7 +300,9 @@ def run_cell(plan: Plan, cell: Cell, workload: Workload, progress: ProgressSink 
         if progress is not None:
             progress.repetition_started(repetition + 1, plan.repetitions)
         try:
-            records, elapsed, cpu = run_repetition(cell, prefix, timed, deadline, plan.tmp_root)
+            records, elapsed, cpu = run_repetition(
+                cell, prefix, timed, deadline, plan.tmp_root, plan.async_state
+            )
         except _OutOfBudget as stop:
             if repetition:
                 result.note = f"{repetition}/{plan.repetitions} repetitions fit in the budget"
