@@ -268,8 +268,8 @@ def run_pipeline_command(args: Any) -> int:
     """``upsertmat bench --pipeline``: run, print the report (or JSON), write ``pipeline.json``."""
     strategies = [strategy for group in (args.strategy or []) for strategy in group]
     bench = PipelineBench(
-        changes=args.changes,
-        keys=args.keys,
+        changes=args.changes or PipelineBench.changes,
+        keys=args.keys or PipelineBench.keys,
         files=args.files,
         strategy=strategies[0] if strategies else Strategy.VALUE,
         seed=args.seed,

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from matplotlib.figure import Figure
-from matplotlib.ticker import FuncFormatter, NullFormatter, NullLocator
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter, NullLocator
 
 from ..impls import Backend, Strategy
 from .runner import OK, PARTIAL, CellResult
@@ -69,17 +69,25 @@ def _plain(value: float, _position: float) -> str:
 
 
 def _log_axes(axes: Any, delays: Sequence[int]) -> None:
-    """Log scales with plain numbers: x ticks at the delays run, y labelled at decades
-    (and at the minor ticks too when the data spans less than a decade)."""
+    """Log scales with plain numbers: x ticks at the delays run; y ticks labelled at 1, 2 and
+    5 times each power of ten, or at every integer multiple when the data spans less than a
+    factor of 20, and the y range widened to at least a factor of 2.5 around the data, so
+    every panel has several labelled values to read against."""
     axes.set_xscale("log")
     axes.set_yscale("log")
     axes.set_xticks([delay for delay in delays if delay > 0])
     axes.xaxis.set_major_formatter(FuncFormatter(_plain))
     axes.xaxis.set_minor_locator(NullLocator())
-    axes.yaxis.set_major_formatter(FuncFormatter(_plain))
     low, high = axes.get_ylim()
-    narrow = high < 10 * low
-    axes.yaxis.set_minor_formatter(FuncFormatter(_plain) if narrow else NullFormatter())
+    if high < 2.5 * low:
+        center = (low * high) ** 0.5
+        low, high = center / 1.6, center * 1.6
+        axes.set_ylim(low, high)
+    subs = (1.0, 2.0, 5.0) if high >= 20 * low else tuple(float(sub) for sub in range(1, 10))
+    axes.yaxis.set_major_locator(LogLocator(base=10, subs=subs))
+    axes.yaxis.set_major_formatter(FuncFormatter(_plain))
+    axes.yaxis.set_minor_locator(LogLocator(base=10, subs=tuple(float(sub) for sub in range(1, 10))))
+    axes.yaxis.set_minor_formatter(NullFormatter())
 
 
 def plot_backend(

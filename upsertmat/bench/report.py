@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from .goals import GoalCheck
-from .runner import CellResult
+from .runner import FLIP544, MANY_KEYS, CellResult
 
 CSV_COLUMNS = (
     "strategy",
@@ -47,6 +47,7 @@ CSV_COLUMNS = (
     "history_mean",
     "elapsed_s",
     "note",
+    "workload",
 )
 
 
@@ -133,6 +134,7 @@ def result_row(result: CellResult) -> dict[str, Any]:
         "history_mean": round(result.history.mean, 1),
         "elapsed_s": round(result.elapsed_s, 2),
         "note": result.note,
+        "workload": cell.workload,
     }
 
 
@@ -213,9 +215,14 @@ def results_table(results: Iterable[CellResult]) -> str:
             median = "~" + _number(result.partial_throughput) if result.partial_throughput else "-"
             spread = iqr = "-"
         status = result.status + (f" ({result.note})" if result.note else "")
+        if cell.workload == MANY_KEYS:
+            status = f"{MANY_KEYS} workload; {status}"
+            pct, delay = "-", "-"
+        else:
+            pct, delay = str(cell.retract_percentage), str(cell.retract_delay)
         lines.append(
-            f"{cell.implementation:<18} {'on' if cell.upsert_key else 'off':<4} {cell.retract_percentage:>3} "
-            f"{cell.retract_delay:>5} {history:>11} {median:>8} {spread:>15} {iqr:>15} "
+            f"{cell.implementation:<18} {'on' if cell.upsert_key else 'off':<4} {pct:>3} "
+            f"{delay:>5} {history:>11} {median:>8} {spread:>15} {iqr:>15} "
             f"{_number(result.median_on('wall')) + '/' + _number(result.median_on('cpu')):>13} "
             f"{len(result.throughputs):>4}  {status}"
         )
@@ -249,11 +256,13 @@ def _md_cell(result: CellResult) -> str:
 
 def markdown_report(results: Sequence[CellResult], checks: Iterable[GoalCheck]) -> str:
     """Markdown: per backend, a table of median (min-max) ops/ms, one row per strategy,
-    upsert key and percentage, one column per retract_delay; then the goal checks."""
+    upsert key and percentage, one column per retract_delay; then the many-keys workload (one
+    row per strategy and upsert key, one column per backend); then the goal checks."""
     lines: list[str] = []
-    backends = list(dict.fromkeys(result.cell.backend for result in results))
+    flip = [result for result in results if result.cell.workload == FLIP544]
+    backends = list(dict.fromkeys(result.cell.backend for result in flip))
     for backend in backends:
-        mine = [result for result in results if result.cell.backend is backend]
+        mine = [result for result in flip if result.cell.backend is backend]
         delays = sorted({result.cell.retract_delay for result in mine})
         lines += [
             f"#### {backend.value}",
@@ -268,6 +277,23 @@ def markdown_report(results: Sequence[CellResult], checks: Iterable[GoalCheck]) 
         for (strategy, upsert_key, percentage), by_delay in rows.items():
             values = " | ".join(by_delay.get(delay, "") for delay in delays)
             lines.append(f"| {strategy} | {'on' if upsert_key else 'off'} | {percentage} | {values} |")
+        lines.append("")
+    many = [result for result in results if result.cell.workload == MANY_KEYS]
+    if many:
+        backends = list(dict.fromkeys(result.cell.backend for result in many))
+        lines += [
+            f"#### {MANY_KEYS}",
+            "",
+            "| strategy | upsert key | " + " | ".join(backend.value for backend in backends) + " |",
+            "|---|---|" + "---:|" * len(backends),
+        ]
+        by_row: dict[tuple[str, bool], dict[str, str]] = {}
+        for result in many:
+            row_key = (result.cell.strategy.value, result.cell.upsert_key)
+            by_row.setdefault(row_key, {})[result.cell.backend.value] = _md_cell(result)
+        for (strategy, upsert_key), by_backend in by_row.items():
+            values = " | ".join(by_backend.get(backend.value, "") for backend in backends)
+            lines.append(f"| {strategy} | {'on' if upsert_key else 'off'} | {values} |")
         lines.append("")
     lines += ["| goal | subject | measured | target | status | margin |", "|---|---|---:|---:|---|---:|"]
     for check in checks:

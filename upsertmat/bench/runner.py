@@ -26,12 +26,19 @@ from pathlib import Path
 from typing import Protocol
 
 from ..impls import Backend, Settings, Strategy, create
-from ..spec import Change
+from ..spec import Change, process_many
+from .manykeys import NAME, ManyKeysSpec, generate_many_keys
 from .stats import Summary, summarize
 from .workload import HistoryShape, Workload, WorkloadSpec, generate, keys_for
 
+MANY_KEYS = NAME
+
 CHUNK = 64
-"""Records processed between two clock checks of the budget."""
+"""Records processed between two clock checks of the budget (one ``process_many`` call)."""
+
+FLIP544 = "flip544"
+WORKLOADS = (FLIP544, MANY_KEYS)
+"""The workloads: FLIP-544's single key (:mod:`.workload`) and many keys (:mod:`.manykeys`)."""
 
 OK = "ok"
 PARTIAL = "partial"
@@ -48,6 +55,8 @@ class Cell:
     upsert_key: bool
     retract_delay: int
     retract_percentage: int
+    workload: str = FLIP544
+    """:data:`FLIP544` or :data:`MANY_KEYS` (whose cells have delay 0 and percentage 100)."""
 
     @property
     def implementation(self) -> str:
@@ -57,6 +66,8 @@ class Cell:
     def label(self) -> str:
         """A short human label, e.g. ``MAP/rocksdb ukey=on pct=75 delay=1000``."""
         ukey = "on" if self.upsert_key else "off"
+        if self.workload == MANY_KEYS:
+            return f"{self.implementation} ukey={ukey} {MANY_KEYS}"
         return f"{self.implementation} ukey={ukey} pct={self.retract_percentage} delay={self.retract_delay}"
 
 
@@ -150,18 +161,35 @@ class Plan:
     max_seconds_per_cell: float = 30.0
     tmp_root: Path | None = None
     clock: str = WALL
+    workloads: Sequence[str] = (FLIP544,)
+    async_state: bool = False
+    many_keys: ManyKeysSpec | None = None
+    """The many-keys workload's parameters (``None``: :class:`ManyKeysSpec`'s defaults with
+    this plan's payload size and seed)."""
 
     def cells(self) -> list[Cell]:
-        """Every cell, grouped by backend and strategy, then upsert key, percentage, delay."""
-        return [
-            Cell(strategy, backend, upsert_key, delay, percentage)
-            for strategy, backend in sorted(
-                self.pairs, key=lambda pair: (list(Backend).index(pair[1]), list(Strategy).index(pair[0]))
-            )
-            for upsert_key in self.upsert_keys
-            for percentage in self.retract_percentages
-            for delay in self.retract_delays
-        ]
+        """Every cell, grouped by backend and strategy, then upsert key, percentage, delay;
+        the many-keys cells of a pair follow its FLIP-544 cells."""
+        cells = []
+        for strategy, backend in sorted(
+            self.pairs, key=lambda pair: (list(Backend).index(pair[1]), list(Strategy).index(pair[0]))
+        ):
+            if FLIP544 in self.workloads:
+                cells += [
+                    Cell(strategy, backend, upsert_key, delay, percentage)
+                    for upsert_key in self.upsert_keys
+                    for percentage in self.retract_percentages
+                    for delay in self.retract_delays
+                ]
+            if MANY_KEYS in self.workloads:
+                cells += [Cell(strategy, backend, ukey, 0, 100, MANY_KEYS) for ukey in self.upsert_keys]
+        return cells
+
+    def many_keys_spec(self) -> ManyKeysSpec:
+        """The many-keys workload of this plan."""
+        if self.many_keys is not None:
+            return self.many_keys
+        return ManyKeysSpec(payload_size=self.payload_size, seed=self.seed)
 
     def workload_spec(self, cell: Cell) -> WorkloadSpec:
         """The workload of ``cell`` (independent of strategy, backend and upsert key)."""
@@ -190,13 +218,12 @@ def _chunks(changes: list[Change]) -> list[list[Change]]:
     return [changes[start : start + CHUNK] for start in range(0, len(changes), CHUNK)]
 
 
-def _feed(process: Callable[[Change], object], chunks: Iterable[list[Change]], deadline_ns: int) -> int:
-    """Process the chunks in order until done or past ``deadline_ns``; records processed."""
+def _feed(feed: Callable[[list[Change]], object], chunks: Iterable[list[Change]], deadline_ns: int) -> int:
+    """Feed the chunks in order until done or past ``deadline_ns``; records processed."""
     done = 0
     clock = time.perf_counter_ns
     for chunk in chunks:
-        for change in chunk:
-            process(change)
+        feed(chunk)
         done += len(chunk)
         if clock() > deadline_ns:
             break
@@ -209,6 +236,7 @@ def run_repetition(
     timed: list[list[Change]],
     deadline_ns: int,
     tmp_root: Path | None = None,
+    async_state: bool = False,
 ) -> tuple[int, int, int]:
     """One fresh materializer through the workload: (timed records, wall ns, process CPU ns).
 
@@ -219,15 +247,21 @@ def run_repetition(
     timed_len = sum(len(chunk) for chunk in timed)
     with tempfile.TemporaryDirectory(prefix="upsertmat-bench-", dir=tmp_root) as tmp:
         state_dir = None if cell.backend is Backend.HEAP else Path(tmp)
-        settings = Settings(strategy=cell.strategy, backend=cell.backend, state_dir=state_dir)
+        settings = Settings(
+            strategy=cell.strategy, backend=cell.backend, state_dir=state_dir, async_state=async_state
+        )
         materializer = create(keys_for(cell.upsert_key), settings)
+
+        def feed(chunk: list[Change]) -> object:  # the batch entry point, where there is one
+            return process_many(materializer, chunk)
+
         try:
-            if _feed(materializer.process, prefix, deadline_ns) < prefix_len:
+            if _feed(feed, prefix, deadline_ns) < prefix_len:
                 raise _OutOfBudget(timed=False)
             gc.collect()
             cpu_start = time.process_time_ns()
             start = time.perf_counter_ns()
-            done = _feed(materializer.process, timed, deadline_ns)
+            done = _feed(feed, timed, deadline_ns)
             elapsed = time.perf_counter_ns() - start
             cpu = time.process_time_ns() - cpu_start
             if done < timed_len:
@@ -266,7 +300,9 @@ def run_cell(plan: Plan, cell: Cell, workload: Workload, progress: ProgressSink 
         if progress is not None:
             progress.repetition_started(repetition + 1, plan.repetitions)
         try:
-            records, elapsed, cpu = run_repetition(cell, prefix, timed, deadline, plan.tmp_root)
+            records, elapsed, cpu = run_repetition(
+                cell, prefix, timed, deadline, plan.tmp_root, plan.async_state
+            )
         except _OutOfBudget as stop:
             if repetition:
                 result.note = f"{repetition}/{plan.repetitions} repetitions fit in the budget"
@@ -296,13 +332,16 @@ def run_cell(plan: Plan, cell: Cell, workload: Workload, progress: ProgressSink 
 
 def run_plan(plan: Plan, progress: ProgressSink | None = None) -> list[CellResult]:
     """Every cell of ``plan`` in order; workloads are generated once per (delay, percentage)."""
-    workloads: dict[WorkloadSpec, Workload] = {}
+    workloads: dict[WorkloadSpec | ManyKeysSpec, Workload] = {}
     cells = plan.cells()
     results: list[CellResult] = []
     for index, cell in enumerate(cells):
-        spec = plan.workload_spec(cell)
+        spec = plan.many_keys_spec() if cell.workload == MANY_KEYS else plan.workload_spec(cell)
         if spec not in workloads:
-            workloads[spec] = generate(spec)
+            if isinstance(spec, ManyKeysSpec):
+                workloads[spec] = generate_many_keys(spec)
+            else:
+                workloads[spec] = generate(spec)
         if progress is not None:
             progress.cell_started(index + 1, len(cells), cell)
         result = run_cell(plan, cell, workloads[spec], progress)

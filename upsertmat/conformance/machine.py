@@ -216,6 +216,14 @@ class MaterializerMachine(RuleBasedStateMachine):
         assert actual == expected, f"state differs: {actual!r} vs model {expected!r}"
 
     @invariant()
+    def layout_holds(self) -> None:
+        """The implementation's own layout invariants, where it has a ``_check()`` (the
+        built-in strategies do; third-party ones may): after every step."""
+        check = getattr(self.impl, "_check", None)
+        if callable(check):
+            check()
+
+    @invariant()
     def elements_agree(self) -> None:
         """With TTL: the exported elements, stamps included, equal the model's."""
         if self.impl is None or not self.ttl.enabled or not isinstance(self.impl, StateTransfer):

@@ -11,12 +11,16 @@ Pick one through the registry::
 from .config import ConfigError, build_settings, parse_duration_ms
 from .registry import (
     ALIASES,
+    BackendEntry,
+    StrategyEntry,
     UnknownImplementation,
     available,
     create,
     create_named,
     implementation_names,
     register,
+    register_backend,
+    register_strategy,
     resolve,
 )
 from .settings import Backend, LmdbDurability, Settings, Strategy, TimeDomain, TtlSettings, UpdateType
@@ -24,10 +28,12 @@ from .settings import Backend, LmdbDurability, Settings, Strategy, TimeDomain, T
 __all__ = [
     "ALIASES",
     "Backend",
+    "BackendEntry",
     "ConfigError",
     "LmdbDurability",
     "Settings",
     "Strategy",
+    "StrategyEntry",
     "TimeDomain",
     "TtlSettings",
     "UnknownImplementation",
@@ -39,5 +45,7 @@ __all__ = [
     "implementation_names",
     "parse_duration_ms",
     "register",
+    "register_backend",
+    "register_strategy",
     "resolve",
 ]

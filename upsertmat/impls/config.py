@@ -27,6 +27,7 @@ TIME_DOMAIN = "upsertmat.state.ttl.time-domain"
 UPDATE_TYPE = "upsertmat.state.ttl.update-type"
 LMDB_DURABILITY = "upsertmat.state.lmdb.durability"
 CHECKPOINT_INTERVAL = "execution.checkpointing.interval"
+ASYNC_STATE = "table.exec.async-state.enabled"
 
 
 class ConfigError(ValueError):
@@ -78,6 +79,15 @@ def _enum_parser(enum_type: Any, *, upper: bool) -> Callable[[Any], Any]:
     return parse
 
 
+def _boolean(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text not in ("true", "false"):
+        raise ValueError("expected true or false")
+    return text == "true"
+
+
 def _positive_int(value: Any) -> int:
     if isinstance(value, bool) or not re.fullmatch(r"\s*\d+\s*", str(value)):
         raise ValueError("expected a positive integer")
@@ -97,6 +107,7 @@ _PARSERS: dict[str, Callable[[Any], Any]] = {
     UPDATE_TYPE: _enum_parser(UpdateType, upper=False),
     LMDB_DURABILITY: _enum_parser(LmdbDurability, upper=False),
     CHECKPOINT_INTERVAL: _positive_int,
+    ASYNC_STATE: _boolean,
 }
 KNOWN_KEYS: tuple[str, ...] = tuple(_PARSERS)
 
@@ -172,6 +183,7 @@ def build_settings(layers: Iterable[tuple[str, Mapping[str, Any]]], base: Settin
         threshold_low=values.get(THRESHOLD_LOW, settings.threshold_low),
         lmdb_durability=values.get(LMDB_DURABILITY, settings.lmdb_durability),
         checkpoint_interval=values.get(CHECKPOINT_INTERVAL, settings.checkpoint_interval),
+        async_state=values.get(ASYNC_STATE, settings.async_state),
     )
     high, low = settings.threshold_high, settings.threshold_low
     if high is not None and low is not None and high <= low:

@@ -72,3 +72,6 @@ class Settings:
     checkpoint_interval: int | None = None
     """Inputs between two commits of state and replay position (``execution.checkpointing.interval``);
     None: the runner's default. Used by ``replay --state-dir``, not by the materializers."""
+    async_state: bool = False
+    """``table.exec.async-state.enabled``: ``process_many`` reads the state of a batch of
+    inputs together (docs/strategies.md, Async state); output and state format unchanged."""

@@ -6,7 +6,7 @@ reference model :class:`ModelMaterializer`. Nothing here imports the rest of the
 """
 
 from .changes import Change, Row, RowKind, delete, insert, update_after, update_before
-from .contract import Element, HistoryAccess, Materializer, StateTransfer
+from .contract import BatchProcessing, Element, HistoryAccess, Materializer, StateTransfer, process_many
 from .encoding import JsonValue, canonical, project
 from .equalizer import (
     DEFAULT_EQUALIZER,
@@ -23,6 +23,7 @@ from .ttl import Granularity, MissingTimestampError, TimeDomain, TtlSettings, Up
 
 __all__ = [
     "DEFAULT_EQUALIZER",
+    "BatchProcessing",
     "CanonicalEqualizer",
     "CaseInsensitiveEqualizer",
     "Change",
@@ -49,6 +50,7 @@ __all__ = [
     "equalizer_spec",
     "insert",
     "parse_equalizer",
+    "process_many",
     "project",
     "run_model",
     "update_after",

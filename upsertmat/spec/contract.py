@@ -29,6 +29,35 @@ class Materializer(Protocol):
 
 
 @runtime_checkable
+class BatchProcessing(Protocol):
+    """Optional: feed many changes in one call (every built-in implementation has it).
+
+    ``process_many(changes, out)`` is ``[process(change) for change in changes]``: the same
+    outputs, in input order, each input applied (and committed, on durable backends) as
+    ``process`` applies it. Outputs are appended to ``out`` (a new list if None) as each input
+    completes and ``out`` is returned; when an input raises, ``out`` holds the outputs of the
+    inputs before it and the exception propagates. Use :func:`process_many` to feed any
+    materializer, with or without the method.
+    """
+
+    def process_many(
+        self, changes: Iterable[Change], out: list[Change | None] | None = None
+    ) -> list[Change | None]: ...
+
+
+def process_many(
+    materializer: Materializer, changes: Iterable[Change], out: list[Change | None] | None = None
+) -> list[Change | None]:
+    """``materializer.process_many`` if it has one, else ``process`` in a loop (same contract)."""
+    if isinstance(materializer, BatchProcessing):
+        return materializer.process_many(changes, out)
+    out = [] if out is None else out
+    for change in changes:
+        out.append(materializer.process(change))
+    return out
+
+
+@runtime_checkable
 class HistoryAccess(Protocol):
     """Optional: export and import the whole state as per-key histories.
 

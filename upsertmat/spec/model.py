@@ -148,6 +148,16 @@ class ModelMaterializer:
             self._key_stamps[context] = stamp
         return emitted
 
+    def process_many(
+        self, changes: Iterable[Change], out: list[Change | None] | None = None
+    ) -> list[Change | None]:
+        """:meth:`process` for each change in order, outputs appended to ``out`` (see
+        :class:`~upsertmat.spec.contract.BatchProcessing`)."""
+        out = [] if out is None else out
+        for change in changes:
+            out.append(self.process(change))
+        return out
+
     def advance_time(self, now: int) -> None:
         """Move the clock (processing time or watermark); a time in the past is ignored."""
         self.now = max(self.now, now)

@@ -14,7 +14,7 @@ and one list append per write is the whole price.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from sortedcontainers import SortedDict  # type: ignore[import-untyped]
@@ -42,6 +42,11 @@ class HeapValueState:
         """O(1) (a shallow copy of a list value: O(its length), in C)."""
         value = self._values.get(context)
         return value.copy() if type(value) is list else value
+
+    def get_many(self, contexts: Sequence[bytes]) -> list[Value | None]:
+        """``[get(c) for c in contexts]``: O(1) each."""
+        get = self._values.get
+        return [get(context) for context in contexts]
 
     def put(self, context: bytes, value: Value) -> None:
         """O(1)."""
@@ -81,6 +86,10 @@ class HeapMapState:
             return None
         value = entries.get(key)
         return value.copy() if type(value) is list else value
+
+    def get_many(self, pairs: Sequence[tuple[bytes, bytes]]) -> list[Value | None]:
+        """``[get(c, k) for c, k in pairs]``: O(1) each."""
+        return [self.get(context, key) for context, key in pairs]
 
     def put(self, context: bytes, key: bytes, value: Value) -> None:
         """O(1)."""

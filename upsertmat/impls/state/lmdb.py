@@ -36,7 +36,7 @@ The other modes write through write(2), which reports ENOSPC as an LMDB error.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import lmdb
@@ -295,6 +295,17 @@ class LmdbValueState:
         data = self._backend.txn.get(self._prefix + context)
         return None if data is None else self._unpack(data, self.name, context)
 
+    def get_many(self, contexts: Sequence[bytes]) -> list[Value | None]:
+        """``[get(c) for c in contexts]``: ordered lookups in the one open transaction (async
+        state), sorted by storage key so neighbouring lookups share B-tree pages."""
+        txn_get, prefix, unpack, name = self._backend.txn.get, self._prefix, self._unpack, self.name
+        found: list[Value | None] = [None] * len(contexts)
+        for position in sorted(range(len(contexts)), key=contexts.__getitem__):
+            data = txn_get(prefix + contexts[position])
+            if data is not None:
+                found[position] = unpack(data, name, contexts[position])
+        return found
+
     def put(self, context: bytes, value: Value) -> None:
         """One B-tree insert in the open transaction."""
         self._backend.put(self._prefix + context, self._pack(value))
@@ -346,6 +357,18 @@ class LmdbMapState:
         storage_key = self._context_prefix(context) + key
         data = self._backend.txn.get(storage_key)
         return None if data is None else self._unpack(data, self.name, storage_key)
+
+    def get_many(self, pairs: Sequence[tuple[bytes, bytes]]) -> list[Value | None]:
+        """``[get(c, k) for c, k in pairs]``: ordered lookups in the one open transaction
+        (async state), sorted by storage key so neighbouring lookups share B-tree pages."""
+        storage_keys = [context_prefix(self._prefix, context) + key for context, key in pairs]
+        txn_get, unpack, name = self._backend.txn.get, self._unpack, self.name
+        found: list[Value | None] = [None] * len(pairs)
+        for position in sorted(range(len(pairs)), key=storage_keys.__getitem__):
+            data = txn_get(storage_keys[position])
+            if data is not None:
+                found[position] = unpack(data, name, storage_keys[position])
+        return found
 
     def put(self, context: bytes, key: bytes, value: Value) -> None:
         """One B-tree insert."""

@@ -22,7 +22,7 @@ Storage key layout: see codec.py. Values: msgpack (codec.py), never pickle.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -206,6 +206,13 @@ class RocksdbBackend:
             self._dir.close()
 
 
+def _multi_get(db: Rdict, storage_keys: list[bytes]) -> list[bytes | None]:
+    """RocksDB ``multi_get``: the raw values of ``storage_keys`` (None where absent), one call."""
+    keys: Any = storage_keys  # rocksdict's stubs want list[str | int | ... | bytes]
+    found: list[bytes | None] = db.get(keys) or []
+    return found
+
+
 class RocksValueState:
     """``ValueState``: storage key = state prefix + context. O(1) overlay work per call."""
 
@@ -255,6 +262,26 @@ class RocksValueState:
             else:
                 found.add(context)
         return iter(sorted(found))
+
+    def get_many(self, contexts: Sequence[bytes]) -> list[Value | None]:
+        """``[get(c) for c in contexts]`` with the database reads issued together: the
+        overlay first, then one RocksDB ``multi_get`` for the rest (async state)."""
+        found: list[Value | None] = [None] * len(contexts)
+        positions: list[int] = []
+        storage_keys: list[bytes] = []
+        for position, context in enumerate(contexts):
+            value = self._pending.get(context, _MISSING)
+            if value is _MISSING:
+                positions.append(position)
+                storage_keys.append(self._prefix + context)
+            elif value is not _DELETED:
+                found[position] = value
+        if storage_keys:
+            unpack, name = self._unpack, self.name
+            for position, data in zip(positions, _multi_get(self._backend.db, storage_keys), strict=True):
+                if data is not None:
+                    found[position] = unpack(data, name, contexts[position])
+        return found
 
     def flush(self, batch: WriteBatch) -> None:
         """Move the overlay into ``batch``."""
@@ -320,6 +347,28 @@ class RocksMapState:
         storage_key = prefix + key
         data = self._db_get(storage_key)
         return None if data is None else self._unpack(data, self.name, storage_key)
+
+    def get_many(self, pairs: Sequence[tuple[bytes, bytes]]) -> list[Value | None]:
+        """``[get(c, k) for c, k in pairs]`` with the database reads issued together: the
+        overlay first, then one RocksDB ``multi_get`` for the rest (async state)."""
+        found: list[Value | None] = [None] * len(pairs)
+        positions: list[int] = []
+        storage_keys: list[bytes] = []
+        for position, (context, key) in enumerate(pairs):
+            prefix = self._context_prefix(context)
+            pending = self._pending.get(prefix)
+            value = _MISSING if pending is None else pending.get(key, _MISSING)
+            if value is _MISSING:
+                positions.append(position)
+                storage_keys.append(prefix + key)
+            elif value is not _DELETED:
+                found[position] = value
+        if storage_keys:
+            datas = _multi_get(self._backend.db, storage_keys)
+            for position, storage_key, data in zip(positions, storage_keys, datas, strict=True):
+                if data is not None:
+                    found[position] = self._unpack(data, self.name, storage_key)
+        return found
 
     def put(self, context: bytes, key: bytes, value: Value) -> None:
         """Pending until commit. O(1)."""

@@ -22,9 +22,9 @@ from ...spec import Change, Keys, Row, RowKind
 from ..config import UnsupportedSetting
 from ..settings import Backend, Settings
 from ..state import StateBackend, open_backend
-from .common import StrategyBase, missing
+from .common import StrategyBase, missing, require
 from .linked_map import ROW, SIZE, STAMP, TAIL, LinkedList, Meta
-from .value import new_record, record_add, record_elements, record_expire, record_retract
+from .value import check_record, new_record, record_add, record_elements, record_expire, record_retract
 
 DEFAULT_THRESHOLDS: dict[Backend, tuple[int, int]] = {Backend.HEAP: (400, 300)}
 OTHER_BACKENDS_THRESHOLDS = (50, 40)
@@ -56,25 +56,24 @@ class AdaptiveMaterializer(StrategyBase):
 
     strategy_name = "ADAPTIVE"
 
+    @classmethod
+    def check_settings(cls, settings: Settings) -> None:
+        """Refuse thresholds unless ``high > low >= 0`` (:func:`thresholds`)."""
+        thresholds(settings)
+
     def __init__(self, keys: Keys, backend: StateBackend, settings: Settings | None = None) -> None:
         settings = settings or Settings()
         super().__init__(keys, backend, settings)
         self.high, self.low = thresholds(settings)
-        self._records = backend.value_state("adaptive")
-        self._list = LinkedList(backend.map_state("index"), backend.map_state("nodes"))
+        self._records = self._value_state("adaptive")
+        self._list = LinkedList(self._index_state("index"), backend.map_state("nodes"))
 
     def _add(self, context: bytes, match: bytes, row: Row, stamp: int) -> Change:
         record = self._records.get(context)
         if record is not None and type(record[0]) is int:  # MAP mode (is_map_mode, inlined)
-            entry = self._list.find(context, match)
-            if entry is not None and self._upsert:
-                self._list.replace(context, entry, row, stamp, self._restamp_replaced)
-                if self._restamp_replaced:
-                    self._stamped(context, entry[0], stamp)
-            else:
-                record = self._list.append(context, record, entry, match, row, stamp)
-                self._records.put(context, record)
-                self._stamped(context, record[TAIL], stamp)
+            meta = self._list.add(context, record, match, row, stamp, self)
+            if meta is not None:
+                self._records.put(context, meta)
             return Change(RowKind.UPDATE_AFTER, row)
         kind = RowKind.INSERT if record is None else RowKind.UPDATE_AFTER
         record, stamped = record_add(record, match, row, stamp, self._upsert, self._restamp_replaced)
@@ -176,6 +175,25 @@ class AdaptiveMaterializer(StrategyBase):
 
     def _contexts(self) -> list[bytes]:
         return list(self._records.contexts())
+
+    def _check(self) -> None:
+        """VALUE-mode keys: :func:`check_record`, size below ``high``; MAP-mode keys:
+        :meth:`LinkedList.check`, size above ``low``; no nodes or index entries of a key not
+        in MAP mode. O(state)."""
+        in_map_mode = set()
+        for context in self._records.contexts():
+            record: list[Any] = self._records.get(context) or []
+            require(bool(record), context, "listed without a record")
+            if is_map_mode(record):
+                size = self._list.check(context, record, self._match_key)
+                require(size > self.low, context, f"MAP mode at size {size} <= low {self.low}")
+                in_map_mode.add(context)
+            else:
+                size = check_record(context, record, self._match_key)
+                require(size < self.high, context, f"VALUE mode at size {size} >= high {self.high}")
+        for state in ("nodes", "index"):
+            orphans = set(self.backend.map_state(state).contexts()) - in_map_mode
+            require(not orphans, min(orphans, default=b""), f"{state} entries of a key not in MAP mode")
 
     def _elements(self, context: bytes) -> list[tuple[Row, int]]:
         record = self._records.get(context)

@@ -9,24 +9,36 @@ from __future__ import annotations
 
 import logging
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
 
-from ...spec import Change, Element, Keys, Row, UpdateType
+from ...spec import Change, Element, Granularity, Keys, Row, RowKind, TimeDomain, UpdateType
+from ..encoding import KeyEncoder
 from ..settings import Settings
-from ..state import CorruptStateError, StateBackend
+from ..state import CorruptStateError, MapState, StateBackend, ValueState
 from ..state.codec import decode_seq, encode_seq
-from ..state.errors import storage_failure
+from ..state.errors import StateError, storage_failure
+from .prefetch import PrefetchedMapState, PrefetchedValueState
 from .timers import Timers
 
 __all__ = [
+    "LayoutError",
     "StrategyBase",
+    "check_chains",
     "decode_seq",
     "encode_seq",
     "missing",
+    "require",
     "same_chains",
 ]
 
 log = logging.getLogger("upsertmat")
+
+_INSERT = RowKind.INSERT
+_UPDATE_AFTER = RowKind.UPDATE_AFTER
+
+ASYNC_BATCH = 1024
+"""Inputs per async-state batch: their first state reads are issued together."""
 
 
 def missing(state: str, context: bytes, seq: int) -> CorruptStateError:
@@ -35,6 +47,39 @@ def missing(state: str, context: bytes, seq: int) -> CorruptStateError:
         f"state {state!r} lacks node {seq} of context key {context.decode('utf-8', 'replace')} "
         "(damaged state, or written by another strategy)"
     )
+
+
+class LayoutError(AssertionError):
+    """A layout invariant does not hold (``_check``): the state is damaged or the code wrong."""
+
+
+def require(condition: bool, context: bytes, what: str) -> None:
+    """Raise :class:`LayoutError` about ``context`` unless ``condition`` (kept under ``-O``)."""
+    if not condition:
+        raise LayoutError(f"context key {context.decode('utf-8', 'replace')}: {what}")
+
+
+def check_chains(
+    context: bytes, seqs: list[int], matches: list[bytes], sames: list[int], index: dict[bytes, Any]
+) -> None:
+    """The same-chain invariants of a MAP or SORTED key, from its nodes in insertion order.
+
+    ``seqs``/``matches``/``sames``: each node's seq, match key and ``same`` link;
+    ``index``: every stored index entry of the key (match key -> ``[first, last]``). Each
+    match key's nodes, in order, must be linked by ``same`` (the last one 0) and the index
+    must hold exactly one ``[first, last]`` per match key present. O(n).
+    """
+    chains: dict[bytes, list[int]] = {}
+    for seq, match in zip(seqs, matches, strict=True):
+        chains.setdefault(match, []).append(seq)
+    require(set(index) == set(chains), context, f"index keys {len(index)} != match keys {len(chains)}")
+    links = dict(zip(seqs, sames, strict=True))
+    for match, chain in chains.items():
+        require(
+            list(index[match]) == [chain[0], chain[-1]], context, f"index {index[match]} vs chain {chain}"
+        )
+        for seq, after in zip(chain, [*chain[1:], 0], strict=True):
+            require(links[seq] == after, context, f"node {seq}: same {links[seq]}, expected {after}")
 
 
 def same_chains(matches: list[bytes]) -> tuple[list[int], dict[bytes, list[int]]]:
@@ -73,6 +118,14 @@ class StrategyBase(ABC):
     """
 
     strategy_name = "?"
+    granularity = Granularity.PER_ELEMENT
+    """What carries a TTL stamp: each element here; LEGACY overrides it with ``PER_KEY``."""
+
+    @classmethod
+    def check_settings(cls, settings: Settings) -> None:
+        """Refuse settings this strategy cannot run with (UnsupportedSetting), before the
+        registry opens any state. Nothing to refuse here; subclasses extend it."""
+        return
 
     def __init__(self, keys: Keys, backend: StateBackend, settings: Settings | None = None) -> None:
         settings = settings or Settings()
@@ -86,8 +139,35 @@ class StrategyBase(ABC):
         self._restamp_replaced = settings.ttl.update_type is not UpdateType.ON_CREATE
         self._restamp_rollback = settings.ttl.update_type is UpdateType.ON_READ_AND_WRITE
         self._upsert = keys.has_upsert_key
-        self._context_key = keys.context_key
-        self._match_key = keys.match_key
+        encoder = KeyEncoder(keys)  # the spec's bytes, through the fast path (impls/encoding.py)
+        self._keys_of = encoder.keys_of
+        self._context_key = encoder.context_key
+        self._match_key = encoder.match_key
+        # Processing time stamps a write with the clock; event time asks the TTL settings.
+        self._stamp_is_now = settings.ttl.time_domain is TimeDomain.PROCESSING_TIME
+        self._async = settings.async_state
+        self._prefetched_values: list[PrefetchedValueState] = []
+        self._prefetched_indexes: list[PrefetchedMapState] = []
+
+    def _value_state(self, name: str) -> ValueState:
+        """The backend's value state ``name``, keyed by context; with async state, wrapped so
+        a batch's reads of it are issued together (:mod:`.prefetch`)."""
+        state = self.backend.value_state(name)
+        if not self._async:
+            return state
+        prefetched = PrefetchedValueState(state)
+        self._prefetched_values.append(prefetched)
+        return prefetched
+
+    def _index_state(self, name: str) -> MapState:
+        """The backend's map state ``name``, keyed by (context, match key); with async state,
+        wrapped so a batch's reads of it are issued together."""
+        state = self.backend.map_state(name)
+        if not self._async:
+            return state
+        prefetched = PrefetchedMapState(state)
+        self._prefetched_indexes.append(prefetched)
+        return prefetched
 
     @property
     def now(self) -> int:
@@ -97,17 +177,21 @@ class StrategyBase(ABC):
     def process(self, change: Change) -> Change | None:
         """Rules 1-11 for one input; the state change is committed before returning.
 
+        Per input: one :class:`~upsertmat.impls.encoding.KeyEncoder` call gives the context
+        key and the match key (the spec's bytes), then the layout's ``_add``/``_retract``.
         If anything raises half-way, every write of this input is rolled back (state, clock
-        hints and the miss counter are as before the call) and the error propagates.
+        hints and the miss counter are as before the call) and the error propagates, a
+        storage engine's error classified (:func:`~upsertmat.impls.state.errors.storage_failure`).
         """
-        stamp = self._ttl.stamp_of(change.ts, self._now)  # may raise: before any state change
-        row = change.row
+        # The stamp may raise (event time without ts): before any state change.
+        stamp = self._now if self._stamp_is_now else self._ttl.stamp_of(change.ts, self._now)
         misses = self.retract_misses
         try:
-            context = self._context_key(row)
-            match = self._match_key(row)
+            row = change.row
+            context, match = self._keys_of(row)
+            kind = change.kind
             emitted: Change | None
-            if change.kind.is_add:
+            if kind is _INSERT or kind is _UPDATE_AFTER:
                 emitted = self._add(context, match, row, stamp)
             else:
                 emitted = self._retract(context, match, change, stamp)
@@ -115,12 +199,18 @@ class StrategyBase(ABC):
                 self._expire_due()  # a late record: what it just wrote is already invisible
             self.backend.commit()
         except BaseException as error:
-            self._roll_back(misses)
-            failure = storage_failure(self.backend, error)
-            if failure is not None and failure is not error:
-                raise failure from error
-            raise
+            failure = self._failed(misses, error)
+            if failure is None:
+                raise
+            raise failure from error
         return emitted
+
+    def _failed(self, misses: int, error: BaseException) -> StateError | None:
+        """Roll back a failed input; the classified storage error to raise instead of ``error``
+        (None: re-raise ``error`` itself)."""
+        self._roll_back(misses)
+        failure = storage_failure(self.backend, error)
+        return None if failure is error else failure
 
     def _roll_back(self, misses: int) -> None:
         """Undo the uncommitted writes of a failed call; forget in-memory hints derived from them."""
@@ -128,6 +218,103 @@ class StrategyBase(ABC):
         self.retract_misses = misses
         if self._timers is not None:
             self._timers.forget_hints()
+
+    def process_many(
+        self, changes: Iterable[Change], out: list[Change | None] | None = None
+    ) -> list[Change | None]:
+        """``[self.process(change) for change in changes]``, with less per-input overhead.
+
+        Every input is applied and committed exactly as :meth:`process` does it, in order.
+        Outputs are appended to ``out`` (a new list if None) as each input completes, and
+        ``out`` is returned; if an input raises, it is rolled back, ``out`` holds the outputs
+        of the inputs before it (all applied and committed) and the exception propagates.
+        """
+        out = [] if out is None else out
+        if self._async:
+            return self._process_async(changes, out)
+        append = out.append
+        keys_of, add, retract, commit = self._keys_of, self._add, self._retract, self.backend.commit
+        timers, ttl_ms, stamp_of = self._timers, self._ttl_ms, self._ttl.stamp_of
+        stamp_is_now = self._stamp_is_now
+        emitted: Change | None
+        for change in changes:
+            stamp = self._now if stamp_is_now else stamp_of(change.ts, self._now)
+            misses = self.retract_misses
+            try:
+                row = change.row
+                context, match = keys_of(row)
+                kind = change.kind
+                if kind is _INSERT or kind is _UPDATE_AFTER:
+                    emitted = add(context, match, row, stamp)
+                else:
+                    emitted = retract(context, match, change, stamp)
+                if timers is not None and stamp + ttl_ms <= self._now:
+                    self._expire_due()
+                commit()
+            except BaseException as error:
+                failure = self._failed(misses, error)
+                if failure is None:
+                    raise
+                raise failure from error
+            append(emitted)
+        return out
+
+    def _process_async(self, changes: Iterable[Change], out: list[Change | None]) -> list[Change | None]:
+        """Async state: per batch of :data:`ASYNC_BATCH` inputs, compute every key, prefetch
+        the wrapped states' reads of them in one call each, then apply the inputs one by one
+        in arrival order exactly as :meth:`process` does (so outputs, commits and state are
+        the synchronous mode's). An input whose keys cannot be computed is left to
+        :meth:`process`, which raises the synchronous error after the inputs before it."""
+        batchable = changes if isinstance(changes, Sequence) else list(changes)
+        keys_of = self._keys_of
+        for start in range(0, len(batchable), ASYNC_BATCH):
+            batch = batchable[start : start + ASYNC_BATCH]
+            pairs: list[tuple[bytes, bytes]] = []
+            for change in batch:
+                try:
+                    pairs.append(keys_of(change.row))
+                except Exception:
+                    break
+            try:
+                for values in self._prefetched_values:
+                    values.prefetch([context for context, _ in pairs])
+                for index in self._prefetched_indexes:
+                    index.prefetch(pairs)
+                self._apply_batch(batch, pairs, out)
+            finally:
+                for values in self._prefetched_values:
+                    values.release()
+                for index in self._prefetched_indexes:
+                    index.release()
+            for change in batch[len(pairs) :]:  # the first raises, as in the synchronous mode
+                out.append(self.process(change))
+        return out
+
+    def _apply_batch(
+        self, batch: Sequence[Change], pairs: list[tuple[bytes, bytes]], out: list[Change | None]
+    ) -> None:
+        """:meth:`process` for ``batch[:len(pairs)]`` with the keys already computed."""
+        add, retract, commit, stamp_of = self._add, self._retract, self.backend.commit, self._ttl.stamp_of
+        timers, ttl_ms, stamp_is_now = self._timers, self._ttl_ms, self._stamp_is_now
+        emitted: Change | None
+        for change, (context, match) in zip(batch, pairs, strict=False):
+            stamp = self._now if stamp_is_now else stamp_of(change.ts, self._now)
+            misses = self.retract_misses
+            try:
+                kind = change.kind
+                if kind is _INSERT or kind is _UPDATE_AFTER:
+                    emitted = add(context, match, change.row, stamp)
+                else:
+                    emitted = retract(context, match, change, stamp)
+                if timers is not None and stamp + ttl_ms <= self._now:
+                    self._expire_due()
+                commit()
+            except BaseException as error:
+                failure = self._failed(misses, error)
+                if failure is None:
+                    raise
+                raise failure from error
+            out.append(emitted)
 
     @abstractmethod
     def _add(self, context: bytes, match: bytes, row: Row, stamp: int) -> Change:
@@ -188,11 +375,10 @@ class StrategyBase(ABC):
                     self.backend.commit()
             except BaseException as error:
                 self._now = previous
-                self._roll_back(self.retract_misses)
-                failure = storage_failure(self.backend, error)
-                if failure is not None and failure is not error:
-                    raise failure from error
-                raise
+                failure = self._failed(self.retract_misses, error)
+                if failure is None:
+                    raise
+                raise failure from error
 
     def histories(self) -> Iterator[tuple[bytes, list[Row]]]:
         """Every non-empty context key with its rows in insertion order (a full scan)."""
@@ -265,6 +451,12 @@ class StrategyBase(ABC):
     def _load(self, context: bytes, elements: list[Element]) -> None:
         """Store ``elements`` (non-empty) as the whole history of an empty ``context``,
         with a timer per stamp (:meth:`_stamped`)."""
+
+    def _check(self) -> None:
+        """Verify the layout invariants of every stored key (a full scan); raise
+        :class:`LayoutError` naming the key and the broken invariant. Tests call it after
+        every step (the conformance state machine does); each layout overrides it."""
+        return
 
     def close(self) -> None:
         """Close the backend (files, locks); the materializer is unusable afterwards."""

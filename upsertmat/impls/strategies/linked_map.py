@@ -39,13 +39,13 @@ miss 1 or 2.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from ...spec import Change, Keys, Row, RowKind
 from ..settings import Settings
 from ..state import MapState, StateBackend, ValueState, open_backend
-from .common import StrategyBase, decode_seq, encode_seq, missing, same_chains
+from .common import StrategyBase, check_chains, decode_seq, encode_seq, missing, require, same_chains
 
 Meta = list[int]  # [size, head, tail]
 Node = list[Any]  # [row, prev, next, same, stamp]
@@ -125,6 +125,32 @@ class LinkedList:
         self._index.put(context, match, entry)
         return [size + 1, head, seq]
 
+    def add(
+        self,
+        context: bytes,
+        meta: Meta,
+        match: bytes,
+        row: Row,
+        stamp: int,
+        owner: StrategyBase,
+    ) -> Meta | None:
+        """Rules 3-4 on a non-empty key (MAP, and ADAPTIVE in MAP mode): returns the meta to
+        write, or None when it is unchanged (a rule-4 replacement in place).
+
+        ``owner`` supplies the upsert-key setting, the re-stamp policy and the timers
+        (:meth:`StrategyBase._stamped`). 1 read (find) + :meth:`replace` or :meth:`append`.
+        """
+        entry = self.find(context, match)
+        if entry is not None and owner._upsert:
+            restamp = owner._restamp_replaced
+            self.replace(context, entry, row, stamp, restamp)
+            if restamp:
+                owner._stamped(context, entry[0], stamp)
+            return None
+        meta = self.append(context, meta, entry, match, row, stamp)
+        owner._stamped(context, meta[TAIL], stamp)
+        return meta
+
     def remove(
         self,
         context: bytes,
@@ -203,6 +229,43 @@ class LinkedList:
         """(row, stamp) of every node from head to tail. O(n) reads."""
         return [(tuple(node[ROW]), node[STAMP]) for node in self.walk(context, meta)]
 
+    def check(self, context: bytes, meta: Meta, match_key: Callable[[Row], bytes]) -> int:
+        """Verify the layout of ``context`` (raise LayoutError); returns its size. O(n).
+
+        The walk from head along next links ends at the tail after exactly ``size`` nodes with
+        ascending seqs, every explicit prev link names the walk's predecessor, the tail is the
+        highest seq, the nodes state holds no other node, and the index and same links are
+        exactly the same-chains of the walk's match keys (:func:`check_chains`).
+        """
+        size, head, tail = meta
+        require(size >= 1, context, f"meta size {size} of a stored key")
+        seqs: list[int] = []
+        matches: list[bytes] = []
+        sames: list[int] = []
+        seq, before = head, 0
+        while True:
+            found: Node | None = self._nodes.get(context, encode_seq(seq))
+            require(found is not None, context, f"the walk reaches missing node {seq}")
+            node: Node = found or []
+            require(seq > before, context, f"seqs do not ascend along the list: {before} then {seq}")
+            if before and node[PREV]:
+                require(node[PREV] == before, context, f"node {seq}: prev {node[PREV]}, walked from {before}")
+            elif before:
+                require(before == seq - 1, context, f"node {seq}: implicit prev, walked from {before}")
+            seqs.append(seq)
+            matches.append(match_key(tuple(node[ROW])))
+            sames.append(node[SAME])
+            require(len(seqs) <= size, context, f"the walk passes meta size {size}")
+            if seq == tail:
+                break
+            before, seq = seq, node[NEXT] or seq + 1
+        require(len(seqs) == size, context, f"meta size {size}, walked {len(seqs)} nodes")
+        stored = [decode_seq(key) for key, _ in self._nodes.items(context)]
+        require(sorted(stored) == seqs, context, f"nodes state holds {len(stored)} nodes, walked {size}")
+        index = dict(self._index.items(context))
+        check_chains(context, seqs, matches, sames, index)
+        return size
+
     def build(self, context: bytes, rows: list[Row], stamps: list[int], matches: list[bytes]) -> Meta:
         """Store the non-empty history ``rows`` of an empty ``context``; return its meta.
 
@@ -228,8 +291,8 @@ class MapMaterializer(StrategyBase):
 
     def __init__(self, keys: Keys, backend: StateBackend, settings: Settings | None = None) -> None:
         super().__init__(keys, backend, settings)
-        self._meta: ValueState = backend.value_state("meta")
-        self._list = LinkedList(backend.map_state("index"), backend.map_state("nodes"))
+        self._meta: ValueState = self._value_state("meta")
+        self._list = LinkedList(self._index_state("index"), backend.map_state("nodes"))
 
     def _add(self, context: bytes, match: bytes, row: Row, stamp: int) -> Change:
         meta = self._meta.get(context)
@@ -237,15 +300,9 @@ class MapMaterializer(StrategyBase):
             self._meta.put(context, self._list.append(context, None, None, match, row, stamp))
             self._stamped(context, 1, stamp)
             return Change(RowKind.INSERT, row)
-        entry = self._list.find(context, match)
-        if entry is not None and self._upsert:
-            self._list.replace(context, entry, row, stamp, self._restamp_replaced)
-            if self._restamp_replaced:
-                self._stamped(context, entry[0], stamp)
-        else:
-            meta = self._list.append(context, meta, entry, match, row, stamp)
+        meta = self._list.add(context, meta, match, row, stamp, self)
+        if meta is not None:
             self._meta.put(context, meta)
-            self._stamped(context, meta[TAIL], stamp)
         return Change(RowKind.UPDATE_AFTER, row)
 
     def _retract(self, context: bytes, match: bytes, change: Change, stamp: int) -> Change | None:
@@ -285,6 +342,18 @@ class MapMaterializer(StrategyBase):
 
     def _contexts(self) -> list[bytes]:
         return list(self._meta.contexts())
+
+    def _check(self) -> None:
+        """Every stored key's linked list (:meth:`LinkedList.check`); no nodes or index
+        entries of a key without meta."""
+        contexts = set(self._meta.contexts())
+        for context in contexts:
+            meta: Meta | None = self._meta.get(context)
+            require(meta is not None, context, "listed without a value")
+            self._list.check(context, meta or [], self._match_key)
+        for state in ("nodes", "index"):
+            orphans = set(self.backend.map_state(state).contexts()) - contexts
+            require(not orphans, min(orphans, default=b""), f"{state} entries without meta")
 
     def _elements(self, context: bytes) -> list[tuple[Row, int]]:
         meta = self._meta.get(context)

@@ -23,6 +23,7 @@ does not end at the tail), replace in place 2 + 1, retract at most 3 reads (one 
 
 from __future__ import annotations
 
+from itertools import pairwise
 from typing import Any
 
 from ...spec import Change, Keys, Row, RowKind
@@ -31,9 +32,11 @@ from ..settings import Settings
 from ..state import StateBackend, open_backend
 from .common import (
     StrategyBase,
+    check_chains,
     decode_seq,
     encode_seq,
     missing,
+    require,
     same_chains,
 )
 
@@ -54,7 +57,7 @@ class SortedMaterializer(StrategyBase):
                 f"strategy SORTED needs ordered iteration, which backend {backend.name} does not offer"
             )
         super().__init__(keys, backend, settings)
-        self._index = backend.map_state("index")
+        self._index = self._index_state("index")
         self._nodes = backend.sorted_map_state("nodes")
 
     def _node(self, context: bytes, key: bytes) -> Node:
@@ -160,6 +163,23 @@ class SortedMaterializer(StrategyBase):
 
     def _contexts(self) -> list[bytes]:
         return list(self._nodes.contexts())
+
+    def _check(self) -> None:
+        """Per stored key: nodes iterate in strictly ascending seq order from 1 up, and the
+        index and same links are exactly the same-chains of the nodes' match keys
+        (:func:`check_chains`); no index entries of a key without nodes. O(state)."""
+        contexts = set(self._nodes.contexts())
+        for context in contexts:
+            items = list(self._nodes.items(context))
+            seqs = [decode_seq(key) for key, _ in items]
+            require(bool(seqs) and seqs[0] >= 1, context, f"seqs start at {seqs[:1]}")
+            ascending = all(a < b for a, b in pairwise(seqs))
+            require(ascending, context, "nodes do not iterate in ascending seq order")
+            matches = [self._match_key(tuple(node[ROW])) for _, node in items]
+            sames = [node[SAME] for _, node in items]
+            check_chains(context, seqs, matches, sames, dict(self._index.items(context)))
+        orphans = set(self._index.contexts()) - contexts
+        require(not orphans, min(orphans, default=b""), "index entries without nodes")
 
     def _elements(self, context: bytes) -> list[tuple[Row, int]]:
         return [(tuple(node[ROW]), node[STAMP]) for _, node in self._nodes.items(context)]

@@ -15,12 +15,13 @@ The right choice for short histories; LEGACY's successor with per-element timest
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from ...spec import Change, Keys, Row, RowKind
 from ..settings import Settings
 from ..state import StateBackend, open_backend
-from .common import StrategyBase
+from .common import StrategyBase, require
 
 ValueRecord = list[Any]  # [rows, stamps, matches]
 
@@ -94,6 +95,20 @@ def record_expire(record: ValueRecord, now: int, ttl_ms: int) -> bool:
     return True
 
 
+def check_record(context: bytes, record: ValueRecord | None, match_key: Callable[[Row], bytes]) -> int:
+    """Verify a stored VALUE record (raise LayoutError); returns its size. O(n).
+
+    Three parallel, non-empty lists; every stored match key is the match key of its row.
+    """
+    require(record is not None and len(record) == 3, context, f"not a VALUE record: {record!r}")
+    rows, stamps, matches = record or ([], [], [])
+    require(len(rows) == len(stamps) == len(matches), context, "rows, stamps and matches differ in length")
+    require(len(rows) >= 1, context, "an empty record is stored")
+    expected = [match_key(tuple(row)) for row in rows]
+    require(list(matches) == expected, context, "a stored match key is not its row's")
+    return len(rows)
+
+
 def record_elements(record: ValueRecord) -> list[tuple[Row, int]]:
     """(row, stamp) of every element of a record, in insertion order."""
     return [(tuple(row), stamp) for row, stamp in zip(record[0], record[1], strict=True)]
@@ -106,7 +121,7 @@ class ValueMaterializer(StrategyBase):
 
     def __init__(self, keys: Keys, backend: StateBackend, settings: Settings | None = None) -> None:
         super().__init__(keys, backend, settings)
-        self._values = backend.value_state("value")
+        self._values = self._value_state("value")
 
     def _add(self, context: bytes, match: bytes, row: Row, stamp: int) -> Change:
         """1 read, 1 write (+1 timer write with TTL)."""
@@ -150,6 +165,11 @@ class ValueMaterializer(StrategyBase):
 
     def _contexts(self) -> list[bytes]:
         return list(self._values.contexts())
+
+    def _check(self) -> None:
+        """Every stored record (:func:`check_record`)."""
+        for context in self._values.contexts():
+            check_record(context, self._values.get(context), self._match_key)
 
     def _elements(self, context: bytes) -> list[tuple[Row, int]]:
         record = self._values.get(context)
