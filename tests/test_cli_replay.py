@@ -688,7 +688,7 @@ def test_an_output_that_cannot_be_written_exits_4_and_leaves_the_state_as_before
 
 
 def test_an_unwritable_dead_letter_file_exits_4(cli: Cli, tmp_path: Path) -> None:
-    (tmp_path / "file").write_text("")
+    (tmp_path / "dead.jsonl").mkdir()  # its directory exists, but the file cannot be opened
     result = cli(
         "replay",
         "--pk",
@@ -696,11 +696,11 @@ def test_an_unwritable_dead_letter_file_exits_4(cli: Cli, tmp_path: Path) -> Non
         "--on-error",
         "skip",
         "--dead-letter",
-        tmp_path / "file" / "dead.jsonl",
+        tmp_path / "dead.jsonl",
         stdin="oops\n",
     )
     assert result.code == ExitCode.IO
-    assert f"cannot write dead-letter file {tmp_path / 'file' / 'dead.jsonl'}" in result.err
+    assert f"cannot write dead-letter file {tmp_path / 'dead.jsonl'}" in result.err
 
 
 def test_a_reader_that_goes_away_ends_the_run_quietly(tmp_path: Path) -> None:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, TypeAlias
@@ -107,7 +108,13 @@ def _load(text: str) -> object:
         raise BadLine("invalid JSON: nested too deeply") from None
     except BadLine:
         raise
-    except ValueError as error:  # e.g. an integer of more than 4300 digits
+    except ValueError as error:
+        if "integer string conversion" in str(error):
+            limit = sys.get_int_max_str_digits()
+            raise BadLine(
+                f"an integer has more than {limit} digits, the limit of this run; pass --max-int-digits N "
+                "to accept longer ones (parsing time grows with the square of the digits)"
+            ) from None
         raise BadLine(f"invalid JSON: {error}") from None
     if "\\u" in text:  # only escapes can produce a lone surrogate
         try:

@@ -18,15 +18,19 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import fcntl
 import hashlib
 import io
 import json
 import logging
 import os
 import secrets
+import select
 import signal
 import stat
+import struct
 import sys
+import termios
 import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
@@ -168,6 +172,13 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         metavar="N",
         help="with --state-dir: the stream index (in) of this input's first line; lines the state "
         "has applied already are skipped. Needed for stdin after the first run (docs/operations.md)",
+    )
+    parser.add_argument(
+        "--max-int-digits",
+        type=non_negative_int,
+        metavar="N",
+        help=f"longest integer (in digits) accepted in the input and written to the output (default "
+        f"{sys.get_int_max_str_digits()}, Python's; 0 = no limit)",
     )
     parser.add_argument(
         "--progress",
@@ -747,7 +758,6 @@ class _Run:
         self.counts.skipped += 1
         try:
             if self._dead_letter is None:
-                self.dead_letter_path.parent.mkdir(parents=True, exist_ok=True)
                 self._dead_letter = open(self.dead_letter_path, "ab")  # noqa: SIM115 - closed by close()
             data = format_dead_letter(number, index, error, raw).encode("utf-8")
             self._dead_letter.write(data)
@@ -910,6 +920,23 @@ def _close_quietly(sink: IO[bytes], is_stdout: bool) -> None:
             os.close(devnull)
 
 
+def _reader_gone(sink: IO[bytes]) -> bool:
+    """True if ``sink`` is a pipe whose reader has closed it with output still unread in the
+    pipe: the run must not claim success (exit 141, as for a write that failed)."""
+    try:
+        descriptor = sink.fileno()
+        if not stat.S_ISFIFO(os.fstat(descriptor).st_mode):
+            return False
+        poller = select.poll()
+        poller.register(descriptor, 0)  # POLLERR is always reported
+        if not any(events & select.POLLERR for _, events in poller.poll(0)):
+            return False
+        unread = struct.unpack("i", fcntl.ioctl(descriptor, termios.FIONREAD, b"\0\0\0\0"))[0]
+        return bool(unread)  # a reader that read everything and then left lost nothing
+    except (OSError, ValueError, io.UnsupportedOperation):
+        return False
+
+
 def _state_failure(error: StateError, state: StateDir | None) -> CliError:
     """A state error of a running run, with what it means and what to do (docs/operations.md)."""
     at = f"the state directory {state.path} is at its last commit" if state else "nothing was saved"
@@ -969,6 +996,19 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(str(error)) from None
     if args.dead_letter is not None and args.on_error != "skip":
         raise CliError("--dead-letter is only used with --on-error skip")
+    if args.dead_letter is not None and not Path(args.dead_letter).parent.is_dir():
+        raise CliError(
+            f"--dead-letter {args.dead_letter}: the directory {Path(args.dead_letter).parent} does not exist"
+        )
+    if args.state_dir is None:
+        for flag, value in (
+            ("--checkpoint-every", args.checkpoint_every),
+            ("--stream-line", args.stream_line),
+        ):
+            if value is not None:
+                raise CliError(f"{flag} needs --state-dir (without it nothing is committed)")
+    if args.max_int_digits is not None:
+        sys.set_int_max_str_digits(args.max_int_digits)
     with contextlib.ExitStack() as stack:
         state = stack.enter_context(StateDir(args.state_dir)) if args.state_dir is not None else None
         if state is not None and settings.backend is not Backend.HEAP:
@@ -1003,6 +1043,8 @@ def run(args: argparse.Namespace) -> int:
             guard.busy = True  # from here on an OSError comes from writing
             job.finish(materializer, completed=code == ExitCode.OK)
             sink.flush()
+            if args.output == "-" and _reader_gone(sink):
+                raise BrokenPipeError("stdout's reader went away")
         except KeyboardInterrupt:
             code = 128 + (guard.received or signal.SIGINT)
             _finish_after_error(job, materializer)
