@@ -37,8 +37,9 @@ def state_files(directory: Path) -> dict[str, bytes]:
 
 @pytest.mark.parametrize("backend", ["heap", "rocksdb", "lmdb"])
 def test_the_same_command_twice_leaves_output_and_state_unchanged(tmp_path: Path, backend: str) -> None:
+    state, out = tmp_path / "st", tmp_path / "out.jsonl"
     args: list[str | Path] = ["--pk", "0", "--backend", backend, "--strategy", "map",
-                              "--state-dir", tmp_path / "st", "-o", tmp_path / "out.jsonl", EXAMPLE]  # fmt: skip
+                              "--state-dir", state, "-o", out, EXAMPLE]  # fmt: skip
     first = replay(*args)
     assert first.returncode == 0, first.stderr
     assert (tmp_path / "out.jsonl").read_bytes() == EXPECTED.read_bytes()
