@@ -920,6 +920,23 @@ def _close_quietly(sink: IO[bytes], is_stdout: bool) -> None:
             os.close(devnull)
 
 
+def _damage_behind(materializer: Materializer, settings: Settings) -> CorruptStateError | None:
+    """After an implementation raised: is the stored state damaged (a value of the wrong shape,
+    a broken link) rather than the code wrong? Runs the layout's own ``_check()`` over the
+    committed state (a full scan, only after a failure). None: the state looks sound (a bug)."""
+    check = getattr(materializer, "_check", None)
+    if settings.backend is Backend.HEAP or check is None:
+        return None
+    try:
+        check()
+    except Exception as error:  # a LayoutError, or the check itself tripping over a bad value
+        return CorruptStateError(
+            f"damaged state: the {settings.backend.value} state does not hold a valid "
+            f"{settings.strategy.value} layout ({type(error).__name__}: {error})"
+        )
+    return None
+
+
 def _reader_gone(sink: IO[bytes]) -> bool:
     """True if ``sink`` is a pipe whose reader has closed it with output still unread in the
     pipe: the run must not claim success (exit 141, as for a write that failed)."""
@@ -1050,6 +1067,11 @@ def run(args: argparse.Namespace) -> int:
             _finish_after_error(job, materializer)
         except StateError as error:
             raise _state_failure(error, state) from None
+        except (ArithmeticError, AssertionError, LookupError, TypeError, ValueError) as error:
+            damage = _damage_behind(materializer, settings) if state is not None else None
+            if damage is None:
+                raise
+            raise _state_failure(damage, state) from error
         except OSError as error:
             if guard.busy and isinstance(error, BrokenPipeError) and args.output == "-":
                 # The reader went away (`replay ... | head`): exit quietly, as Unix tools do; the

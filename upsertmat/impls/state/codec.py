@@ -78,7 +78,8 @@ class ValueCodec:
             return msgpack.unpackb(data, raw=False, strict_map_key=False, ext_hook=_ext_hook)
         except Exception as error:
             raise CorruptStateError(
-                f"state {state!r}: the value stored under key {key!r} cannot be decoded ({error})"
+                f"damaged state: state {state!r}: the value stored under key {key!r} cannot be "
+                f"decoded ({error})"
             ) from error
 
 

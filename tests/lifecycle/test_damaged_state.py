@@ -1,0 +1,158 @@
+"""Damaged, hostile or missing state met by ``replay``: one clear line, exit 3, never a traceback.
+
+The damage is real: bytes flipped in RocksDB's table files, values rewritten inside the
+databases with the engines' own APIs (undecodable bytes, the wrong shape, msgpack extension
+types, deep nesting, huge declared lengths), a deleted database, a swapped manifest, a FIFO or a
+device where the manifest or the snapshot should be.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import lmdb
+import msgpack
+import pytest
+from rocksdict import Options, Rdict
+
+from upsertmat.errors import ExitCode
+
+SCRIPT = shutil.which("upsertmat") or str(Path(sys.executable).with_name("upsertmat"))
+NODES_PREFIX = b"m\x05nodes"  # the MAP layout's node map state (impls/state/codec.py)
+
+
+def stream(start: int, count: int) -> str:
+    return "".join(
+        json.dumps({"op": "+U", "row": [i % 20, i % 3, f"v{i}"]}) + "\n" for i in range(start, start + count)
+    )
+
+
+def replay(
+    tmp_path: Path, backend: str, text: str, *, part: int, strategy: str = "MAP"
+) -> subprocess.CompletedProcess[str]:
+    source = tmp_path / f"part{part}.jsonl"
+    source.write_text(text)
+    output = tmp_path / f"out{part}"
+    args = [SCRIPT, "replay", "--pk", "0", "--upsert-key", "1", "-q", "--strategy", strategy, "--backend",
+            backend, "--state-dir", str(tmp_path / "st"), "-o", str(output), str(source)]  # fmt: skip
+    return subprocess.run(args, capture_output=True, text=True, timeout=120)
+
+
+def refused(result: subprocess.CompletedProcess[str], *words: str) -> None:
+    assert result.returncode == ExitCode.STATE_DIR, result.stderr
+    assert "Traceback" not in result.stderr and "internal error" not in result.stderr, result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    for word in words:
+        assert word in result.stderr, result.stderr
+
+
+def rewrite_values(tmp_path: Path, backend: str, value: bytes) -> int:
+    """Replace every stored MAP node with ``value`` (raw bytes); returns how many."""
+    database = tmp_path / "st" / backend / "materializer" / "db"
+    count = 0
+    if backend == "rocksdb":
+        db = Rdict(str(database), options=Options(raw_mode=True))
+        try:
+            keys = [key for key in db.keys() if isinstance(key, bytes) and key.startswith(NODES_PREFIX)]  # noqa: SIM118
+            for key in keys:
+                db[key] = value
+                count += 1
+        finally:
+            db.close()
+        return count
+    env = lmdb.open(str(database), subdir=True, max_dbs=0)
+    try:
+        with env.begin(write=True) as txn:
+            keys = [bytes(key) for key, _ in txn.cursor() if bytes(key).startswith(NODES_PREFIX)]
+            for key in keys:
+                txn.put(key, value)
+                count += 1
+    finally:
+        env.close()
+    return count
+
+
+HOSTILE_VALUES: dict[str, bytes] = {
+    "undecodable": b"\xc1",
+    "empty": b"",
+    "wrong shape": msgpack.packb([1, 2]),
+    "deeply nested": b"\x91" * 5000 + b"\xc0",
+    "huge declared array": b"\xdd\xff\xff\xff\xff",
+    "ext type 7": msgpack.packb(msgpack.ExtType(7, b"x")),
+    "timestamp ext": b"\xd6\xff\x00\x00\x00\x01",
+}
+
+
+@pytest.mark.parametrize("backend", ["rocksdb", "lmdb"])
+@pytest.mark.parametrize("kind", list(HOSTILE_VALUES))
+def test_a_hostile_stored_value_is_damaged_state(tmp_path: Path, backend: str, kind: str) -> None:
+    assert replay(tmp_path, backend, stream(0, 200), part=0).returncode == 0
+    assert rewrite_values(tmp_path, backend, HOSTILE_VALUES[kind]) > 0
+    result = replay(tmp_path, backend, stream(200, 100), part=1)
+    refused(result, "damaged state")
+
+
+@pytest.mark.parametrize("backend", ["rocksdb", "lmdb"])
+def test_a_deleted_database_is_refused_never_reset(tmp_path: Path, backend: str) -> None:
+    assert replay(tmp_path, backend, stream(0, 50), part=0).returncode == 0
+    shutil.rmtree(tmp_path / "st" / backend)
+    refused(replay(tmp_path, backend, stream(50, 10), part=1), "is missing", "refusing to start from empty")
+
+
+@pytest.mark.parametrize("backend", ["rocksdb", "lmdb"])
+def test_an_older_manifest_put_back_is_refused(tmp_path: Path, backend: str) -> None:
+    assert replay(tmp_path, backend, stream(0, 50), part=0).returncode == 0
+    old = (tmp_path / "st" / "manifest.json").read_bytes()
+    assert replay(tmp_path, backend, stream(50, 50), part=1).returncode == 0
+    (tmp_path / "st" / "manifest.json").write_bytes(old)
+    refused(replay(tmp_path, backend, stream(100, 10), part=2), "manifest", "refusing to go on")
+
+
+def test_flipped_bytes_in_a_rocksdb_table_file_are_damaged_state(tmp_path: Path) -> None:
+    assert replay(tmp_path, "rocksdb", stream(0, 3000), part=0).returncode == 0
+    # Opening again recovers the write-ahead log into a table file.
+    assert replay(tmp_path, "rocksdb", stream(3000, 10), part=1).returncode == 0
+    database = tmp_path / "st" / "rocksdb" / "materializer" / "db"
+    tables = sorted(database.glob("*.sst"), key=lambda path: path.stat().st_mtime)
+    assert tables, "no table file to damage"
+    data = bytearray(tables[-1].read_bytes())
+    middle = len(data) // 3
+    data[middle : middle + 64] = bytes(byte ^ 0xFF for byte in data[middle : middle + 64])
+    tables[-1].write_bytes(bytes(data))
+    result = replay(tmp_path, "rocksdb", stream(3010, 3000), part=2)
+    refused(result)
+    assert "Corruption" in result.stderr or "damaged" in result.stderr
+
+
+Special = Callable[[Path], None]
+SPECIALS: dict[str, Special] = {
+    "a FIFO": lambda path: os.mkfifo(path),
+    "a symlink to /dev/zero": lambda path: path.symlink_to("/dev/zero"),
+}
+
+
+@pytest.mark.parametrize("special", list(SPECIALS))
+@pytest.mark.parametrize("target", ["manifest.json", "snapshot"])
+def test_a_special_file_in_place_of_state_is_refused_at_once(
+    tmp_path: Path, special: str, target: str
+) -> None:
+    assert replay(tmp_path, "heap", stream(0, 20), part=0).returncode == 0
+    if target == "snapshot":
+        path = next((tmp_path / "st").glob("snapshot-*.msgpack"))
+    else:
+        path = tmp_path / "st" / target
+    path.unlink()
+    SPECIALS[special](path)
+    refused(replay(tmp_path, "heap", stream(20, 5), part=1), "not a regular file", str(path))
+
+
+def test_a_deeply_nested_manifest_is_refused(tmp_path: Path) -> None:
+    assert replay(tmp_path, "heap", stream(0, 20), part=0).returncode == 0
+    (tmp_path / "st" / "manifest.json").write_text("[" * 100_000 + "]" * 100_000)
+    refused(replay(tmp_path, "heap", stream(20, 5), part=1), "nested too deeply")
