@@ -207,6 +207,17 @@ def run_savepoint(args: argparse.Namespace) -> int:
                 raise CliError(
                     f"cannot write savepoint {args.output}: {error.strerror}", ExitCode.IO
                 ) from None
+            except StorageError as error:
+                raise CliError(
+                    f"{error}; free space (or fix the device) and try again", ExitCode.IO
+                ) from None
+            except StateError as error:
+                raise StateDirError(f"{error}; no savepoint was written") from None
+            except (ArithmeticError, AssertionError, LookupError, TypeError, ValueError) as error:
+                raise StateDirError(
+                    f"damaged state in {args.state_dir}: it does not hold a valid {manifest.strategy} layout "
+                    f"({type(error).__name__}: {error}); no savepoint was written"
+                ) from None
         finally:
             materializer.close()
     print(

@@ -29,6 +29,7 @@ import contextlib
 import fcntl
 import hashlib
 import json
+import math
 import os
 import stat
 from collections.abc import Callable, Iterable, Iterator
@@ -580,9 +581,27 @@ def _history(entry: object, manifest: Manifest, keys: Keys) -> tuple[bytes, list
         raise ValueError("an entry's stamps are not one integer per row")
     history: list[Row] = []
     for row in rows:
+        if not all(_is_json_value(value) for value in row):
+            raise ValueError("a row holds a value JSON cannot carry (bytes, an extension type, NaN, ...)")
         if manifest.arity is not None and len(row) != manifest.arity:
             raise ValueError(f"a row has {len(row)} columns, the manifest says {manifest.arity}")
         if keys.context_key(row) != context:
             raise ValueError("a row is stored under a context key that is not its own")
         history.append(tuple(row))
     return context, list(zip(history, stamps, strict=True))
+
+
+def _is_json_value(value: object, depth: int = 0) -> bool:
+    """True for what a JSON Lines input can hold: null, booleans, integers, finite floats,
+    strings, and arrays and objects (string keys) of those, nested at most 1,000 deep."""
+    if value is None or isinstance(value, bool | int | str):
+        return True
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if depth >= 1000:
+        return False
+    if isinstance(value, list):
+        return all(_is_json_value(item, depth + 1) for item in value)
+    if isinstance(value, dict):
+        return all(isinstance(key, str) and _is_json_value(item, depth + 1) for key, item in value.items())
+    return False

@@ -8,6 +8,7 @@ device where the manifest or the snapshot should be.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -156,3 +157,38 @@ def test_a_deeply_nested_manifest_is_refused(tmp_path: Path) -> None:
     assert replay(tmp_path, "heap", stream(0, 20), part=0).returncode == 0
     (tmp_path / "st" / "manifest.json").write_text("[" * 100_000 + "]" * 100_000)
     refused(replay(tmp_path, "heap", stream(20, 5), part=1), "nested too deeply")
+
+
+def savepoint(tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    args = [SCRIPT, "savepoint", "--state-dir", str(tmp_path / "st"), "-o", str(tmp_path / "sp")]
+    return subprocess.run(args, capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize(
+    "cell",
+    [b"\xc4\x01x", b"\xd6\xff\x00\x00\x00\x01", b"\xcb\x7f\xf8\x00\x00\x00\x00\x00\x00"],
+    ids=["msgpack bin", "timestamp ext", "NaN"],
+)
+@pytest.mark.parametrize("command", ["replay", "savepoint"])
+def test_a_heap_snapshot_cell_json_cannot_carry_is_refused(tmp_path: Path, cell: bytes, command: str) -> None:
+    """The cell is re-checksummed in the manifest: only the validation of what it decodes to can catch it."""
+    assert replay(tmp_path, "heap", stream(0, 5), part=0).returncode == 0
+    snapshot = next((tmp_path / "st").glob("snapshot-*.msgpack"))
+    data = snapshot.read_bytes()
+    damaged = data.replace(b"\xa2v0", cell, 1)  # the payload "v0" of the first row
+    assert damaged != data
+    snapshot.write_bytes(damaged)
+    manifest = json.loads((tmp_path / "st" / "manifest.json").read_text())
+    manifest["snapshot_sha256"] = hashlib.sha256(damaged).hexdigest()
+    (tmp_path / "st" / "manifest.json").write_text(json.dumps(manifest))
+    result = replay(tmp_path, "heap", stream(5, 5), part=1) if command == "replay" else savepoint(tmp_path)
+    refused(result, "damaged snapshot", "JSON cannot carry")
+
+
+@pytest.mark.parametrize("backend", ["rocksdb", "lmdb"])
+@pytest.mark.parametrize("kind", ["undecodable", "wrong shape", "timestamp ext"])
+def test_savepoint_of_a_hostile_byte_state_is_refused(tmp_path: Path, backend: str, kind: str) -> None:
+    assert replay(tmp_path, backend, stream(0, 100), part=0).returncode == 0
+    assert rewrite_values(tmp_path, backend, HOSTILE_VALUES[kind]) > 0
+    refused(savepoint(tmp_path), "damaged state")
+    assert not (tmp_path / "sp").exists() or not any((tmp_path / "sp").iterdir())
