@@ -26,13 +26,11 @@ object key order is kept); integers beyond 64 bits use extension type 1 (decimal
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import json
 import math
 import os
-import stat
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import IO, Any
@@ -40,6 +38,9 @@ from typing import IO, Any
 import msgpack
 
 from .errors import StateDirError, StateDirWriteError
+from .impls.state import files
+from .impls.state.errors import CorruptStateError, StateError
+from .impls.state.locking import DirectoryLock
 from .spec import Element, Keys, Row, TimeDomain, TtlSettings, UpdateType
 
 MANIFEST_NAME = "manifest.json"
@@ -274,57 +275,19 @@ MANIFEST_MAX_BYTES = 64 << 20
 
 
 def open_regular(path: Path, what: str, limit: int | None = None) -> IO[bytes]:
-    """``path`` opened for reading if it is a regular file (of at most ``limit`` bytes).
-
-    Never blocks and never reads a device: a FIFO, a socket or a device (also behind a
-    symlink, e.g. to ``/dev/zero``) is refused with a StateDirError naming the file, before
-    anything is read. FileNotFoundError propagates.
-    """
+    """:func:`upsertmat.impls.state.files.open_regular`, its refusals and OS errors as StateDirErrors
+    naming the file (FileNotFoundError propagates)."""
     try:
-        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        return files.open_regular(path, what, limit)
     except FileNotFoundError:
         raise
+    except CorruptStateError as error:
+        raise StateDirError(str(error)) from None
     except OSError as error:
         raise StateDirError(f"cannot read {what} {path}: {error.strerror}") from None
-    try:
-        info = os.fstat(descriptor)
-        if not stat.S_ISREG(info.st_mode):
-            raise StateDirError(f"damaged state: {what} {path} is not a regular file; refusing to read it")
-        if limit is not None and info.st_size > limit:
-            raise StateDirError(
-                f"damaged state: {what} {path} has {info.st_size} bytes, more than any {what} "
-                f"({limit}); refusing to read it"
-            )
-        return os.fdopen(descriptor, "rb")
-    except BaseException:
-        os.close(descriptor)
-        raise
 
 
-def _fsync_directory(path: Path) -> None:
-    descriptor = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(descriptor)
-    finally:
-        os.close(descriptor)
-
-
-def write_atomically(path: Path, write: Callable[[IO[bytes]], None]) -> None:
-    """Write ``path`` through ``write`` so that it holds the old or the new content, never a mix.
-
-    Temp file in the same directory, flush, fsync, rename over ``path``, fsync the directory.
-    """
-    temporary = path.with_name(f".{path.name}.tmp")
-    try:
-        with open(temporary, "wb") as stream:
-            write(stream)
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.replace(temporary, path)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            temporary.unlink()
-    _fsync_directory(path.parent)
+write_atomically = files.write_atomically
 
 
 class StateDir:
@@ -336,7 +299,7 @@ class StateDir:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._lock: IO[bytes] | None = None
+        self._lock: DirectoryLock | None = None
 
     @property
     def manifest_path(self) -> Path:
@@ -353,28 +316,16 @@ class StateDir:
     def open(self) -> None:
         """Create the directory if missing and lock it. StateDirError if that fails."""
         try:
-            self.path.mkdir(parents=True, exist_ok=True)
-            lock = open(self.path / LOCK_NAME, "a+b")  # noqa: SIM115 - held until close()
+            self._lock = DirectoryLock(self.path, LOCK_NAME)
+        except StateError as error:
+            raise StateDirError(str(error)) from None
         except OSError as error:
             raise StateDirError(f"cannot use state directory {self.path}: {error.strerror}") from None
-        try:
-            fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            lock.close()
-            raise StateDirError(
-                f"state directory {self.path} is in use by another upsertmat process "
-                f"(lock {self.path / LOCK_NAME} is held)"
-            ) from None
-        lock.truncate(0)
-        lock.write(f"{os.getpid()}\n".encode("ascii"))
-        lock.flush()
-        self._lock = lock
 
     def close(self) -> None:
         """Release the lock (idempotent)."""
         if self._lock is not None:
-            fcntl.flock(self._lock.fileno(), fcntl.LOCK_UN)
-            self._lock.close()
+            self._lock.release()
             self._lock = None
 
     def load_manifest(self) -> Manifest | None:

@@ -35,6 +35,7 @@ from typing import Any
 
 from ...spec import Element, Equalizer, Keys, Materializer, equalizer_spec
 from ..settings import TimeDomain, TtlSettings, UpdateType
+from ..state.files import fsync_directory
 from . import codec
 from .errors import SavepointError, SavepointMismatch
 from .keygroups import DEFAULT_MAX_PARALLELISM, key_group, key_group_range
@@ -162,14 +163,6 @@ def _ttl_text(ttl: TtlSettings) -> str:
 # -- writing ---------------------------------------------------------------------------------
 
 
-def _fsync_directory(path: Path) -> None:
-    descriptor = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(descriptor)
-    finally:
-        os.close(descriptor)
-
-
 def _write_data_file(path: Path, group: int, entries: list[tuple[bytes, list[Element]]]) -> DataFile:
     pack = codec.packer().pack
     hasher = hashlib.sha256()
@@ -245,9 +238,9 @@ def write_savepoint(
             stream.write(text)
             stream.flush()
             os.fsync(stream.fileno())
-        _fsync_directory(building)
+        fsync_directory(building)
         os.rename(building, path)
-        _fsync_directory(path.parent)
+        fsync_directory(path.parent)
     except BaseException:
         shutil.rmtree(building, ignore_errors=True)
         raise

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from .errors import CorruptStateError
+from .files import fsync_directory
 from .locking import LOCK_NAME, DirectoryLock
 
 DB_NAME = "db"
@@ -58,11 +59,7 @@ class StateDirectory:
         shutil.rmtree(new, ignore_errors=True)  # left by a process killed while creating
         create(new)
         os.rename(new, self.db)
-        fd = os.open(self.root, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        fsync_directory(self.root)
 
     def close(self) -> None:
         """Release the lock; remove the directory if it was temporary."""

@@ -21,11 +21,15 @@ LOCK_NAME = "upsertmat.lock"
 
 
 class DirectoryLock:
-    """Holds the lock of ``directory`` (created if missing) from construction to :meth:`release`."""
+    """Holds the lock of ``directory`` (created if missing) from construction to :meth:`release`.
 
-    def __init__(self, directory: Path) -> None:
+    ``name``: the lock file's name (the replay state directory uses ``lock``; a backend's own
+    directory ``upsertmat.lock``). The one lock of every piece of persisted state.
+    """
+
+    def __init__(self, directory: Path, name: str = LOCK_NAME) -> None:
         directory.mkdir(parents=True, exist_ok=True)
-        self.path = directory / LOCK_NAME
+        self.path = directory / name
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -33,8 +37,8 @@ class DirectoryLock:
             holder = os.read(fd, 32).decode("ascii", "replace").strip() or "unknown"
             os.close(fd)
             raise StateLockedError(
-                f"state directory {directory} is in use (locked through {self.path} by pid {holder}); "
-                "stop the other process or use another --state-dir"
+                f"state directory {directory} is in use by another upsertmat process (lock {self.path} "
+                f"is held by pid {holder}); stop the other process or use another --state-dir"
             ) from None
         os.ftruncate(fd, 0)
         os.write(fd, f"{os.getpid()}\n".encode("ascii"))
