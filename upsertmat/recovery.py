@@ -20,12 +20,17 @@ output and dead-letter files to their committed lengths and continues. See docs/
 from __future__ import annotations
 
 import hashlib
+import io
+import os
+import stat
 from dataclasses import dataclass
+from pathlib import Path
 from typing import IO, Any, Protocol
 
 from .errors import StateDirError
 from .impls.state import StateBackend, ValueState
 from .spec import Materializer
+from .statedir import RunRecord
 
 RECORD_STATE = "upsertmat.replay"
 RECORD_KEY = b"position"
@@ -204,3 +209,62 @@ def reopen_truncated(path: str, length: int, what: str) -> IO[bytes]:
     stream.truncate(length)
     stream.seek(length)
     return stream
+
+
+def is_regular(source: IO[bytes]) -> bool:
+    """True if ``source`` is a regular file (it can be read twice: stdin and pipes cannot)."""
+    try:
+        return stat.S_ISREG(os.fstat(source.fileno()).st_mode)
+    except (OSError, ValueError, io.UnsupportedOperation):
+        return False
+
+
+def size_or_none(path: Path) -> int | None:
+    """The size of ``path``, or None if it does not exist (or cannot be read)."""
+    try:
+        return path.stat().st_size
+    except OSError:
+        return None
+
+
+def match_runs(source: IO[bytes], runs: tuple[RunRecord, ...]) -> tuple[str, RunRecord] | None:
+    """``("rerun", run)`` if ``source`` holds exactly the input of a completed run; ``("grown",
+    last run)`` if it begins with the last run's whole input (whole lines) and has more; or None.
+
+    Reads the regular file ``source`` once, only when some run's input length allows a match;
+    O(file size). ``source`` is left where it was.
+    """
+    if not runs:
+        return None
+    size = os.fstat(source.fileno()).st_size
+    if size == 0:  # an empty input changes nothing: running it is as good as skipping it
+        return None
+    last = runs[-1]
+    same_size = any(run.input_bytes == size for run in runs)
+    grown = 0 < last.input_bytes < size
+    if not (same_size or grown):
+        return None
+    start = source.tell()
+    hasher = hashlib.sha256()
+    prefix: str | None = None
+    done = 0
+    while True:
+        want = 1 << 20
+        if grown and prefix is None:
+            want = min(want, last.input_bytes - done)
+        block = source.read(want)
+        if not block:
+            break
+        hasher.update(block)
+        done += len(block)
+        if grown and prefix is None and done == last.input_bytes:
+            prefix = hasher.hexdigest()
+            prefix_ends_line = block.endswith(b"\n")
+    source.seek(start)
+    whole = hasher.hexdigest()
+    for run in reversed(runs):
+        if run.input_bytes == size and run.input_sha256 == whole:
+            return "rerun", run
+    if prefix is not None and prefix == last.input_sha256 and prefix_ends_line:
+        return "grown", last
+    return None

@@ -19,12 +19,10 @@ from __future__ import annotations
 import argparse
 import contextlib
 import fcntl
-import hashlib
 import io
 import json
 import logging
 import os
-import secrets
 import select
 import signal
 import stat
@@ -41,16 +39,23 @@ from typing import IO
 from .cliconfig import add_config_arguments, non_negative_int, positive_int, settings_from_args
 from .errors import CliError, ExitCode, StateDirError
 from .impls import ConfigError, Settings, UnknownImplementation, create
-from .impls.config import BACKEND, CHECKPOINT_INTERVAL, STRATEGY, TTL
-from .impls.lifecycle import export_state, import_state, supports_transfer
+from .impls.config import CHECKPOINT_INTERVAL
 from .impls.settings import Backend, TimeDomain
-from .impls.state import backend_database
 from .impls.state.errors import BackendUnavailableError, CorruptStateError, StateError, StorageError
 from .jsonl import BadLine, ChangeLine, RowShape, format_change, format_dead_letter, parse_line
 from .progress import Progress
-from .recovery import EMPTY_SHA256, ConsumedInput, Position, PositionRecord, reopen_truncated
-from .spec import Change, Keys, Materializer, equalizer_spec, parse_equalizer
-from .statedir import DEAD_LETTER_NAME, Manifest, RunRecord, StateDir, ttl_from_record, ttl_record, ttl_text
+from .recovery import (
+    EMPTY_SHA256,
+    ConsumedInput,
+    Position,
+    is_regular,
+    match_runs,
+    reopen_truncated,
+    size_or_none,
+)
+from .session import StateSession
+from .spec import Change, Keys, Materializer, parse_equalizer
+from .statedir import DEAD_LETTER_NAME
 
 NAME = "replay"
 PREFIX = f"upsertmat {NAME}"
@@ -251,23 +256,23 @@ def _say(message: str) -> None:
 class _Run:
     """One invocation: owns the materializer, the streams, the counters and the run's position.
 
-    With ``--state-dir`` a run goes through: :meth:`open_state` (load the manifest, check it
-    matches this run), :meth:`restore` (load the state, reconcile the manifest with the
-    position committed in a byte backend), :meth:`plan` (is this input a resume of an unfinished
-    run, a rerun of a finished one, or a continuation of the stream?), :meth:`begin`, the loop
-    with a commit every ``interval`` lines, and :meth:`finish`. docs/operations.md has the rules.
+    With ``--state-dir`` (a :class:`~upsertmat.session.StateSession`) a run goes through:
+    :meth:`restore` (load the state and its committed position), :meth:`plan` (is this input a
+    resume of an unfinished run, a rerun of a finished one, or a continuation of the stream?),
+    :meth:`begin`, the loop with a commit every ``interval`` lines, and :meth:`finish`.
+    docs/operations.md has the rules.
     """
 
-    def __init__(self, args: argparse.Namespace, settings: Settings, keys: Keys, state: StateDir | None):
+    def __init__(
+        self, args: argparse.Namespace, settings: Settings, keys: Keys, session: StateSession | None
+    ) -> None:
         self.args = args
         self.settings = settings
         self.keys = keys
-        self.state = state
-        self.shape = RowShape(keys, args.arity)
-        self.manifest: Manifest | None = None
-        self.fresh = False  # no manifest yet: a new state directory
-        self.record: PositionRecord | None = None
+        self.session = session
+        self.shape = RowShape(keys, args.arity if session is None else session.arity)
         self.position: Position | None = None  # the committed position this run starts from
+        self.run_id = 0
         self.base = 0  # stream index of this run's next line (after lines skipped on resume)
         self.run_start = 0  # stream index of the first line of this run's input
         self.resuming = False  # continue the unfinished run of the state directory
@@ -288,190 +293,31 @@ class _Run:
         interval = args.checkpoint_every or settings.checkpoint_interval
         if interval is None and byte_backend:
             interval = DEFAULT_BYTE_INTERVAL
-        self.interval: int | None = interval if state is not None else None
+        self.interval: int | None = interval if session is not None else None
 
     def _dead_letter_path(self) -> Path:
         if self.args.dead_letter is not None:
             return Path(self.args.dead_letter)
-        if self.state is not None:
-            return self.state.path / DEAD_LETTER_NAME
+        if self.session is not None:
+            return self.session.path / DEAD_LETTER_NAME
         return Path(DEFAULT_DEAD_LETTER)
 
     # -- state directory -------------------------------------------------------------------
 
-    def _identity(self) -> Manifest:
-        equalizer = self.keys.equalizer
-        return Manifest(
-            pk=self.keys.pk,
-            upsert_key=self.keys.upsert_key,
-            strategy=self.settings.strategy.value,
-            backend=self.settings.backend.value,
-            equalizer=equalizer_spec(equalizer),
-            equalizer_fingerprint=equalizer.fingerprint,
-            arity=self.shape.arity,
-            ttl=ttl_record(self.settings.ttl),
-            state_id=secrets.token_hex(8),
-        )
-
-    def open_state(self) -> None:
-        """Load the manifest (or start a new one); refuse one that does not match this run."""
-        assert self.state is not None
-        wanted = self._identity()
-        found = self.state.load_manifest()
-        if found is None:
-            self.manifest = wanted
-            self.fresh = True
-            return
-        where = f"(state in {self.state.manifest_path})"
-        checks = (
-            ("--pk", _columns(wanted.pk), _columns(found.pk)),
-            ("--upsert-key", _columns(wanted.upsert_key) or "(none)", _columns(found.upsert_key) or "(none)"),
-            (f"strategy ({STRATEGY})", wanted.strategy, found.strategy),
-            (f"backend ({BACKEND})", wanted.backend, found.backend),
-            (
-                "--equalizer",
-                f"{wanted.equalizer} ({wanted.equalizer_fingerprint})",
-                f"{found.equalizer} ({found.equalizer_fingerprint})",
-            ),
-        )
-        for what, ours, theirs in checks:
-            if ours != theirs:
-                raise StateDirError(
-                    f"this run's {what} is {ours} but the state directory's is {theirs} {where}; "
-                    "run with the same settings, or use another --state-dir"
-                )
-        if found.ttl is not None and found.ttl != wanted.ttl:
-            raise StateDirError(
-                f"this run's TTL ({TTL} and the ttl settings) is {ttl_text(self.settings.ttl)} but the "
-                f"state directory's is {ttl_text(ttl_from_record(found.ttl))} {where}; stamps would change "
-                "meaning: run with the same TTL settings, or migrate through a savepoint"
-            )
-        if wanted.arity is not None and found.arity is not None and wanted.arity != found.arity:
-            raise StateDirError(
-                f"this run's --arity is {wanted.arity} but the stream's arity is {found.arity} {where}"
-            )
-        if found.arity is not None:
-            self.shape.arity = found.arity
-        if self.settings.backend is not Backend.HEAP and (found.lines or found.run_id):
-            database = backend_database(self.settings)
-            if database is not None and not database.is_dir():
-                raise StateDirError(
-                    f"damaged state: {self.state.manifest_path} says {found.lines} line(s) were applied, but "
-                    f"the {found.backend} database {database} is missing; refusing to start from empty "
-                    "state (restore the directory, or a savepoint into a new --state-dir)"
-                )
-        self.manifest = replace(
-            found, ttl=found.ttl or wanted.ttl, state_id=found.state_id or wanted.state_id
-        )
-
     def restore(self, materializer: Materializer) -> None:
-        """Load the state and find the committed position to go on from.
-
-        Heap: the manifest's snapshot and position. Byte backends: the position committed in
-        the database, reconciled with the manifest (a run killed after its final commit but
-        before its manifest was saved is completed here; a manifest older than the database,
-        or a database of another state, is refused).
-        """
-        assert self.state is not None and self.manifest is not None
-        manifest = self.manifest
-        if self.settings.backend is Backend.HEAP:
-            if not supports_transfer(materializer):
-                raise CliError(
-                    f"{self.settings.strategy.value}/heap cannot export its state (no StateTransfer), "
-                    "so it cannot be used with --state-dir"
-                )
-            import_state(materializer, self.state.load_snapshot(manifest, self.keys), manifest.now)
-            self.position = _position_of(manifest)
-        else:
-            self.record = PositionRecord.attach(materializer)
-            if self.record is None:
-                raise CliError(
-                    f"{self.settings.strategy.value}/{self.settings.backend.value} cannot commit the "
-                    "replay position with its state, so it cannot be used with --state-dir"
-                )
-            self.position = self._reconcile(self.record)
-            if self.position.now:
-                materializer.advance_time(self.position.now)
-        position = self.position
+        """Load the state into ``materializer``; the committed position is where this run starts."""
+        assert self.session is not None
+        position = self.session.attach(materializer)
+        self.position = position
         self.now, self.misses_base, self.base = position.now, position.misses, position.lines
-
-    def _reconcile(self, record: PositionRecord) -> Position:
-        assert self.state is not None and self.manifest is not None
-        manifest = self.manifest
-        where = f"{self.state.manifest_path} and the {manifest.backend} database in {self.state.path}"
-        if record.is_legacy():
-            if manifest.in_progress:
-                raise StateDirError(
-                    f"the last run on {self.state.path} was killed while an older upsertmat ran it; "
-                    "finish it with that version, or restore a savepoint into a new --state-dir"
-                )
-            return _position_of(manifest)
-        committed = record.read()
-        if self.fresh and (committed is not None or record.is_legacy()):
-            raise StateDirError(
-                f"{self.state.path} has no manifest.json but its {manifest.backend} database holds committed "
-                "state: the manifest was lost; refusing to start from it (restore a savepoint into a new "
-                "--state-dir)"
-            )
-        if committed is None:
-            if manifest.lines and not manifest.in_progress:
-                raise StateDirError(
-                    f"damaged state: {where} disagree: the manifest says {manifest.lines} line(s) were "
-                    "applied, the database holds no committed position; refusing to go on"
-                )
-            return _position_of(manifest)
-        if manifest.state_id is not None and committed.state_id not in (None, manifest.state_id):
-            raise StateDirError(
-                f"damaged state: {where} belong to different states (the database was replaced); "
-                "refusing to mix them"
-            )
-        if committed.run_id > manifest.run_id or (
-            committed.run_id == manifest.run_id and committed.lines < manifest.lines
-        ):
-            raise StateDirError(
-                f"damaged state: {where} disagree: the manifest (run {manifest.run_id}, {manifest.lines} "
-                f"line(s)) is not the one of the database (run {committed.run_id}, {committed.lines} "
-                "line(s)): an older or newer manifest was put in place; refusing to go on"
-            )
-        if committed.run_id < manifest.run_id:
-            if not manifest.in_progress:
-                raise StateDirError(
-                    f"damaged state: {where} disagree: the database is older (run {committed.run_id}) than "
-                    f"the manifest (run {manifest.run_id}); refusing to go on"
-                )
-            return _position_of(manifest)  # the run began; it committed nothing yet
-        if committed.done and manifest.in_progress:
-            # Killed after the run's final commit, before its manifest was saved: complete it.
-            self.manifest = manifest = self.state.save(self._finished(manifest, committed), None)
-        elif not committed.done and not manifest.in_progress and committed.lines != manifest.lines:
-            raise StateDirError(f"damaged state: {where} disagree on where the stream is; refusing to go on")
-        return committed
-
-    def _finished(self, manifest: Manifest, position: Position) -> Manifest:
-        """``manifest`` with run ``position.run_id`` completed at ``position``."""
-        run = RunRecord(
-            run=position.run_id,
-            first_line=manifest.run_start,
-            lines=position.lines - manifest.run_start,
-            input=manifest.input or "-",
-            input_bytes=position.input_bytes,
-            input_sha256=position.input_sha256,
-        )
-        return replace(
-            _with_position(manifest, position),
-            arity=self.shape.arity if self.shape.arity is not None else manifest.arity,
-            in_progress=False,
-            output_bytes=None,
-            runs=(*manifest.runs, run),
-        )
 
     def plan(self, source: IO[bytes]) -> str | None:
         """Decide what this input is; None to go on, or the message of a rerun (nothing to do).
 
         See docs/operations.md, "Rerunning is always safe".
         """
-        assert self.state is not None and self.manifest is not None and self.position is not None
-        manifest, position = self.manifest, self.position
+        assert self.session is not None and self.session.manifest is not None and self.position is not None
+        manifest, position = self.session.manifest, self.position
         self.input = ConsumedInput(source)
         explicit = self.args.stream_line
         if explicit is not None:
@@ -495,23 +341,23 @@ class _Run:
                 return None
             self._resume_from(position, check=True)
             return None
-        if not _is_regular(source):
+        if not is_regular(source):
             if position.lines or manifest.runs:
                 raise StateDirError(
-                    f"cannot tell a rerun from a continuation: the input is not a regular file (stdin or a "
-                    f"pipe) and {self.state.path} has applied {position.lines} stream line(s) already; pass "
-                    f"--stream-line N, the stream index of this input's first line (N={position.lines} to "
-                    "continue the stream; a smaller N skips the lines already applied)"
+                    "cannot tell a rerun from a continuation: the input is not a regular file (stdin or a "
+                    f"pipe) and {self.session.path} has applied {position.lines} stream line(s) already; "
+                    "pass --stream-line N, the stream index of this input's first line "
+                    f"(N={position.lines} to continue the stream; a smaller N skips lines already applied)"
                 )
             self._start_new(position.lines)
             return None
-        match = _match_runs(source, manifest.runs)
+        match = match_runs(source, manifest.runs)
         if match is not None and match[0] == "rerun":
             rerun = match[1]
             last = rerun.first_line + rerun.lines - 1
             return (
                 f"{self.args.input} was already applied completely by run {rerun.run} (stream lines "
-                f"{rerun.first_line} to {last}); nothing to do: {self.state.path} and the output are "
+                f"{rerun.first_line} to {last}); nothing to do: {self.session.path} and the output are "
                 "unchanged"
             )
         if match is not None:
@@ -527,27 +373,27 @@ class _Run:
 
     def _resume_from(self, position: Position, *, check: bool) -> None:
         """Go on with the unfinished run: skip the consumed input, truncate the output files."""
-        assert self.state is not None and self.manifest is not None and self.input is not None
+        assert self.session is not None and self.session.manifest is not None and self.input is not None
+        manifest = self.session.manifest
         if check and not (
             self.input.skip(position.input_bytes) and self.input.digest() == position.input_sha256
         ):
-            manifest = self.manifest
             raise StateDirError(
-                f"{self.state.path} holds an unfinished run (run {manifest.run_id}, stopped after "
+                f"{self.session.path} holds an unfinished run (run {manifest.run_id}, stopped after "
                 f"{position.input_bytes} bytes = stream line {position.lines} of its input "
                 f"{manifest.input}), and this input does not begin with those bytes: rerun it with the same "
                 f"input to finish it, or pass --stream-line {position.lines} to go on with this input as "
                 "new stream lines"
             )
         if not check:
-            self.skip_lines = position.lines - self.manifest.run_start
-        self.resuming, self.run_start = True, self.manifest.run_start
+            self.skip_lines = position.lines - manifest.run_start
+        self.resuming, self.run_start = True, manifest.run_start
         self.out_bytes, self.dead_bytes = position.output_bytes, position.dead_letter_bytes
 
     def _start_new(self, first_line: int) -> None:
         self.new_run, self.run_start = True, first_line
         self.out_bytes = None if self.args.output == "-" else 0
-        self.dead_bytes = _size_or_none(self.dead_letter_path)
+        self.dead_bytes = size_or_none(self.dead_letter_path)
 
     def open_output(self) -> IO[bytes]:
         """The output: truncated to the committed length when resuming, else new."""
@@ -555,7 +401,7 @@ class _Run:
         if self.resuming and self.input is not None and self.skip_lines:
             if self.input.skip_lines(self.skip_lines) < self.skip_lines:
                 raise StateDirError(
-                    f"cannot resume the killed run on {self.state.path if self.state else ''}: its "
+                    f"cannot resume the killed run on {self.session.path if self.session else ''}: its "
                     f"checkpoint is {self.skip_lines} line(s) into its input, but this input is shorter; "
                     "resume with the same input"
                 )
@@ -589,35 +435,20 @@ class _Run:
     def begin(self, materializer: Materializer, sink: IO[bytes]) -> None:
         """Record the start of a new run (or hold the commits of a resumed one)."""
         self.sink = sink
-        if self.state is None:
+        if self.session is None:
             return
-        assert self.manifest is not None
+        assert self.position is not None
         if self.new_run:
-            manifest = replace(
-                self.manifest,
-                in_progress=True,
-                run_id=self.manifest.run_id + 1,
-                run_start=self.run_start,
-                input=self.input_name,
-                lines=self.base,
-                now=self.now,
-                retract_misses=self.misses_base,
-                input_bytes=0,
-                input_sha256=EMPTY_SHA256,
-                output_bytes=self.out_bytes,
-                dead_letter_bytes=self.dead_bytes,
-            )
-            self.manifest = self.state.save(manifest, None, keep_snapshot=True)
-            if self.record is not None:
-                self.record.commit(self._position(done=False))
-        if self.record is not None:
-            self.record.hold()
+            first = replace(self.position, output_bytes=self.out_bytes, dead_letter_bytes=self.dead_bytes)
+            self.position = self.session.start_run(first, self.run_start, self.input_name)
+        self.run_id = self.position.run_id
+        self.session.hold()
 
     def _position(self, *, done: bool) -> Position:
-        assert self.manifest is not None
+        assert self.session is not None and self.session.manifest is not None
         consumed = self.input
         return Position(
-            run_id=self.manifest.run_id,
+            run_id=self.run_id,
             lines=self.base + self.counts.consumed,
             now=self.now,
             misses=self._misses(),
@@ -626,31 +457,18 @@ class _Run:
             input_sha256=EMPTY_SHA256 if consumed is None else consumed.digest(),
             dead_letter_bytes=self.dead_bytes,
             done=done,
-            state_id=self.manifest.state_id,
+            state_id=self.session.manifest.state_id,
         )
 
     def _misses(self) -> int:
         return self.misses_base + self.counts.misses
 
-    def commit(self, materializer: Materializer, *, done: bool = False) -> None:
-        """Make everything so far durable: output flushed, then state + position together."""
-        if self.state is None or self.manifest is None:
+    def commit(self, materializer: Materializer) -> None:
+        """A commit point: output flushed, then state + position made durable together."""
+        if self.session is None:
             return
         self._flush_outputs()
-        position = self._position(done=done)
-        if self.record is not None:
-            self.record.commit(position)
-            if not done:
-                self.record.hold()
-            return
-        self._save_heap(materializer, position)
-
-    def _save_heap(self, materializer: Materializer, position: Position) -> None:
-        assert self.state is not None and self.manifest is not None
-        manifest = replace(_with_position(self.manifest, position), arity=self.shape.arity)
-        if position.done:
-            manifest = self._finished(manifest, position)
-        self.manifest = self.state.save(manifest, export_state(materializer))
+        self.session.commit(self._position(done=False), materializer, self.shape.arity)
 
     def _flush_outputs(self) -> None:
         if self.sink is not None:
@@ -660,15 +478,10 @@ class _Run:
 
     def finish(self, materializer: Materializer, *, completed: bool) -> None:
         """Save at the end of the run: completed (the input is consumed) or stopped (resumable)."""
-        if self.state is None or self.manifest is None:
+        if self.session is None:
             return
-        self.commit(materializer, done=completed)
-        if self.record is not None:
-            position = self._position(done=completed)
-            manifest = replace(_with_position(self.manifest, position), arity=self.shape.arity)
-            if completed:
-                manifest = self._finished(manifest, position)
-            self.manifest = self.state.save(manifest, None)
+        self._flush_outputs()
+        self.session.finish(self._position(done=completed), materializer, self.shape.arity)
 
     # -- the loop --------------------------------------------------------------------------
 
@@ -682,7 +495,7 @@ class _Run:
         process = materializer.process
         check = self.shape.check
         write = self.sink.write
-        flush_each = self.interval is None or not self._input_is_regular()
+        flush_each = self.interval is None or not self._inputis_regular()
         flush = self.sink.flush
         progress = Progress(PREFIX, Progress.wanted(self.args.progress))
         fail = self.args.on_error == "fail"
@@ -730,7 +543,7 @@ class _Run:
         progress.finish(counts.consumed, counts.emitted, counts.skipped)
         return ExitCode.OK if guard.received is None else 128 + guard.received
 
-    def _input_is_regular(self) -> bool:
+    def _inputis_regular(self) -> bool:
         return self.args.input != "-" and os.path.isfile(self.args.input)
 
     def _miss(self, number: int, change: Change) -> None:
@@ -744,10 +557,10 @@ class _Run:
     def _stopped(self, number: int, index: int, error: str) -> None:
         _say(f"line {number}: {error}")
         where = ""
-        if self.state is not None:
+        if self.session is not None:
             where = (
-                f"; state saved in {self.state.path}, its next line is in={index}: fix the line and run the "
-                "same command again to go on from it"
+                f"; state saved in {self.session.path}, its next line is in={index}: fix the line and run "
+                "the same command again to go on from it"
             )
         _say(
             f"stopped at line {number} (lines count from 1, blank lines included); "
@@ -785,97 +598,6 @@ class _Run:
         """Close the dead-letter file if one was opened."""
         if self._dead_letter is not None:
             self._dead_letter.close()
-
-
-def _position_of(manifest: Manifest) -> Position:
-    """The position a manifest records (heap state, or a run that committed nothing yet)."""
-    return Position(
-        run_id=manifest.run_id,
-        lines=manifest.lines,
-        now=manifest.now,
-        misses=manifest.retract_misses,
-        output_bytes=manifest.output_bytes,
-        input_bytes=manifest.input_bytes,
-        input_sha256=manifest.input_sha256 or EMPTY_SHA256,
-        dead_letter_bytes=manifest.dead_letter_bytes,
-        done=not manifest.in_progress,
-        state_id=manifest.state_id,
-    )
-
-
-def _with_position(manifest: Manifest, position: Position) -> Manifest:
-    return replace(
-        manifest,
-        lines=position.lines,
-        now=position.now,
-        retract_misses=position.misses,
-        output_bytes=position.output_bytes,
-        input_bytes=position.input_bytes,
-        input_sha256=position.input_sha256,
-        dead_letter_bytes=position.dead_letter_bytes,
-        in_progress=not position.done,
-    )
-
-
-def _is_regular(source: IO[bytes]) -> bool:
-    try:
-        return stat.S_ISREG(os.fstat(source.fileno()).st_mode)
-    except (OSError, ValueError, io.UnsupportedOperation):
-        return False
-
-
-def _size_or_none(path: Path) -> int | None:
-    try:
-        return path.stat().st_size
-    except OSError:
-        return None
-
-
-def _match_runs(source: IO[bytes], runs: tuple[RunRecord, ...]) -> tuple[str, RunRecord] | None:
-    """``("rerun", run)`` if ``source`` holds exactly the input of a completed run; ``("grown",
-    last run)`` if it begins with the last run's whole input (whole lines) and has more; or None.
-
-    Reads the regular file ``source`` once, only when some run's input length allows a match;
-    O(file size). ``source`` is left where it was.
-    """
-    if not runs:
-        return None
-    size = os.fstat(source.fileno()).st_size
-    if size == 0:  # an empty input changes nothing: running it is as good as skipping it
-        return None
-    last = runs[-1]
-    same_size = any(run.input_bytes == size for run in runs)
-    grown = 0 < last.input_bytes < size
-    if not (same_size or grown):
-        return None
-    start = source.tell()
-    hasher = hashlib.sha256()
-    prefix: str | None = None
-    done = 0
-    while True:
-        want = 1 << 20
-        if grown and prefix is None:
-            want = min(want, last.input_bytes - done)
-        block = source.read(want)
-        if not block:
-            break
-        hasher.update(block)
-        done += len(block)
-        if grown and prefix is None and done == last.input_bytes:
-            prefix = hasher.hexdigest()
-            prefix_ends_line = block.endswith(b"\n")
-    source.seek(start)
-    whole = hasher.hexdigest()
-    for run in reversed(runs):
-        if run.input_bytes == size and run.input_sha256 == whole:
-            return "rerun", run
-    if prefix is not None and prefix == last.input_sha256 and prefix_ends_line:
-        return "grown", last
-    return None
-
-
-def _columns(columns: tuple[int, ...]) -> str:
-    return ",".join(str(column) for column in columns)
 
 
 def _row_text(change: Change) -> str:
@@ -954,7 +676,7 @@ def _reader_gone(sink: IO[bytes]) -> bool:
         return False
 
 
-def _state_failure(error: StateError, state: StateDir | None) -> CliError:
+def _state_failure(error: StateError, state: StateSession | None) -> CliError:
     """A state error of a running run, with what it means and what to do (docs/operations.md)."""
     at = f"the state directory {state.path} is at its last commit" if state else "nothing was saved"
     if isinstance(error, CorruptStateError):
@@ -1027,13 +749,13 @@ def run(args: argparse.Namespace) -> int:
     if args.max_int_digits is not None:
         sys.set_int_max_str_digits(args.max_int_digits)
     with contextlib.ExitStack() as stack:
-        state = stack.enter_context(StateDir(args.state_dir)) if args.state_dir is not None else None
-        if state is not None and settings.backend is not Backend.HEAP:
-            settings = replace(settings, state_dir=state.path)
+        state: StateSession | None = None
+        if args.state_dir is not None:
+            if settings.backend is not Backend.HEAP:
+                settings = replace(settings, state_dir=Path(args.state_dir))
+            state = stack.enter_context(StateSession(Path(args.state_dir), keys, settings, args.arity))
         job = _Run(args, settings, keys, state)
         stack.callback(job.close)
-        if state is not None:
-            job.open_state()
         materializer = _create(keys, settings)
         stack.callback(_close_materializer, materializer)
         if state is not None:
