@@ -152,3 +152,40 @@ def test_unknown_profile_is_a_usage_error(pytester: pytest.Pytester, monkeypatch
     monkeypatch.setenv("HYPOTHESIS_PROFILE", "no-such-profile")
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
+
+
+@pytest.mark.usefixtures("dev_profile")
+def test_a_failing_run_does_not_bury_its_failure_under_rule7_warnings(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(broken_impl=BROKEN_IMPL)
+    result = pytester.runpytest_subprocess(
+        "--upsertmat-impl=broken_impl:factory", "-p", "no:cacheprovider", "-k", "tolerated_streams"
+    )
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    text = "\n".join(result.stdout.lines)
+    assert "matched no stored row (context key" not in text  # no captured miss records
+    first = next(i for i, line in enumerate(result.stdout.lines) if "AssertionError: input [" in line)
+    assert first < 60, f"first failure on line {first}"
+    result.stdout.fnmatch_lines(["upsertmat: * retraction(s) matched no stored row during the suite*"])
+
+
+def test_rule7_records_are_counted_and_demoted_to_debug(caplog: pytest.LogCaptureFixture) -> None:
+    import logging
+
+    from upsertmat.conformance.misses import MESSAGE_PREFIX, misses_at_debug
+    from upsertmat.spec import Keys, ModelMaterializer, delete
+
+    model = ModelMaterializer(Keys(pk=(0,)))
+    with caplog.at_level(logging.WARNING, logger="upsertmat"), misses_at_debug() as counter:
+        before = counter.count
+        model.process(delete(1, "x"))
+        logging.getLogger("upsertmat").warning("something else")
+    assert counter.count == before + 1
+    assert [record.getMessage() for record in caplog.records] == ["something else"]
+    caplog.clear()
+    with caplog.at_level(logging.DEBUG, logger="upsertmat"), misses_at_debug():
+        model.process(delete(1, "x"))
+    assert [(r.levelname, r.getMessage().startswith(MESSAGE_PREFIX)) for r in caplog.records] == [
+        ("DEBUG", True)
+    ]
+    model.process(delete(1, "x"))  # outside the suite: a warning as before
+    assert caplog.records[-1].levelname == "WARNING"

@@ -43,6 +43,7 @@ def _replay_as_written(
 ) -> None:
     """Feed ``steps`` (advancing the clock at each Advance); every output and the final miss
     count must be as written. ``label`` names the scenario in messages, ``unit`` its steps."""
+    __tracebackhide__ = True  # a failure shows the check's message, not its code
     for index, (step, want) in enumerate(zip(steps, expected, strict=True)):
         if isinstance(step, Advance):
             materializer.advance_time(step.time)
@@ -62,6 +63,7 @@ def _replay_as_written(
 
 def check_scenario(make: Maker, scenario: Scenario) -> None:
     """Feed the scenario's inputs; each output and the final miss count must be as written."""
+    __tracebackhide__ = True  # a failure shows the check's message, not its code
     with opened(make, scenario.keys) as materializer:
         _replay_as_written(
             materializer,
@@ -87,6 +89,7 @@ def check_against_model(
     ``granularity`` configure the model; ``make`` must build an implementation with the same
     TTL settings.
     """
+    __tracebackhide__ = True  # a failure shows the check's message, not its code
     inputs = list(changes)
     model = ModelMaterializer(keys, ttl, granularity)
     with opened(make, keys) as materializer:
@@ -113,11 +116,13 @@ def check_timed_stream(
     make: Maker, stream: TimedStream, ttl: TtlSettings, granularity: Granularity = Granularity.PER_ELEMENT
 ) -> None:
     """:func:`check_against_model` on a stream with clock advances, under ``ttl``."""
+    __tracebackhide__ = True  # a failure shows the check's message, not its code
     check_against_model(make, stream.keys, stream.steps, ttl, granularity)
 
 
 def check_ttl_scenario(make: Maker, scenario: TtlScenario) -> None:
     """Feed a TTL scenario (``make`` builds with ``scenario.ttl``); outputs exactly as written."""
+    __tracebackhide__ = True  # a failure shows the check's message, not its code
     with opened(make, scenario.keys) as materializer:
         _replay_as_written(
             materializer,
@@ -132,4 +137,5 @@ def check_ttl_scenario(make: Maker, scenario: TtlScenario) -> None:
 
 def check_stream(make: Maker, stream: GeneratedStream) -> None:
     """:func:`check_against_model` on the stream's arrival order."""
+    __tracebackhide__ = True  # a failure shows the check's message, not its code
     check_against_model(make, stream.keys, stream.arrival)

@@ -113,3 +113,14 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     if name is not None:
         lines.append(f"upsertmat: conformance suite against {name}")
     return lines
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Say how many rule-7 misses the suite saw (logged at DEBUG only, see ``misses``)."""
+    from .misses import MISSES
+
+    if MISSES.count:
+        terminalreporter.write_line(
+            f"upsertmat: {MISSES.count} retraction(s) matched no stored row during the suite "
+            "(rule 7, expected in generated streams; --log-level=DEBUG shows them)"
+        )
