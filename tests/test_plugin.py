@@ -53,7 +53,7 @@ def factory(keys, settings):
 
 @pytest.fixture
 def dev_profile(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("HYPOTHESIS_PROFILE", "dev")
+    monkeypatch.setenv("HYPOTHESIS_PROFILE", "upsertmat-dev")
     monkeypatch.delenv("UPSERTMAT_EXAMPLES_SCALE", raising=False)
 
 
@@ -61,7 +61,7 @@ def dev_profile(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_suite_passes_for_legacy_heap_in_an_empty_directory(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest_subprocess("--upsertmat-impl=LEGACY/heap", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=SUITE_TESTS - LEGACY_SKIPS, skipped=LEGACY_SKIPS)
-    result.stdout.fnmatch_lines(["*profile 'dev'*", "*conformance suite against LEGACY/heap*"])
+    result.stdout.fnmatch_lines(["*profile 'upsertmat-dev'*", "*conformance suite against LEGACY/heap*"])
 
 
 @pytest.mark.usefixtures("dev_profile")
@@ -102,7 +102,7 @@ def test_unknown_implementation_is_a_usage_error(pytester: pytest.Pytester) -> N
 def test_subclassing_the_suite_in_a_user_module(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("HYPOTHESIS_PROFILE", "ci")
+    monkeypatch.setenv("HYPOTHESIS_PROFILE", "upsertmat-ci")
     monkeypatch.setenv("UPSERTMAT_EXAMPLES_SCALE", "0.2")
     pytester.makepyfile(
         test_mine="""
@@ -114,44 +114,102 @@ def test_subclassing_the_suite_in_a_user_module(
     )
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
     result.assert_outcomes(passed=SUITE_TESTS - LEGACY_SKIPS, skipped=LEGACY_SKIPS)
-    result.stdout.fnmatch_lines(["*profile 'ci'*"])
+    result.stdout.fnmatch_lines(["*the suite ran with hypothesis profile 'upsertmat-ci'*"])
+
+
+UNRELATED_TEST = """
+from hypothesis import given, settings, strategies as st
+
+def test_profile_untouched():
+    assert settings.get_current_profile_name() == "default"
+    assert settings.default.max_examples == 100 and settings.default.database is not None
+
+@given(st.integers())
+def test_some_property(n):
+    assert n == n
+"""
+
+
+@pytest.mark.parametrize("variable", [None, "upsertmat-ci", "ci", "no-such-profile"])
+def test_an_unrelated_project_keeps_its_hypothesis_settings(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, variable: str | None
+) -> None:
+    """The plugin is loaded in every session (entry point) but selects nothing here."""
+    if variable is None:
+        monkeypatch.delenv("HYPOTHESIS_PROFILE", raising=False)
+    else:
+        monkeypatch.setenv("HYPOTHESIS_PROFILE", variable)
+    pytester.makepyfile(test_unrelated=UNRELATED_TEST)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=2)
+    assert "upsertmat" not in "\n".join(line for line in result.stdout.lines if "plugins:" not in line)
 
 
 def test_hypothesis_profile_option_wins(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("HYPOTHESIS_PROFILE", "ci")
+    monkeypatch.setenv("HYPOTHESIS_PROFILE", "upsertmat-ci")
     pytester.makepyfile(
-        test_profile="""
+        test_mine="""
         from hypothesis import settings
+        from upsertmat.conformance.suite import MaterializerTests
 
-        def test_profile():
-            assert settings.get_current_profile_name() == "nightly"
-            assert settings.default.max_examples == 2000
+        class TestMine(MaterializerTests):
+            implementation = "LEGACY/heap"
+
+            def test_profile_loaded(self):
+                assert settings.get_current_profile_name() == "upsertmat-nightly"
+                assert settings.default.max_examples == 2000
         """
     )
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--hypothesis-profile=nightly")
-    result.assert_outcomes(passed=1)
+    result = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "--hypothesis-profile=upsertmat-nightly", "-k", "profile_loaded"
+    )
+    result.assert_outcomes(passed=1, deselected=SUITE_TESTS)
 
 
 def test_ci_profile_from_environment(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("HYPOTHESIS_PROFILE", "ci")
+    monkeypatch.setenv("HYPOTHESIS_PROFILE", "upsertmat-ci")
     pytester.makepyfile(
-        test_profile="""
+        test_mine="""
         from hypothesis import settings
+        from upsertmat.conformance.suite import MaterializerTests
 
-        def test_profile():
-            current = settings.default
-            assert settings.get_current_profile_name() == "ci"
-            assert current.derandomize and current.deadline is None and current.database is None
+        class TestMine(MaterializerTests):
+            implementation = "LEGACY/heap"
+
+            def test_profile_loaded(self):
+                current = settings.default
+                assert settings.get_current_profile_name() == "upsertmat-ci"
+                assert current.derandomize and current.deadline is None and current.database is None
         """
     )
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
-    result.assert_outcomes(passed=1)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-k", "profile_loaded")
+    result.assert_outcomes(passed=1, deselected=SUITE_TESTS)
+
+
+def test_short_profile_names_still_work(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    # "nightly" is not registered by Hypothesis or the user: it names upsertmat-nightly
+    monkeypatch.setenv("HYPOTHESIS_PROFILE", "nightly")
+    pytester.makepyfile(
+        test_mine="""
+        from hypothesis import settings
+        from upsertmat.conformance.suite import MaterializerTests
+
+        class TestMine(MaterializerTests):
+            implementation = "LEGACY/heap"
+
+            def test_profile_loaded(self):
+                assert settings.get_current_profile_name() == "upsertmat-nightly"
+        """
+    )
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-k", "profile_loaded")
+    result.assert_outcomes(passed=1, deselected=SUITE_TESTS)
 
 
 def test_unknown_profile_is_a_usage_error(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HYPOTHESIS_PROFILE", "no-such-profile")
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--upsertmat-impl=LEGACY/heap")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*HYPOTHESIS_PROFILE='no-such-profile'*"])
 
 
 @pytest.mark.usefixtures("dev_profile")

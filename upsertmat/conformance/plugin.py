@@ -1,14 +1,20 @@
-"""The pytest plugin (entry point ``pytest11: upsertmat``), active wherever upsertmat is installed.
+"""The pytest plugin (entry point ``pytest11: upsertmat``): it stays out of other projects' way.
 
-1. Hypothesis profiles ``dev`` (fast), ``ci`` (derandomized, no deadline, no database) and
-   ``nightly`` (many examples). Unless ``--hypothesis-profile`` is given, the profile named by
-   the environment variable ``HYPOTHESIS_PROFILE`` is loaded; without it, ``dev`` is loaded
-   if no other profile was loaded before (so a user's own choice is kept).
-2. ``--upsertmat-impl=NAME`` runs the whole conformance suite against NAME — a registry name
+Loaded by pytest wherever upsertmat is installed, so it imports nothing heavy at import time
+(no Hypothesis, no implementation) and changes nothing unless the suite is *selected*:
+
+1. ``--upsertmat-impl=NAME`` runs the whole conformance suite against NAME — a registry name
    (``LEGACY/heap``), an alias (``legacy-list``) or a third party's ``package.module:factory``
    (a callable ``(Keys, Settings) -> Materializer``) — even in a directory without tests: the
    suite module shipped as ``upsertmat.conformance.selected`` is added to what pytest collects.
    The invocation directory is importable for ``module:factory`` names.
+2. The suite is also selected when a collected test class subclasses ``MaterializerTests`` or
+   ``StateBackendTests``.
+3. Only then is a Hypothesis profile loaded (``profiles``): ``--hypothesis-profile`` wins
+   (Hypothesis loads it); else the one named by ``HYPOTHESIS_PROFILE``; else ``upsertmat-dev``
+   unless a profile of the user's own is loaded already. In any other pytest session the
+   Hypothesis settings are left untouched.
+4. Rule-7 misses seen by the suite are counted and reported in one summary line (``misses``).
 """
 
 from __future__ import annotations
@@ -18,27 +24,17 @@ import sys
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, settings
-
-from ..impls import UnknownImplementation, resolve
-from ..impls.registry import load_factory
 
 OPTION = "--upsertmat-impl"
 PROFILE_VARIABLE = "HYPOTHESIS_PROFILE"
+EXTRA_HINT = "the conformance suite needs its extra: pip install 'upsertmat[conformance]'"
 
-settings.register_profile("dev", max_examples=25, deadline=None)
-settings.register_profile(
-    "ci",
-    max_examples=100,
-    derandomize=True,
-    deadline=None,
-    database=None,
-    print_blob=True,
-    suppress_health_check=[HealthCheck.too_slow],
+_SUITE_CLASSES = (
+    ("upsertmat.conformance.suite", "MaterializerTests"),
+    ("upsertmat.conformance.backends", "StateBackendTests"),
+    ("upsertmat.conformance.backends", "PersistentBackendTests"),
 )
-settings.register_profile(
-    "nightly", max_examples=2000, deadline=None, suppress_health_check=[HealthCheck.too_slow]
-)
+_loaded_profile: list[str] = []  # the profile this plugin loaded for the selected suite
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -55,20 +51,29 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def _load_profile(config: pytest.Config) -> None:
-    if config.getoption("hypothesis_profile", default=None):
-        return  # Hypothesis's own plugin loads it
+    """Load the suite's profile (once); a usage error for an unknown ``HYPOTHESIS_PROFILE``."""
+    if _loaded_profile:
+        return
+    try:
+        from . import profiles
+    except ImportError as error:
+        raise pytest.UsageError(f"{EXTRA_HINT} ({error})") from None
+    chosen = config.getoption("hypothesis_profile", default=None)
+    if chosen:
+        _loaded_profile.append(str(chosen))  # Hypothesis's own plugin loads it
+        return
     name = os.environ.get(PROFILE_VARIABLE)
-    if name:
-        try:
-            settings.load_profile(name)
-        except Exception as error:
-            raise pytest.UsageError(f"{PROFILE_VARIABLE}={name!r}: {error}") from None
-    elif settings.get_current_profile_name() == "default":
-        settings.load_profile("dev")
+    try:
+        _loaded_profile.append(profiles.load(name))
+    except Exception as error:
+        raise pytest.UsageError(f"{PROFILE_VARIABLE}={name!r}: {error}") from None
 
 
 def _check_implementation(config: pytest.Config, name: str) -> None:
     """Fail early and clearly if NAME names nothing; make ``module:factory`` importable."""
+    from ..impls import UnknownImplementation, resolve
+    from ..impls.registry import load_factory
+
     try:
         if ":" in name:
             directory = str(config.invocation_params.dir)
@@ -89,34 +94,62 @@ def selected_implementation(config: pytest.Config) -> str | None:
 
 def suite_path() -> Path:
     """The file of the shipped suite module collected for ``--upsertmat-impl``."""
-    from . import selected
-
-    return Path(selected.__file__)
+    return Path(__file__).with_name("selected.py")
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
-    """Load the Hypothesis profile; add the shipped suite when ``--upsertmat-impl`` is given."""
-    _load_profile(config)
+    """With ``--upsertmat-impl``: load the profile and add the shipped suite to the collection.
+
+    Runs before Hypothesis's own plugin, so ``--hypothesis-profile=upsertmat-...`` finds the
+    suite's profiles registered (registering adds names; it loads nothing).
+    """
+    requested = config.getoption("hypothesis_profile", default=None)
+    if isinstance(requested, str) and requested.startswith("upsertmat-"):
+        try:
+            from . import profiles  # noqa: F401  (registers them)
+        except ImportError as error:
+            raise pytest.UsageError(f"{EXTRA_HINT} ({error})") from None
     name = selected_implementation(config)
     if name is None:
         return
+    _load_profile(config)
     _check_implementation(config, name)
     path = str(suite_path())
     if path not in config.args:
         config.args.append(path)
 
 
+def _is_suite_class(cls: object) -> bool:
+    if not isinstance(cls, type):
+        return False
+    for module, name in _SUITE_CLASSES:
+        base = getattr(sys.modules.get(module), name, None)
+        if isinstance(base, type) and issubclass(cls, base):
+            return True
+    return False
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """A collected suite subclass selects the suite: load its profile before anything runs."""
+    if any(_is_suite_class(getattr(item, "cls", None)) for item in items):
+        _load_profile(config)
+
+
 def pytest_report_header(config: pytest.Config) -> list[str]:
-    """Name the profile and the implementation under test."""
-    lines = [f"upsertmat: hypothesis profile {settings.get_current_profile_name()!r}"]
+    """Name the profile and the implementation under test (only when the suite is selected)."""
     name = selected_implementation(config)
-    if name is not None:
-        lines.append(f"upsertmat: conformance suite against {name}")
-    return lines
+    if name is None:
+        return []
+    profile = [f"upsertmat: hypothesis profile {_loaded_profile[0]!r}"] if _loaded_profile else []
+    return [*profile, f"upsertmat: conformance suite against {name}"]
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    """Say how many rule-7 misses the suite saw (logged at DEBUG only, see ``misses``)."""
+    """Name the profile the suite ran with; count its rule-7 misses (logged at DEBUG only)."""
+    if not _loaded_profile:
+        return
+    terminalreporter.write_line(f"upsertmat: the suite ran with hypothesis profile {_loaded_profile[0]!r}")
     from .misses import MISSES
 
     if MISSES.count:

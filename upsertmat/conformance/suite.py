@@ -15,7 +15,7 @@ and the lifecycle state machine (checkpoint/restore, migration to ``migration_ta
 rescaling; skipped for implementations that cannot export and import their state).
 
 Hypothesis tests are built when they run, so they take the profile loaded at that moment
-(``dev``/``ci``/``nightly``, see ``plugin.py``); example counts are the profile's
+(``upsertmat-dev``/``-ci``/``-nightly``, see ``profiles.py``); example counts are the profile's
 ``max_examples`` times a per-test weight, times ``examples_scale`` (a class attribute) and the
 environment variable ``UPSERTMAT_EXAMPLES_SCALE`` (default 1).
 """
