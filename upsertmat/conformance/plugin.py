@@ -3,7 +3,9 @@
 Loaded by pytest wherever upsertmat is installed, so it imports nothing heavy at import time
 (no Hypothesis, no implementation) and changes nothing unless the suite is *selected*:
 
-1. ``--upsertmat-impl=NAME`` runs the whole conformance suite against NAME — a registry name
+1. ``--upsertmat-impl=NAME`` (or ``--upsertmat-cmd "PROGRAM ARGS..."``, a program speaking
+   the JSON Lines protocol of ``upsertmat replay``, see ``protocol``) runs the whole
+   conformance suite against NAME — a registry name
    (``LEGACY/heap``), an alias (``legacy-list``) or a third party's ``package.module:factory``
    (a callable ``(Keys, Settings) -> Materializer``) — even in a directory without tests: the
    suite module shipped as ``upsertmat.conformance.selected`` is added to what pytest collects.
@@ -26,6 +28,8 @@ from pathlib import Path
 import pytest
 
 OPTION = "--upsertmat-impl"
+CMD_OPTION = "--upsertmat-cmd"
+GRANULARITY_OPTION = "--upsertmat-ttl-granularity"
 PROFILE_VARIABLE = "HYPOTHESIS_PROFILE"
 EXTRA_HINT = "the conformance suite needs its extra: pip install 'upsertmat[conformance]'"
 
@@ -38,7 +42,7 @@ _loaded_profile: list[str] = []  # the profile this plugin loaded for the select
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    """Add ``--upsertmat-impl``."""
+    """Add ``--upsertmat-impl``, ``--upsertmat-cmd`` and ``--upsertmat-ttl-granularity``."""
     group = parser.getgroup("upsertmat", "upsertmat conformance suite")
     group.addoption(
         OPTION,
@@ -47,6 +51,28 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="NAME",
         help="run the upsertmat conformance suite against NAME: STRATEGY/backend, an alias, "
         "or package.module:factory (a callable (Keys, Settings) -> Materializer)",
+    )
+    _add_program_options(group)
+
+
+def _add_program_options(group: pytest.OptionGroup) -> None:
+    group.addoption(
+        CMD_OPTION,
+        dest="upsertmat_cmd",
+        default=None,
+        metavar="COMMAND",
+        help="run the upsertmat conformance suite against a program speaking the JSON Lines "
+        "protocol of `upsertmat replay` (stdin changes and clock lines, stdout {in, op, row}); "
+        "keys and settings are appended as --pk, --upsert-key and --set KEY=VALUE; a {STATE} "
+        "placeholder enables split runs (docs/conformance.md)",
+    )
+    group.addoption(
+        GRANULARITY_OPTION,
+        dest="upsertmat_ttl_granularity",
+        default=None,
+        choices=("per_element", "per_key"),
+        help="the TTL granularity of the program under --upsertmat-cmd: per_element (default) or "
+        "per_key (one stamp per sink key, like LEGACY)",
     )
 
 
@@ -92,6 +118,18 @@ def selected_implementation(config: pytest.Config) -> str | None:
     return str(value) if value else None
 
 
+def selected_command(config: pytest.Config) -> str | None:
+    """The ``--upsertmat-cmd`` value of this run, or None."""
+    value = config.getoption("upsertmat_cmd", default=None)
+    return str(value) if value else None
+
+
+def selected_granularity(config: pytest.Config) -> str | None:
+    """The ``--upsertmat-ttl-granularity`` value of this run, or None."""
+    value = config.getoption("upsertmat_ttl_granularity", default=None)
+    return str(value) if value else None
+
+
 def suite_path() -> Path:
     """The file of the shipped suite module collected for ``--upsertmat-impl``."""
     return Path(__file__).with_name("selected.py")
@@ -111,10 +149,14 @@ def pytest_configure(config: pytest.Config) -> None:
         except ImportError as error:
             raise pytest.UsageError(f"{EXTRA_HINT} ({error})") from None
     name = selected_implementation(config)
-    if name is None:
+    command = selected_command(config)
+    if name is None and command is None:
         return
+    if name is not None and command is not None:
+        raise pytest.UsageError(f"{OPTION} and {CMD_OPTION} exclude each other: give one")
     _load_profile(config)
-    _check_implementation(config, name)
+    if name is not None:
+        _check_implementation(config, name)
     path = str(suite_path())
     if path not in config.args:
         config.args.append(path)
@@ -138,7 +180,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
     """Name the profile and the implementation under test (only when the suite is selected)."""
-    name = selected_implementation(config)
+    name = selected_implementation(config) or selected_command(config)
     if name is None:
         return []
     profile = [f"upsertmat: hypothesis profile {_loaded_profile[0]!r}"] if _loaded_profile else []
@@ -157,3 +199,10 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
             f"upsertmat: {MISSES.count} retraction(s) matched no stored row during the suite "
             "(rule 7, expected in generated streams; --log-level=DEBUG shows them)"
         )
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Stop the programs under test that are still running (``--upsertmat-cmd`` sessions)."""
+    session = sys.modules.get("upsertmat.conformance.session")
+    if session is not None:
+        session.close_all()

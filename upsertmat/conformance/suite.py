@@ -48,6 +48,8 @@ from .lifecycle import LifecycleMachine, MigrationTarget, granularity_of
 from .machine import MaterializerMachine
 from .misses import misses_at_debug
 from .pinned import PINNED
+from .program_suite import STATE_MACHINE_SKIP, ProgramSuite
+from .protocol import Program
 from .scenarios import SCENARIOS, TTL_SCENARIOS, Scenario, TtlScenario
 
 T = TypeVar("T")
@@ -146,6 +148,22 @@ class MaterializerTests:
     ttl_weight: ClassVar[float] = 0.25
     lifecycle_machine: ClassVar[type[LifecycleMachine]] = LifecycleMachine
     migration_targets: ClassVar[tuple[str, ...]] = MIGRATION_TARGETS
+    command: ClassVar[str | None] = None
+    command_batch: ClassVar[int] = 20
+    command_timeout: ClassVar[float] = 600.0
+
+    def program(self) -> ProgramSuite | None:
+        """The program-mode tests when ``command`` is set (``--upsertmat-cmd``), else None."""
+        if self.command is None:
+            return None
+        return ProgramSuite(
+            Program(self.command, self.command_timeout),
+            f"{type(self).__module__}.{type(self).__qualname__}",
+            self.command_batch,
+            self.granularity(),
+            run_property,
+            self.examples_scale,
+        )
 
     @pytest.fixture(autouse=True)
     def _rule7_misses_at_debug(self) -> Iterator[None]:
@@ -170,7 +188,9 @@ class MaterializerTests:
         if self.ttl_granularity is not None:
             return self.ttl_granularity
         name = self.implementation or ""
-        return Granularity.PER_ELEMENT if ":" in name else granularity_of(name)
+        if self.command is not None or ":" in name or not name:
+            return Granularity.PER_ELEMENT
+        return granularity_of(name)
 
     def _transfer_support(self) -> tuple[bool, bool]:
         """(exports/imports at all, with stamps): StateTransfer or HistoryAccess, StateTransfer."""
@@ -192,6 +212,8 @@ class MaterializerTests:
         examples: Sequence[GeneratedStream] = (),
     ) -> None:
         __tracebackhide__ = True  # a failure shows the check's message, not its code
+        if (program := self.program()) is not None:
+            return program.streams(test, strategy, weight)
         run_property(
             f"{type(self).__module__}.{type(self).__qualname__}.{test}",
             strategy,
@@ -204,10 +226,14 @@ class MaterializerTests:
     @pytest.mark.parametrize("scenario", SCENARIOS, ids=[scenario.name for scenario in SCENARIOS])
     def test_scenario(self, scenario: Scenario) -> None:
         """Each catalogue scenario: the exact hand-written output after every input."""
+        if (program := self.program()) is not None:
+            return program.scenario(scenario.keys, scenario.name, scenario.inputs, scenario.expected)
         check_scenario(self.make, scenario)
 
     def test_pinned_streams(self) -> None:
         """Streams that encode known traps or once failed: equal to the model input by input."""
+        if (program := self.program()) is not None:
+            return program.pinned((*PINNED, *self.pinned_streams))
         for stream in (*PINNED, *self.pinned_streams):
             check_stream(self.make, stream)
 
@@ -229,6 +255,8 @@ class MaterializerTests:
 
     def test_state_machine(self) -> None:
         """The state machine: model and implementation in lockstep over many keys."""
+        if self.command is not None:
+            pytest.skip(STATE_MACHINE_SKIP)
         current = scaled_settings(0.5, self.examples_scale)
         run_state_machine_as_test(  # type: ignore[no-untyped-call, unused-ignore]
             self.machine.bound_to(self.make, f"{type(self).__module__}.{type(self).__qualname__}.machine"),
@@ -242,8 +270,10 @@ class MaterializerTests:
         built through the registry and offers StateTransfer, so stamps can move): checkpoints,
         migrations (also across granularities, the model moving alike) and rescaling happen
         with TTL on too. Skipped when the implementation offers neither StateTransfer nor
-        HistoryAccess.
+        HistoryAccess. For a program (``command``): split runs over ``{STATE}``.
         """
+        if (program := self.program()) is not None:
+            return program.split_runs(TTL_CONFIGS, weight=0.25)
         movable, with_stamps = self._transfer_support()
         if not movable:
             pytest.skip(
@@ -273,6 +303,10 @@ class MaterializerTests:
             pytest.skip(
                 f"a {scenario.granularity.value} scenario; this implementation is {self.granularity().value}"
             )
+        if (program := self.program()) is not None:
+            return program.scenario(
+                scenario.keys, scenario.name, scenario.steps, scenario.expected, scenario.ttl
+            )
         check_ttl_scenario(lambda keys: self.make_ttl(keys, scenario.ttl), scenario)
 
     @pytest.mark.parametrize(
@@ -280,6 +314,8 @@ class MaterializerTests:
     )
     def test_ttl_streams(self, ttl: TtlSettings) -> None:
         """Streams with clock advances and timestamps under TTL: equal to the model at every input."""
+        if (program := self.program()) is not None:
+            return program.ttl_streams(ttl, self.ttl_weight)
         granularity = self.granularity()
         name = f"ttl_{ttl.time_domain.value}_{ttl.update_type.value}"
         run_property(
@@ -294,6 +330,8 @@ class MaterializerTests:
 
     def test_ttl_state_machine(self) -> None:
         """The state machine under a drawn TTL configuration, with clock and event-time rules."""
+        if self.command is not None:
+            pytest.skip(STATE_MACHINE_SKIP)
         if self.implementation is None:
             pytest.skip("TTL tests build through the registry: set `implementation`")
         current = scaled_settings(0.5 * self.ttl_weight * len(TTL_CONFIGS), self.examples_scale)
