@@ -10,8 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 
-from ..spec import Granularity, Keys, Materializer, ModelMaterializer, TtlSettings
+from ..spec import Change, Granularity, Keys, Materializer, ModelMaterializer, TtlSettings
 from .generators import Advance, GeneratedStream, Step, TimedStream
+from .mismatch import Mismatch
 from .scenarios import Scenario, TtlScenario
 
 Maker = Callable[[Keys], Materializer]
@@ -27,6 +28,10 @@ def opened(make: Maker, keys: Keys) -> Iterator[Materializer]:
         materializer.close()
 
 
+def _ops(output: object) -> tuple[str, ...]:
+    return (output.kind.value,) if isinstance(output, Change) else ()
+
+
 def _history(inputs: Iterable[Step], upto: int) -> str:
     lines = [f"  [{i}] {change!r}" for i, change in enumerate(inputs) if i <= upto]
     return "\n".join(lines[-12:])
@@ -40,6 +45,9 @@ def _replay_as_written(
     expected: tuple[object, ...],
     misses: int,
     note: str | None,
+    keys: Keys,
+    ttl: TtlSettings | None = None,
+    granularity: Granularity = Granularity.PER_ELEMENT,
 ) -> None:
     """Feed ``steps`` (advancing the clock at each Advance); every output and the final miss
     count must be as written. ``label`` names the scenario in messages, ``unit`` its steps."""
@@ -50,14 +58,21 @@ def _replay_as_written(
             continue
         actual = materializer.process(step)
         if actual != want:
-            raise AssertionError(
+            raise Mismatch(
                 f"{label}, {unit} [{index}] {step!r}: expected {want!r}, "
                 f"got {actual!r}\n{unit}s so far:\n{_history(steps, index)}"
-                + (f"\nnote: {note}" if note else "")
+                + (f"\nnote: {note}" if note else ""),
+                keys=keys,
+                steps=steps[: index + 1],
+                actual_ops=_ops(actual),
+                ttl=ttl,
+                granularity=granularity,
             )
     if materializer.retract_misses != misses:
-        raise AssertionError(
-            f"{label}: expected retract_misses == {misses}, got {materializer.retract_misses}"
+        raise Mismatch(
+            f"{label}: expected retract_misses == {misses}, got {materializer.retract_misses}",
+            keys=keys,
+            steps=(),
         )
 
 
@@ -73,6 +88,7 @@ def check_scenario(make: Maker, scenario: Scenario) -> None:
             tuple(scenario.expected),
             scenario.misses,
             scenario.note,
+            scenario.keys,
         )
 
 
@@ -101,14 +117,24 @@ def check_against_model(
             expected = model.process(change)
             actual = materializer.process(change)
             if actual != expected:
-                raise AssertionError(
+                raise Mismatch(
                     f"input [{index}] {change!r}: the model emits {expected!r}, the implementation "
-                    f"{actual!r}\ninputs so far:\n{_history(inputs, index)}"
+                    f"{actual!r}\ninputs so far:\n{_history(inputs, index)}",
+                    keys=keys,
+                    steps=inputs[: index + 1],
+                    actual_ops=_ops(actual),
+                    ttl=ttl,
+                    granularity=granularity,
                 )
             if materializer.retract_misses != model.retract_misses:
-                raise AssertionError(
+                raise Mismatch(
                     f"after input [{index}] {change!r}: retract_misses is {materializer.retract_misses}, "
-                    f"the model counts {model.retract_misses}\ninputs so far:\n{_history(inputs, index)}"
+                    f"the model counts {model.retract_misses}\ninputs so far:\n{_history(inputs, index)}",
+                    keys=keys,
+                    steps=inputs[: index + 1],
+                    actual_ops=_ops(actual),
+                    ttl=ttl,
+                    granularity=granularity,
                 )
 
 
@@ -132,6 +158,9 @@ def check_ttl_scenario(make: Maker, scenario: TtlScenario) -> None:
             tuple(scenario.expected),
             scenario.misses,
             scenario.note,
+            scenario.keys,
+            scenario.ttl,
+            scenario.granularity,
         )
 
 

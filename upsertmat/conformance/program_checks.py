@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 from ..spec import Change, Granularity, JsonValue, Keys, ModelMaterializer, TtlSettings
 from .generators import Advance, Step
+from .mismatch import Mismatch
 from .protocol import Output, Program, as_output, by_input, state_directory, ttl_flags
 
 SHIFT_GAP = 1000
@@ -126,9 +127,15 @@ def _history(steps: Sequence[Step], upto: int) -> str:
 
 
 def compare(
-    batch: Batch, expected: Sequence[Sequence[Output]], actual: Sequence[Output], command: str, what: str
+    batch: Batch,
+    expected: Sequence[Sequence[Output]],
+    actual: Sequence[Output],
+    command: str,
+    what: str,
+    ttl: TtlSettings | None = None,
+    granularity: Granularity = Granularity.PER_ELEMENT,
 ) -> None:
-    """The first input whose outputs differ fails, reported for its own stream."""
+    """The first input whose outputs differ fails (a :class:`Mismatch`) for its own stream."""
     __tracebackhide__ = True
     got = by_input(actual)
     for index, want in enumerate(expected):
@@ -150,11 +157,16 @@ def compare(
             where = "the stream (fed to a running program on sink keys of its own; rows as generated)"
         else:
             where = "the stream"
-        raise AssertionError(
+        raise Mismatch(
             f"{what}: {where}, {place}: expected {shown_want}, the program emitted {shown_have}\n"
             f"stream: {batch.labels[number]}\n"
             f"its inputs so far:\n{_history(stream, position if position is not None else -1)}\n"
-            f"program: {command}"
+            f"program: {command}",
+            keys=batch.keys,
+            steps=batch.steps[: index + 1],
+            actual_ops=[o.op for o in have],
+            ttl=ttl,
+            granularity=granularity,
         )
 
 
@@ -196,7 +208,7 @@ def check_program_streams(
         expected = model_outputs(keys, batch.steps, ttl, granularity)
         cuts = cut(len(batch.steps)) if cut is not None else ()
         actual = run_program(program, batch, settings, cuts)
-        compare(batch, expected, actual, program.command, what)
+        compare(batch, expected, actual, program.command, what, ttl, granularity)
 
 
 def check_program_scenario(
@@ -212,4 +224,4 @@ def check_program_scenario(
     batch = Batch.of(keys, [(f"scenario {name!r}", steps)], timed=False)
     want = [as_output(change, index) for index, change in enumerate(expected)]
     actual = run_program(program, batch, ttl_flags(ttl))
-    compare(batch, want, actual, program.command, f"scenario {name!r}")
+    compare(batch, want, actual, program.command, f"scenario {name!r}", ttl)

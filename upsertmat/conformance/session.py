@@ -191,4 +191,4 @@ def check_in_session(
     session.clock = max(session.clock, batch.clock)
     expected = model_outputs(keys, batch.steps, ttl, granularity)
     actual = session.feed(batch.steps)  # a failed session is replaced by the next session_for
-    compare(batch, expected, actual, program.command, what)
+    compare(batch, expected, actual, program.command, what, ttl, granularity)
