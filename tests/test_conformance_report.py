@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from upsertmat.conformance.generators import KEYS_WITH_UPSERT_KEY, KEYS_WITHOUT_UPSERT_KEY
+from upsertmat.conformance.generators import KEYS_WITH_UPSERT_KEY, KEYS_WITHOUT_UPSERT_KEY, Step
 from upsertmat.conformance.mismatch import Mismatch
 from upsertmat.conformance.report import rules_exercised
-from upsertmat.spec import delete, insert, update_after
+from upsertmat.spec import Keys, delete, insert, update_after
 
 BROKEN = '''
 from upsertmat.impls import create_named
@@ -47,7 +47,7 @@ def factory(keys, settings):
 '''
 
 
-def mismatch(keys, *steps, ops=("+U",)):  # type: ignore[no-untyped-def]
+def mismatch(keys: Keys, *steps: Step, ops: tuple[str, ...] = ("+U",)) -> Mismatch:
     return Mismatch("m", keys=keys, steps=steps, actual_ops=ops)
 
 
