@@ -39,6 +39,11 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         choices=("per_element", "per_key"),
         help="with --cmd: the program's TTL granularity (default per_element)",
     )
+    parser.add_argument(
+        "--scenarios-in-session",
+        action="store_true",
+        help="with --cmd: feed the scenarios to the running program (for programs slow to start)",
+    )
     parser.add_argument("--name", help="report file name and title (default: from --impl or --cmd)")
     parser.add_argument("-o", "--output-dir", type=Path, default=Path("."), metavar="DIR")
     parser.add_argument(
@@ -71,9 +76,13 @@ def run(args: argparse.Namespace) -> int:
         target = [f"--upsertmat-cmd={args.cmd}"]
         if args.ttl_granularity:
             target.append(f"--upsertmat-ttl-granularity={args.ttl_granularity}")
+        if args.scenarios_in_session:
+            target.append("--upsertmat-scenarios-in-session")
         title = args.name or args.cmd
-        command = f"upsertmat conformance --cmd {shlex.quote(args.cmd)}" + (
-            f" --ttl-granularity {args.ttl_granularity}" if args.ttl_granularity else ""
+        command = (
+            f"upsertmat conformance --cmd {shlex.quote(args.cmd)}"
+            + (f" --ttl-granularity {args.ttl_granularity}" if args.ttl_granularity else "")
+            + (" --scenarios-in-session" if args.scenarios_in_session else "")
         )
     if args.keyword:
         command += f" -k {shlex.quote(args.keyword)}"

@@ -67,6 +67,13 @@ def _add_program_options(group: pytest.OptionGroup) -> None:
         "placeholder enables split runs (docs/conformance.md)",
     )
     group.addoption(
+        "--upsertmat-scenarios-in-session",
+        dest="upsertmat_scenarios_in_session",
+        action="store_true",
+        help="with --upsertmat-cmd: feed the scenarios to the running program on rewritten sink keys "
+        "instead of one process each (for programs slow to start, e.g. a JVM)",
+    )
+    group.addoption(
         GRANULARITY_OPTION,
         dest="upsertmat_ttl_granularity",
         default=None,

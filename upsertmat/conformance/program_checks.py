@@ -43,6 +43,8 @@ class Batch:
     """Per batch input: (stream number, index in that stream, None for an inserted clock line)."""
     originals: list[tuple[Step, ...]] = field(default_factory=list)
     unmap: list[dict[str, JsonValue]] = field(default_factory=list)
+    tags: list[int] = field(default_factory=list)
+    """Per stream: the number its rewritten keys carry."""
 
     clock: int = 0
     """The greatest time (clock line or ``ts``) in the batch, or the starting clock."""
@@ -65,13 +67,12 @@ class Batch:
         """
         batch = cls(keys)
         rewrite = len(streams) > 1 if rewrite is None else rewrite
-        column = keys.pk[0]
         for offset, (label, steps) in enumerate(streams):
             number = first + offset
             batch.labels.append(label)
             batch.originals.append(tuple(steps))
-            reverse: dict[str, JsonValue] = {}
-            batch.unmap.append(reverse)
+            batch.unmap.append({})
+            batch.tags.append(number)
             base = clock + SHIFT_GAP if rewrite and timed and (offset or clock) else 0
             if base:
                 batch.steps.append(Advance(base))
@@ -84,9 +85,7 @@ class Batch:
                 else:
                     row = step.row
                     if rewrite:
-                        text = f"{number}|{json.dumps(row[column])}"
-                        reverse[text] = row[column]
-                        row = (*row[:column], text, *row[column + 1 :])
+                        row = batch.rewrite(offset, row)
                     ts = None if step.ts is None else step.ts + base
                     if ts is not None:
                         clock = max(clock, ts)
@@ -95,6 +94,13 @@ class Batch:
                 batch.origin.append((offset, index))
         batch.clock = clock
         return batch
+
+    def rewrite(self, offset: int, row: tuple[JsonValue, ...]) -> tuple[JsonValue, ...]:
+        """``row`` of the batch's stream ``offset`` with its first key column on the stream's own keys."""
+        column = self.keys.pk[0]
+        text = f"{self.tags[offset]}|{json.dumps(row[column])}"
+        self.unmap[offset][text] = row[column]
+        return (*row[:column], text, *row[column + 1 :])
 
     def restore(self, number: int, output: Output) -> str:
         """An output row of stream ``number`` as that stream wrote it (the rewriting undone)."""

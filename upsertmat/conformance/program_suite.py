@@ -71,6 +71,7 @@ class ProgramSuite:
     granularity: Granularity
     run_property: RunProperty
     scale: float
+    scenarios_in_session: bool = False
 
     def _require(self, ttl: TtlSettings | None = None, state: bool = False) -> None:
         if state and not self.program.stateful:
@@ -97,6 +98,12 @@ class ProgramSuite:
             pytest.skip("the process protocol passes no equalizer; this scenario uses another one")
         if ttl is not None:
             self._require(ttl)
+        if self.scenarios_in_session:
+            check_in_session(
+                self.program, keys, f"scenario {name!r}", steps, ttl=ttl, written=expected,  # type: ignore[arg-type]
+                what=f"scenario {name!r}",
+            )  # fmt: skip
+            return
         check_program_scenario(self.program, keys, name, steps, expected, ttl)  # type: ignore[arg-type]
 
     def pinned(self, streams: Sequence[GeneratedStream]) -> None:

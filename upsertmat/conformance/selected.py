@@ -19,6 +19,9 @@ def _select_implementation(request: pytest.FixtureRequest) -> None:
     command = selected_command(request.config)
     if command is not None:
         request.cls.command = command
+        request.cls.command_scenarios_in_session = bool(
+            request.config.getoption("upsertmat_scenarios_in_session", default=False)
+        )
         granularity = selected_granularity(request.config)
         if granularity is not None:
             request.cls.ttl_granularity = Granularity(granularity)

@@ -178,8 +178,10 @@ def check_in_session(
     ttl: TtlSettings | None = None,
     granularity: Granularity = Granularity.PER_ELEMENT,
     what: str = "generated streams",
+    written: Sequence[Change | None] | None = None,
 ) -> None:
-    """Feed one stream to the session and compare every input's outputs with the model's."""
+    """Feed one stream to the session and compare every input's outputs with the model's, or
+    (``written``: a scenario's hand-written output per input) with those, keys rewritten alike."""
     __tracebackhide__ = True
     changes = [step for step in steps if isinstance(step, Change)]
     if not changes:
@@ -189,6 +191,13 @@ def check_in_session(
     timed = any(isinstance(step, Advance) or step.ts is not None for step in steps)
     batch = Batch.of(keys, [(label, steps)], timed, first=session.streams, clock=session.clock, rewrite=True)
     session.clock = max(session.clock, batch.clock)
-    expected = model_outputs(keys, batch.steps, ttl, granularity)
+    if written is None:
+        expected = model_outputs(keys, batch.steps, ttl, granularity)
+    else:
+        expected = [[] for _ in batch.steps]
+        for index, (_, position) in enumerate(batch.origin):
+            change = written[position] if position is not None else None
+            if change is not None:
+                expected[index] = [Output(index, change.kind.value, batch.rewrite(0, change.row))]
     actual = session.feed(batch.steps)  # a failed session is replaced by the next session_for
     compare(batch, expected, actual, program.command, what, ttl, granularity)

@@ -151,6 +151,7 @@ class MaterializerTests:
     command: ClassVar[str | None] = None
     command_batch: ClassVar[int] = 20
     command_timeout: ClassVar[float] = 600.0
+    command_scenarios_in_session: ClassVar[bool] = False
 
     def program(self) -> ProgramSuite | None:
         """The program-mode tests when ``command`` is set (``--upsertmat-cmd``), else None."""
@@ -163,6 +164,7 @@ class MaterializerTests:
             self.granularity(),
             run_property,
             self.examples_scale,
+            self.command_scenarios_in_session,
         )
 
     @pytest.fixture(autouse=True)
