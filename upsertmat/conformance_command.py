@@ -92,9 +92,9 @@ def run(args: argparse.Namespace) -> int:
     data = report.to_json(title, command, collector)
     try:
         args.output_dir.mkdir(parents=True, exist_ok=True)
-        base = args.output_dir / _slug(args.name or title)
-        base.with_suffix(".json").write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
-        markdown = base.with_suffix(".md")
+        base = _slug(args.name or title)  # may hold dots ("flink-2.3.0"): no with_suffix
+        (args.output_dir / f"{base}.json").write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+        markdown = args.output_dir / f"{base}.md"
         markdown.write_text(report.render_markdown(data), encoding="utf-8")
     except OSError as error:
         raise CliError(
