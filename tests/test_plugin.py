@@ -53,7 +53,7 @@ def factory(keys, settings):
 
 @pytest.fixture
 def dev_profile(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("HYPOTHESIS_PROFILE", "dev")
+    monkeypatch.setenv("HYPOTHESIS_PROFILE", "upsertmat-dev")
     monkeypatch.delenv("UPSERTMAT_EXAMPLES_SCALE", raising=False)
 
 
@@ -61,7 +61,7 @@ def dev_profile(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_suite_passes_for_legacy_heap_in_an_empty_directory(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest_subprocess("--upsertmat-impl=LEGACY/heap", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=SUITE_TESTS - LEGACY_SKIPS, skipped=LEGACY_SKIPS)
-    result.stdout.fnmatch_lines(["*profile 'dev'*", "*conformance suite against LEGACY/heap*"])
+    result.stdout.fnmatch_lines(["*profile 'upsertmat-dev'*", "*conformance suite against LEGACY/heap*"])
 
 
 @pytest.mark.usefixtures("dev_profile")
@@ -102,7 +102,7 @@ def test_unknown_implementation_is_a_usage_error(pytester: pytest.Pytester) -> N
 def test_subclassing_the_suite_in_a_user_module(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("HYPOTHESIS_PROFILE", "ci")
+    monkeypatch.setenv("HYPOTHESIS_PROFILE", "upsertmat-ci")
     monkeypatch.setenv("UPSERTMAT_EXAMPLES_SCALE", "0.2")
     pytester.makepyfile(
         test_mine="""
@@ -114,41 +114,136 @@ def test_subclassing_the_suite_in_a_user_module(
     )
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
     result.assert_outcomes(passed=SUITE_TESTS - LEGACY_SKIPS, skipped=LEGACY_SKIPS)
-    result.stdout.fnmatch_lines(["*profile 'ci'*"])
+    result.stdout.fnmatch_lines(["*the suite ran with hypothesis profile 'upsertmat-ci'*"])
+
+
+UNRELATED_TEST = """
+from hypothesis import given, settings, strategies as st
+
+def test_profile_untouched():
+    assert settings.get_current_profile_name() == "default"
+    assert settings.default.max_examples == 100 and settings.default.database is not None
+
+@given(st.integers())
+def test_some_property(n):
+    assert n == n
+"""
+
+
+@pytest.mark.parametrize("variable", [None, "upsertmat-ci", "ci", "no-such-profile"])
+def test_an_unrelated_project_keeps_its_hypothesis_settings(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, variable: str | None
+) -> None:
+    """The plugin is loaded in every session (entry point) but selects nothing here."""
+    if variable is None:
+        monkeypatch.delenv("HYPOTHESIS_PROFILE", raising=False)
+    else:
+        monkeypatch.setenv("HYPOTHESIS_PROFILE", variable)
+    pytester.makepyfile(test_unrelated=UNRELATED_TEST)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=2)
+    assert "upsertmat" not in "\n".join(line for line in result.stdout.lines if "plugins:" not in line)
 
 
 def test_hypothesis_profile_option_wins(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("HYPOTHESIS_PROFILE", "ci")
+    monkeypatch.setenv("HYPOTHESIS_PROFILE", "upsertmat-ci")
     pytester.makepyfile(
-        test_profile="""
+        test_mine="""
         from hypothesis import settings
+        from upsertmat.conformance.suite import MaterializerTests
 
-        def test_profile():
-            assert settings.get_current_profile_name() == "nightly"
-            assert settings.default.max_examples == 2000
+        class TestMine(MaterializerTests):
+            implementation = "LEGACY/heap"
+
+            def test_profile_loaded(self):
+                assert settings.get_current_profile_name() == "upsertmat-nightly"
+                assert settings.default.max_examples == 2000
         """
     )
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--hypothesis-profile=nightly")
-    result.assert_outcomes(passed=1)
+    result = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "--hypothesis-profile=upsertmat-nightly", "-k", "profile_loaded"
+    )
+    result.assert_outcomes(passed=1, deselected=SUITE_TESTS)
 
 
 def test_ci_profile_from_environment(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("HYPOTHESIS_PROFILE", "ci")
+    monkeypatch.setenv("HYPOTHESIS_PROFILE", "upsertmat-ci")
     pytester.makepyfile(
-        test_profile="""
+        test_mine="""
         from hypothesis import settings
+        from upsertmat.conformance.suite import MaterializerTests
 
-        def test_profile():
-            current = settings.default
-            assert settings.get_current_profile_name() == "ci"
-            assert current.derandomize and current.deadline is None and current.database is None
+        class TestMine(MaterializerTests):
+            implementation = "LEGACY/heap"
+
+            def test_profile_loaded(self):
+                current = settings.default
+                assert settings.get_current_profile_name() == "upsertmat-ci"
+                assert current.derandomize and current.deadline is None and current.database is None
         """
     )
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
-    result.assert_outcomes(passed=1)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-k", "profile_loaded")
+    result.assert_outcomes(passed=1, deselected=SUITE_TESTS)
+
+
+def test_short_profile_names_still_work(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    # "nightly" is not registered by Hypothesis or the user: it names upsertmat-nightly
+    monkeypatch.setenv("HYPOTHESIS_PROFILE", "nightly")
+    pytester.makepyfile(
+        test_mine="""
+        from hypothesis import settings
+        from upsertmat.conformance.suite import MaterializerTests
+
+        class TestMine(MaterializerTests):
+            implementation = "LEGACY/heap"
+
+            def test_profile_loaded(self):
+                assert settings.get_current_profile_name() == "upsertmat-nightly"
+        """
+    )
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-k", "profile_loaded")
+    result.assert_outcomes(passed=1, deselected=SUITE_TESTS)
 
 
 def test_unknown_profile_is_a_usage_error(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HYPOTHESIS_PROFILE", "no-such-profile")
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--upsertmat-impl=LEGACY/heap")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*HYPOTHESIS_PROFILE='no-such-profile'*"])
+
+
+@pytest.mark.usefixtures("dev_profile")
+def test_a_failing_run_does_not_bury_its_failure_under_rule7_warnings(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(broken_impl=BROKEN_IMPL)
+    result = pytester.runpytest_subprocess(
+        "--upsertmat-impl=broken_impl:factory", "-p", "no:cacheprovider", "-k", "tolerated_streams"
+    )
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    text = "\n".join(result.stdout.lines)
+    assert "matched no stored row (context key" not in text  # no captured miss records
+    first = next(i for i, line in enumerate(result.stdout.lines) if "Mismatch: input [" in line)
+    assert first < 60, f"first failure on line {first}"
+    result.stdout.fnmatch_lines(["upsertmat: * retraction(s) matched no stored row during the suite*"])
+
+
+def test_rule7_records_are_counted_and_demoted_to_debug(caplog: pytest.LogCaptureFixture) -> None:
+    import logging
+
+    from upsertmat.conformance.misses import MESSAGE_PREFIX, misses_at_debug
+    from upsertmat.spec import Keys, ModelMaterializer, delete
+
+    model = ModelMaterializer(Keys(pk=(0,)))
+    with caplog.at_level(logging.WARNING, logger="upsertmat"), misses_at_debug() as counter:
+        before = counter.count
+        model.process(delete(1, "x"))
+        logging.getLogger("upsertmat").warning("something else")
+    assert counter.count == before + 1
+    assert [record.getMessage() for record in caplog.records] == ["something else"]
+    caplog.clear()
+    with caplog.at_level(logging.DEBUG, logger="upsertmat"), misses_at_debug():
+        model.process(delete(1, "x"))
+    assert [(r.levelname, r.getMessage().startswith(MESSAGE_PREFIX)) for r in caplog.records] == [
+        ("DEBUG", True)
+    ]
+    model.process(delete(1, "x"))  # outside the suite: a warning as before
+    assert caplog.records[-1].levelname == "WARNING"

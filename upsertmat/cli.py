@@ -14,7 +14,7 @@ import sys
 import traceback
 from collections.abc import Callable, Sequence
 
-from . import __version__, replay, savepoints
+from . import __version__, conformance_command, replay, savepoints
 from .bench import command as bench
 from .demo import command as demo
 from .errors import CliError, ExitCode
@@ -31,6 +31,7 @@ SUBCOMMANDS: tuple[SubcommandAdder, ...] = (
     plan.add_compile_parser,
     plan.add_explain_parser,
     plan.add_execute_parser,
+    conformance_command.add_parser,
 )
 
 

@@ -342,7 +342,7 @@ class _Run:
             self._resume_from(position, check=True)
             return None
         if not is_regular(source):
-            if position.lines or manifest.runs:
+            if position.lines:
                 raise StateDirError(
                     "cannot tell a rerun from a continuation: the input is not a regular file (stdin or a "
                     f"pipe) and {self.session.path} has applied {position.lines} stream line(s) already; "

@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from upsertmat.conformance.backends import same
 from upsertmat.impls.state import CorruptStateError
 from upsertmat.impls.state.codec import (
     ValueCodec,
@@ -17,8 +18,6 @@ from upsertmat.impls.state.codec import (
     state_prefix,
     successor,
 )
-
-from .suite import same
 
 seqs = st.integers(-(2**63), 2**63 - 1)
 

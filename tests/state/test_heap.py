@@ -2,10 +2,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from upsertmat.conformance.backends import StateBackendTests, machine_for
 from upsertmat.impls.settings import Settings
 from upsertmat.impls.state import HeapBackend, StateBackend, open_backend
-
-from .suite import StateBackendTests, machine_for
 
 
 def open_heap(path: Path | None) -> StateBackend:

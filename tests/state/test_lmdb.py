@@ -4,11 +4,10 @@ from pathlib import Path
 
 import pytest
 
+from upsertmat.conformance.backends import PersistentBackendTests, StateBackendTests, machine_for
 from upsertmat.impls.settings import LmdbDurability
 from upsertmat.impls.state import StateBackend
 from upsertmat.impls.state.lmdb import LmdbBackend
-
-from .suite import PersistentBackendTests, StateBackendTests, machine_for
 
 
 def open_lmdb(path: Path | None) -> StateBackend:

@@ -2,10 +2,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from upsertmat.conformance.backends import PersistentBackendTests, StateBackendTests, machine_for
 from upsertmat.impls.state import StateBackend
 from upsertmat.impls.state.rocksdb import RocksdbBackend
-
-from .suite import PersistentBackendTests, StateBackendTests, machine_for
 
 
 def open_rocksdb(path: Path | None) -> StateBackend:

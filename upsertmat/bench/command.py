@@ -368,6 +368,18 @@ def plan_parameters(plan: Plan) -> dict[str, Any]:
     return parameters
 
 
+def _require_matplotlib() -> None:
+    """The plots need the ``bench`` extra: say so before the benchmark runs, not after."""
+    import importlib.util
+
+    if importlib.util.find_spec("matplotlib") is None:
+        raise CliError(
+            "upsertmat bench writes PNG plots with matplotlib, which is not installed: "
+            "pip install 'upsertmat[bench]'",
+            ExitCode.USAGE,
+        )
+
+
 def run(args: argparse.Namespace) -> int:
     """Run the benchmark the options describe; write the files; print the report."""
     if args.pipeline:
@@ -375,6 +387,7 @@ def run(args: argparse.Namespace) -> int:
 
         return run_pipeline_command(args)
     plan, unavailable = build_plan(args)
+    _require_matplotlib()
     try:
         args.output_dir.mkdir(parents=True, exist_ok=True)
     except OSError as error:

@@ -4,5 +4,10 @@ Modules: ``suite`` (``MaterializerTests``, the class to subclass), ``scenarios``
 catalogue), ``generators`` (Hypothesis strategies for valid, upsert-style, long and tolerated
 streams), ``checks`` (scenario and differential check functions), ``machine`` (the state
 machine), ``pinned`` (streams replayed first), ``tables`` (keyed tables for the convergence
-property), ``plugin`` (the pytest plugin: profiles and ``--upsertmat-impl``).
+property), ``backends`` (``StateBackendTests``, the keyed-state backend suite), ``profiles``
+(the namespaced Hypothesis profiles), ``misses`` (rule-7 misses at DEBUG inside the suite),
+``plugin`` (the pytest plugin: ``--upsertmat-impl``, profiles only when the suite is selected).
+
+Needs the ``conformance`` extra (pytest, Hypothesis). Layering: ``conformance`` imports only
+``impls`` and ``spec`` (``tests/test_layers.py``).
 """

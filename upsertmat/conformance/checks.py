@@ -10,8 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 
-from ..spec import Granularity, Keys, Materializer, ModelMaterializer, TtlSettings
+from ..spec import Change, Granularity, Keys, Materializer, ModelMaterializer, TtlSettings
 from .generators import Advance, GeneratedStream, Step, TimedStream
+from .mismatch import Mismatch
 from .scenarios import Scenario, TtlScenario
 
 Maker = Callable[[Keys], Materializer]
@@ -27,6 +28,10 @@ def opened(make: Maker, keys: Keys) -> Iterator[Materializer]:
         materializer.close()
 
 
+def _ops(output: object) -> tuple[str, ...]:
+    return (output.kind.value,) if isinstance(output, Change) else ()
+
+
 def _history(inputs: Iterable[Step], upto: int) -> str:
     lines = [f"  [{i}] {change!r}" for i, change in enumerate(inputs) if i <= upto]
     return "\n".join(lines[-12:])
@@ -40,28 +45,40 @@ def _replay_as_written(
     expected: tuple[object, ...],
     misses: int,
     note: str | None,
+    keys: Keys,
+    ttl: TtlSettings | None = None,
+    granularity: Granularity = Granularity.PER_ELEMENT,
 ) -> None:
     """Feed ``steps`` (advancing the clock at each Advance); every output and the final miss
     count must be as written. ``label`` names the scenario in messages, ``unit`` its steps."""
+    __tracebackhide__ = True  # a failure shows the check's message, not its code
     for index, (step, want) in enumerate(zip(steps, expected, strict=True)):
         if isinstance(step, Advance):
             materializer.advance_time(step.time)
             continue
         actual = materializer.process(step)
         if actual != want:
-            raise AssertionError(
+            raise Mismatch(
                 f"{label}, {unit} [{index}] {step!r}: expected {want!r}, "
                 f"got {actual!r}\n{unit}s so far:\n{_history(steps, index)}"
-                + (f"\nnote: {note}" if note else "")
+                + (f"\nnote: {note}" if note else ""),
+                keys=keys,
+                steps=steps[: index + 1],
+                actual_ops=_ops(actual),
+                ttl=ttl,
+                granularity=granularity,
             )
     if materializer.retract_misses != misses:
-        raise AssertionError(
-            f"{label}: expected retract_misses == {misses}, got {materializer.retract_misses}"
+        raise Mismatch(
+            f"{label}: expected retract_misses == {misses}, got {materializer.retract_misses}",
+            keys=keys,
+            steps=(),
         )
 
 
 def check_scenario(make: Maker, scenario: Scenario) -> None:
     """Feed the scenario's inputs; each output and the final miss count must be as written."""
+    __tracebackhide__ = True  # a failure shows the check's message, not its code
     with opened(make, scenario.keys) as materializer:
         _replay_as_written(
             materializer,
@@ -71,6 +88,7 @@ def check_scenario(make: Maker, scenario: Scenario) -> None:
             tuple(scenario.expected),
             scenario.misses,
             scenario.note,
+            scenario.keys,
         )
 
 
@@ -87,6 +105,7 @@ def check_against_model(
     ``granularity`` configure the model; ``make`` must build an implementation with the same
     TTL settings.
     """
+    __tracebackhide__ = True  # a failure shows the check's message, not its code
     inputs = list(changes)
     model = ModelMaterializer(keys, ttl, granularity)
     with opened(make, keys) as materializer:
@@ -98,14 +117,24 @@ def check_against_model(
             expected = model.process(change)
             actual = materializer.process(change)
             if actual != expected:
-                raise AssertionError(
+                raise Mismatch(
                     f"input [{index}] {change!r}: the model emits {expected!r}, the implementation "
-                    f"{actual!r}\ninputs so far:\n{_history(inputs, index)}"
+                    f"{actual!r}\ninputs so far:\n{_history(inputs, index)}",
+                    keys=keys,
+                    steps=inputs[: index + 1],
+                    actual_ops=_ops(actual),
+                    ttl=ttl,
+                    granularity=granularity,
                 )
             if materializer.retract_misses != model.retract_misses:
-                raise AssertionError(
+                raise Mismatch(
                     f"after input [{index}] {change!r}: retract_misses is {materializer.retract_misses}, "
-                    f"the model counts {model.retract_misses}\ninputs so far:\n{_history(inputs, index)}"
+                    f"the model counts {model.retract_misses}\ninputs so far:\n{_history(inputs, index)}",
+                    keys=keys,
+                    steps=inputs[: index + 1],
+                    actual_ops=_ops(actual),
+                    ttl=ttl,
+                    granularity=granularity,
                 )
 
 
@@ -113,11 +142,13 @@ def check_timed_stream(
     make: Maker, stream: TimedStream, ttl: TtlSettings, granularity: Granularity = Granularity.PER_ELEMENT
 ) -> None:
     """:func:`check_against_model` on a stream with clock advances, under ``ttl``."""
+    __tracebackhide__ = True  # a failure shows the check's message, not its code
     check_against_model(make, stream.keys, stream.steps, ttl, granularity)
 
 
 def check_ttl_scenario(make: Maker, scenario: TtlScenario) -> None:
     """Feed a TTL scenario (``make`` builds with ``scenario.ttl``); outputs exactly as written."""
+    __tracebackhide__ = True  # a failure shows the check's message, not its code
     with opened(make, scenario.keys) as materializer:
         _replay_as_written(
             materializer,
@@ -127,9 +158,13 @@ def check_ttl_scenario(make: Maker, scenario: TtlScenario) -> None:
             tuple(scenario.expected),
             scenario.misses,
             scenario.note,
+            scenario.keys,
+            scenario.ttl,
+            scenario.granularity,
         )
 
 
 def check_stream(make: Maker, stream: GeneratedStream) -> None:
     """:func:`check_against_model` on the stream's arrival order."""
+    __tracebackhide__ = True  # a failure shows the check's message, not its code
     check_against_model(make, stream.keys, stream.arrival)

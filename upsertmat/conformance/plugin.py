@@ -1,14 +1,22 @@
-"""The pytest plugin (entry point ``pytest11: upsertmat``), active wherever upsertmat is installed.
+"""The pytest plugin (entry point ``pytest11: upsertmat``): it stays out of other projects' way.
 
-1. Hypothesis profiles ``dev`` (fast), ``ci`` (derandomized, no deadline, no database) and
-   ``nightly`` (many examples). Unless ``--hypothesis-profile`` is given, the profile named by
-   the environment variable ``HYPOTHESIS_PROFILE`` is loaded; without it, ``dev`` is loaded
-   if no other profile was loaded before (so a user's own choice is kept).
-2. ``--upsertmat-impl=NAME`` runs the whole conformance suite against NAME — a registry name
+Loaded by pytest wherever upsertmat is installed, so it imports nothing heavy at import time
+(no Hypothesis, no implementation) and changes nothing unless the suite is *selected*:
+
+1. ``--upsertmat-impl=NAME`` (or ``--upsertmat-cmd "PROGRAM ARGS..."``, a program speaking
+   the JSON Lines protocol of ``upsertmat replay``, see ``protocol``) runs the whole
+   conformance suite against NAME — a registry name
    (``LEGACY/heap``), an alias (``legacy-list``) or a third party's ``package.module:factory``
    (a callable ``(Keys, Settings) -> Materializer``) — even in a directory without tests: the
    suite module shipped as ``upsertmat.conformance.selected`` is added to what pytest collects.
    The invocation directory is importable for ``module:factory`` names.
+2. The suite is also selected when a collected test class subclasses ``MaterializerTests`` or
+   ``StateBackendTests``.
+3. Only then is a Hypothesis profile loaded (``profiles``): ``--hypothesis-profile`` wins
+   (Hypothesis loads it); else the one named by ``HYPOTHESIS_PROFILE``; else ``upsertmat-dev``
+   unless a profile of the user's own is loaded already. In any other pytest session the
+   Hypothesis settings are left untouched.
+4. Rule-7 misses seen by the suite are counted and reported in one summary line (``misses``).
 """
 
 from __future__ import annotations
@@ -18,31 +26,23 @@ import sys
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, settings
-
-from ..impls import UnknownImplementation, resolve
-from ..impls.registry import load_factory
 
 OPTION = "--upsertmat-impl"
+CMD_OPTION = "--upsertmat-cmd"
+GRANULARITY_OPTION = "--upsertmat-ttl-granularity"
 PROFILE_VARIABLE = "HYPOTHESIS_PROFILE"
+EXTRA_HINT = "the conformance suite needs its extra: pip install 'upsertmat[conformance]'"
 
-settings.register_profile("dev", max_examples=25, deadline=None)
-settings.register_profile(
-    "ci",
-    max_examples=100,
-    derandomize=True,
-    deadline=None,
-    database=None,
-    print_blob=True,
-    suppress_health_check=[HealthCheck.too_slow],
+_SUITE_CLASSES = (
+    ("upsertmat.conformance.suite", "MaterializerTests"),
+    ("upsertmat.conformance.backends", "StateBackendTests"),
+    ("upsertmat.conformance.backends", "PersistentBackendTests"),
 )
-settings.register_profile(
-    "nightly", max_examples=2000, deadline=None, suppress_health_check=[HealthCheck.too_slow]
-)
+_loaded_profile: list[str] = []  # the profile this plugin loaded for the selected suite
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    """Add ``--upsertmat-impl``."""
+    """Add ``--upsertmat-impl``, ``--upsertmat-cmd`` and ``--upsertmat-ttl-granularity``."""
     group = parser.getgroup("upsertmat", "upsertmat conformance suite")
     group.addoption(
         OPTION,
@@ -52,23 +52,61 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="run the upsertmat conformance suite against NAME: STRATEGY/backend, an alias, "
         "or package.module:factory (a callable (Keys, Settings) -> Materializer)",
     )
+    _add_program_options(group)
+
+
+def _add_program_options(group: pytest.OptionGroup) -> None:
+    group.addoption(
+        CMD_OPTION,
+        dest="upsertmat_cmd",
+        default=None,
+        metavar="COMMAND",
+        help="run the upsertmat conformance suite against a program speaking the JSON Lines "
+        "protocol of `upsertmat replay` (stdin changes and clock lines, stdout {in, op, row}); "
+        "keys and settings are appended as --pk, --upsert-key and --set KEY=VALUE; a {STATE} "
+        "placeholder enables split runs (docs/conformance.md)",
+    )
+    group.addoption(
+        "--upsertmat-scenarios-in-session",
+        dest="upsertmat_scenarios_in_session",
+        action="store_true",
+        help="with --upsertmat-cmd: feed the scenarios to the running program on rewritten sink keys "
+        "instead of one process each (for programs slow to start, e.g. a JVM)",
+    )
+    group.addoption(
+        GRANULARITY_OPTION,
+        dest="upsertmat_ttl_granularity",
+        default=None,
+        choices=("per_element", "per_key"),
+        help="the TTL granularity of the program under --upsertmat-cmd: per_element (default) or "
+        "per_key (one stamp per sink key, like LEGACY)",
+    )
 
 
 def _load_profile(config: pytest.Config) -> None:
-    if config.getoption("hypothesis_profile", default=None):
-        return  # Hypothesis's own plugin loads it
+    """Load the suite's profile (once); a usage error for an unknown ``HYPOTHESIS_PROFILE``."""
+    if _loaded_profile:
+        return
+    try:
+        from . import profiles
+    except ImportError as error:
+        raise pytest.UsageError(f"{EXTRA_HINT} ({error})") from None
+    chosen = config.getoption("hypothesis_profile", default=None)
+    if chosen:
+        _loaded_profile.append(str(chosen))  # Hypothesis's own plugin loads it
+        return
     name = os.environ.get(PROFILE_VARIABLE)
-    if name:
-        try:
-            settings.load_profile(name)
-        except Exception as error:
-            raise pytest.UsageError(f"{PROFILE_VARIABLE}={name!r}: {error}") from None
-    elif settings.get_current_profile_name() == "default":
-        settings.load_profile("dev")
+    try:
+        _loaded_profile.append(profiles.load(name))
+    except Exception as error:
+        raise pytest.UsageError(f"{PROFILE_VARIABLE}={name!r}: {error}") from None
 
 
 def _check_implementation(config: pytest.Config, name: str) -> None:
     """Fail early and clearly if NAME names nothing; make ``module:factory`` importable."""
+    from ..impls import UnknownImplementation, resolve
+    from ..impls.registry import load_factory
+
     try:
         if ":" in name:
             directory = str(config.invocation_params.dir)
@@ -87,29 +125,91 @@ def selected_implementation(config: pytest.Config) -> str | None:
     return str(value) if value else None
 
 
+def selected_command(config: pytest.Config) -> str | None:
+    """The ``--upsertmat-cmd`` value of this run, or None."""
+    value = config.getoption("upsertmat_cmd", default=None)
+    return str(value) if value else None
+
+
+def selected_granularity(config: pytest.Config) -> str | None:
+    """The ``--upsertmat-ttl-granularity`` value of this run, or None."""
+    value = config.getoption("upsertmat_ttl_granularity", default=None)
+    return str(value) if value else None
+
+
 def suite_path() -> Path:
     """The file of the shipped suite module collected for ``--upsertmat-impl``."""
-    from . import selected
-
-    return Path(selected.__file__)
+    return Path(__file__).with_name("selected.py")
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
-    """Load the Hypothesis profile; add the shipped suite when ``--upsertmat-impl`` is given."""
-    _load_profile(config)
+    """With ``--upsertmat-impl``: load the profile and add the shipped suite to the collection.
+
+    Runs before Hypothesis's own plugin, so ``--hypothesis-profile=upsertmat-...`` finds the
+    suite's profiles registered (registering adds names; it loads nothing).
+    """
+    requested = config.getoption("hypothesis_profile", default=None)
+    if isinstance(requested, str) and requested.startswith("upsertmat-"):
+        try:
+            from . import profiles  # noqa: F401  (registers them)
+        except ImportError as error:
+            raise pytest.UsageError(f"{EXTRA_HINT} ({error})") from None
     name = selected_implementation(config)
-    if name is None:
+    command = selected_command(config)
+    if name is None and command is None:
         return
-    _check_implementation(config, name)
+    if name is not None and command is not None:
+        raise pytest.UsageError(f"{OPTION} and {CMD_OPTION} exclude each other: give one")
+    _load_profile(config)
+    if name is not None:
+        _check_implementation(config, name)
     path = str(suite_path())
     if path not in config.args:
         config.args.append(path)
 
 
+def _is_suite_class(cls: object) -> bool:
+    if not isinstance(cls, type):
+        return False
+    for module, name in _SUITE_CLASSES:
+        base = getattr(sys.modules.get(module), name, None)
+        if isinstance(base, type) and issubclass(cls, base):
+            return True
+    return False
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """A collected suite subclass selects the suite: load its profile before anything runs."""
+    if any(_is_suite_class(getattr(item, "cls", None)) for item in items):
+        _load_profile(config)
+
+
 def pytest_report_header(config: pytest.Config) -> list[str]:
-    """Name the profile and the implementation under test."""
-    lines = [f"upsertmat: hypothesis profile {settings.get_current_profile_name()!r}"]
-    name = selected_implementation(config)
-    if name is not None:
-        lines.append(f"upsertmat: conformance suite against {name}")
-    return lines
+    """Name the profile and the implementation under test (only when the suite is selected)."""
+    name = selected_implementation(config) or selected_command(config)
+    if name is None:
+        return []
+    profile = [f"upsertmat: hypothesis profile {_loaded_profile[0]!r}"] if _loaded_profile else []
+    return [*profile, f"upsertmat: conformance suite against {name}"]
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Name the profile the suite ran with; count its rule-7 misses (logged at DEBUG only)."""
+    if not _loaded_profile:
+        return
+    terminalreporter.write_line(f"upsertmat: the suite ran with hypothesis profile {_loaded_profile[0]!r}")
+    from .misses import MISSES
+
+    if MISSES.count:
+        terminalreporter.write_line(
+            f"upsertmat: {MISSES.count} retraction(s) matched no stored row during the suite "
+            "(rule 7, expected in generated streams; --log-level=DEBUG shows them)"
+        )
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Stop the programs under test that are still running (``--upsertmat-cmd`` sessions)."""
+    session = sys.modules.get("upsertmat.conformance.session")
+    if session is not None:
+        session.close_all()

@@ -15,7 +15,7 @@ and the lifecycle state machine (checkpoint/restore, migration to ``migration_ta
 rescaling; skipped for implementations that cannot export and import their state).
 
 Hypothesis tests are built when they run, so they take the profile loaded at that moment
-(``dev``/``ci``/``nightly``, see ``plugin.py``); example counts are the profile's
+(``upsertmat-dev``/``-ci``/``-nightly``, see ``profiles.py``); example counts are the profile's
 ``max_examples`` times a per-test weight, times ``examples_scale`` (a class attribute) and the
 environment variable ``UPSERTMAT_EXAMPLES_SCALE`` (default 1).
 """
@@ -23,7 +23,7 @@ environment variable ``UPSERTMAT_EXAMPLES_SCALE`` (default 1).
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from typing import ClassVar, TypeVar
 
@@ -46,7 +46,10 @@ from .generators import (
 )
 from .lifecycle import LifecycleMachine, MigrationTarget, granularity_of
 from .machine import MaterializerMachine
+from .misses import misses_at_debug
 from .pinned import PINNED
+from .program_suite import STATE_MACHINE_SKIP, ProgramSuite
+from .protocol import Program
 from .scenarios import SCENARIOS, TTL_SCENARIOS, Scenario, TtlScenario
 
 T = TypeVar("T")
@@ -105,8 +108,10 @@ def run_property(
 
     ``name`` keys the example database, so a failure found once is replayed first next time.
     """
+    __tracebackhide__ = True  # a failure shows the check's message, not its code
 
     def property_(value: T) -> None:
+        __tracebackhide__ = True  # a failure shows the check's message, not its code
         check(value)
 
     property_.__qualname__ = property_.__name__ = name.replace(".", "_").replace("/", "_")
@@ -143,6 +148,30 @@ class MaterializerTests:
     ttl_weight: ClassVar[float] = 0.25
     lifecycle_machine: ClassVar[type[LifecycleMachine]] = LifecycleMachine
     migration_targets: ClassVar[tuple[str, ...]] = MIGRATION_TARGETS
+    command: ClassVar[str | None] = None
+    command_batch: ClassVar[int] = 20
+    command_timeout: ClassVar[float] = 600.0
+    command_scenarios_in_session: ClassVar[bool] = False
+
+    def program(self) -> ProgramSuite | None:
+        """The program-mode tests when ``command`` is set (``--upsertmat-cmd``), else None."""
+        if self.command is None:
+            return None
+        return ProgramSuite(
+            Program(self.command, self.command_timeout),
+            f"{type(self).__module__}.{type(self).__qualname__}",
+            self.command_batch,
+            self.granularity(),
+            run_property,
+            self.examples_scale,
+            self.command_scenarios_in_session,
+        )
+
+    @pytest.fixture(autouse=True)
+    def _rule7_misses_at_debug(self) -> Iterator[None]:
+        """Expected rule-7 misses are counted and logged at DEBUG, not WARNING (see ``misses``)."""
+        with misses_at_debug():
+            yield
 
     def make(self, keys: Keys) -> Materializer:
         """A fresh implementation for ``keys`` (the suite closes it)."""
@@ -161,7 +190,9 @@ class MaterializerTests:
         if self.ttl_granularity is not None:
             return self.ttl_granularity
         name = self.implementation or ""
-        return Granularity.PER_ELEMENT if ":" in name else granularity_of(name)
+        if self.command is not None or ":" in name or not name:
+            return Granularity.PER_ELEMENT
+        return granularity_of(name)
 
     def _transfer_support(self) -> tuple[bool, bool]:
         """(exports/imports at all, with stamps): StateTransfer or HistoryAccess, StateTransfer."""
@@ -182,6 +213,9 @@ class MaterializerTests:
         weight: float = 1.0,
         examples: Sequence[GeneratedStream] = (),
     ) -> None:
+        __tracebackhide__ = True  # a failure shows the check's message, not its code
+        if (program := self.program()) is not None:
+            return program.streams(test, strategy, weight)
         run_property(
             f"{type(self).__module__}.{type(self).__qualname__}.{test}",
             strategy,
@@ -194,10 +228,14 @@ class MaterializerTests:
     @pytest.mark.parametrize("scenario", SCENARIOS, ids=[scenario.name for scenario in SCENARIOS])
     def test_scenario(self, scenario: Scenario) -> None:
         """Each catalogue scenario: the exact hand-written output after every input."""
+        if (program := self.program()) is not None:
+            return program.scenario(scenario.keys, scenario.name, scenario.inputs, scenario.expected)
         check_scenario(self.make, scenario)
 
     def test_pinned_streams(self) -> None:
         """Streams that encode known traps or once failed: equal to the model input by input."""
+        if (program := self.program()) is not None:
+            return program.pinned((*PINNED, *self.pinned_streams))
         for stream in (*PINNED, *self.pinned_streams):
             check_stream(self.make, stream)
 
@@ -219,6 +257,8 @@ class MaterializerTests:
 
     def test_state_machine(self) -> None:
         """The state machine: model and implementation in lockstep over many keys."""
+        if self.command is not None:
+            pytest.skip(STATE_MACHINE_SKIP)
         current = scaled_settings(0.5, self.examples_scale)
         run_state_machine_as_test(  # type: ignore[no-untyped-call, unused-ignore]
             self.machine.bound_to(self.make, f"{type(self).__module__}.{type(self).__qualname__}.machine"),
@@ -232,8 +272,10 @@ class MaterializerTests:
         built through the registry and offers StateTransfer, so stamps can move): checkpoints,
         migrations (also across granularities, the model moving alike) and rescaling happen
         with TTL on too. Skipped when the implementation offers neither StateTransfer nor
-        HistoryAccess.
+        HistoryAccess. For a program (``command``): split runs over ``{STATE}``.
         """
+        if (program := self.program()) is not None:
+            return program.split_runs(TTL_CONFIGS, weight=0.25)
         movable, with_stamps = self._transfer_support()
         if not movable:
             pytest.skip(
@@ -263,6 +305,10 @@ class MaterializerTests:
             pytest.skip(
                 f"a {scenario.granularity.value} scenario; this implementation is {self.granularity().value}"
             )
+        if (program := self.program()) is not None:
+            return program.scenario(
+                scenario.keys, scenario.name, scenario.steps, scenario.expected, scenario.ttl
+            )
         check_ttl_scenario(lambda keys: self.make_ttl(keys, scenario.ttl), scenario)
 
     @pytest.mark.parametrize(
@@ -270,6 +316,8 @@ class MaterializerTests:
     )
     def test_ttl_streams(self, ttl: TtlSettings) -> None:
         """Streams with clock advances and timestamps under TTL: equal to the model at every input."""
+        if (program := self.program()) is not None:
+            return program.ttl_streams(ttl, self.ttl_weight)
         granularity = self.granularity()
         name = f"ttl_{ttl.time_domain.value}_{ttl.update_type.value}"
         run_property(
@@ -284,6 +332,8 @@ class MaterializerTests:
 
     def test_ttl_state_machine(self) -> None:
         """The state machine under a drawn TTL configuration, with clock and event-time rules."""
+        if self.command is not None:
+            pytest.skip(STATE_MACHINE_SKIP)
         if self.implementation is None:
             pytest.skip("TTL tests build through the registry: set `implementation`")
         current = scaled_settings(0.5 * self.ttl_weight * len(TTL_CONFIGS), self.examples_scale)

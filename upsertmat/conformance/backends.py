@@ -1,4 +1,7 @@
-"""The shared keyed-state suite: every backend's test file subclasses :class:`StateBackendTests`.
+"""The keyed-state backend suite: a backend's test file subclasses :class:`StateBackendTests`.
+
+Shipped with the package (``from upsertmat.conformance.backends import StateBackendTests``), so
+a third-party ``StateBackend`` is tested the way the built-in heap, RocksDB and LMDB backends are.
 
 A subclass sets ``persistent`` and implements ``open(path)``. Persistent (byte) backends also
 run the reopen, durability and codec checks. The Hypothesis machine (``machine_for``) compares

@@ -1,0 +1,130 @@
+"""The package's layering, checked on the source: ``conformance -> impls -> spec``.
+
+Every ``import`` and ``from ... import`` of every module under ``upsertmat/`` is read with
+``ast`` (relative imports resolved, imports inside functions included) and checked:
+
+- ``upsertmat.spec`` imports nothing else of upsertmat (it is the oracle);
+- ``upsertmat.impls`` imports only ``impls`` and ``spec`` (never the applications: cli, replay,
+  spark, bench, demo, jobs, plan, ...);
+- ``upsertmat.conformance`` imports only ``conformance``, ``impls`` and ``spec``;
+- only ``conformance`` imports pytest and Hypothesis (the ``conformance`` extra), and only
+  ``bench`` imports matplotlib (the ``bench`` extra), so the library's runtime requirements are
+  what the library needs.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import upsertmat
+
+PACKAGE = Path(upsertmat.__file__).parent
+
+ALLOWED: dict[str, frozenset[str]] = {
+    "spec": frozenset({"spec"}),
+    "impls": frozenset({"impls", "spec"}),
+    "conformance": frozenset({"conformance", "impls", "spec"}),
+}
+"""Layer -> the upsertmat subpackages its modules may import."""
+
+EXTRAS: dict[str, frozenset[str]] = {
+    "pytest": frozenset({"conformance"}),
+    "_pytest": frozenset({"conformance"}),
+    "hypothesis": frozenset({"conformance"}),
+    "matplotlib": frozenset({"bench"}),
+}
+"""Optional third-party package -> the only subpackages that may import it."""
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def imported_modules(path: Path) -> Iterator[tuple[int, str]]:
+    """(line, absolute module name) of every import in ``path``."""
+    name = module_name(path)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield node.lineno, alias.name
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - node.level + 1]
+                prefix = ".".join(base)
+                target = f"{prefix}.{node.module}" if node.module else prefix
+            else:
+                target = node.module or ""
+            if node.module is None or target.count(".") <= 1:
+                # ``from . import x`` / ``from upsertmat import x`` may import submodules
+                for alias in node.names:
+                    yield node.lineno, f"{target}.{alias.name}"
+            else:
+                yield node.lineno, target
+
+
+def subpackage(module: str) -> str | None:
+    """``upsertmat.impls.state.heap`` -> ``impls``; None for modules outside upsertmat."""
+    parts = module.split(".")
+    if parts[0] != "upsertmat":
+        return None
+    return parts[1] if len(parts) > 1 else ""
+
+
+def violations(layer: str) -> list[str]:
+    found = []
+    for path in sorted((PACKAGE / layer).rglob("*.py")):
+        for line, module in imported_modules(path):
+            target = subpackage(module)
+            if target is not None and target not in ALLOWED[layer]:
+                found.append(f"{path.relative_to(PACKAGE.parent)}:{line} imports {module}")
+    return found
+
+
+@pytest.mark.parametrize("layer", sorted(ALLOWED))
+def test_layer_imports_only_what_is_below_it(layer: str) -> None:
+    assert violations(layer) == []
+
+
+def test_optional_packages_are_imported_only_by_their_extra() -> None:
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        owner = subpackage(module_name(path))
+        for line, module in imported_modules(path):
+            allowed = EXTRAS.get(module.split(".")[0])
+            if allowed is not None and owner not in allowed:
+                found.append(f"{path.relative_to(PACKAGE.parent)}:{line} imports {module}")
+    assert found == []
+
+
+def test_the_checker_sees_relative_and_nested_imports() -> None:
+    # the rules are only as good as the import reader: check it on this package's own files
+    modules = {module for _, module in imported_modules(PACKAGE / "conformance" / "suite.py")}
+    assert {subpackage(module) for module in modules} >= {"impls", "spec", "conformance"}
+    assert "upsertmat.conformance.checks" in modules and "pytest" in modules
+    plugin = {module for _, module in imported_modules(PACKAGE / "conformance" / "plugin.py")}
+    assert "upsertmat.conformance.misses" in plugin  # imported inside a function
+    assert subpackage("upsertmat.replay") == "replay" and subpackage("json") is None
+
+
+def test_bench_without_matplotlib_is_a_clear_usage_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.util
+
+    from upsertmat.bench import command
+    from upsertmat.errors import CliError, ExitCode
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "matplotlib" else real(name, *a)
+    )
+    with pytest.raises(CliError, match=r"pip install 'upsertmat\[bench\]'") as caught:
+        command._require_matplotlib()
+    assert caught.value.code is ExitCode.USAGE
