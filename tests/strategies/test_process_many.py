@@ -12,11 +12,14 @@ import random
 import pytest
 
 from upsertmat.impls import available
+from upsertmat.impls.strategies.common import emit
 from upsertmat.spec import (
     BatchProcessing,
     Change,
     Keys,
     ModelMaterializer,
+    Row,
+    RowKind,
     insert,
     process_many,
     run_model,
@@ -82,3 +85,14 @@ def test_process_many_without_the_method_loops_over_process() -> None:
 
     changes = tolerated(random.Random(3), 60)
     assert process_many(OnlyProcess(), changes) == run_model(UPSERT_KEY, changes)
+
+
+@pytest.mark.parametrize("kind", list(RowKind))
+def test_emit_builds_the_change_the_constructor_builds(kind: RowKind) -> None:
+    row: Row = (1, 1.0, True, "x", None, [2])
+    fast, slow = emit(kind, row), Change(kind, row)
+    assert type(fast) is Change and fast == slow and hash(fast) == hash(slow)
+    assert (fast.kind, fast.row, fast.ts) == (slow.kind, slow.row, None)
+    assert repr(fast) == repr(slow)
+    with pytest.raises(AttributeError):
+        fast.ts = 3  # type: ignore[misc]  # still frozen

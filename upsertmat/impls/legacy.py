@@ -14,7 +14,7 @@ from dataclasses import replace
 from ..spec import Change, Element, Granularity, Keys, Row, RowKind, UpdateType
 from .settings import Backend, Settings
 from .state import StateBackend, open_backend
-from .strategies.common import StrategyBase, require
+from .strategies.common import StrategyBase, emit, require
 
 
 class LegacyMaterializer(StrategyBase):
@@ -97,7 +97,7 @@ class LegacyMaterializer(StrategyBase):
 
     def _add(self, context: bytes, match: bytes, row: Row, stamp: int) -> Change:
         rows = self._rows(context)
-        emitted = Change(RowKind.UPDATE_AFTER if rows else RowKind.INSERT, row)
+        emitted = emit(RowKind.UPDATE_AFTER if rows else RowKind.INSERT, row)
         index = self._find(rows, match) if self._upsert else -1
         if index < 0:
             rows.append(row)
@@ -117,10 +117,10 @@ class LegacyMaterializer(StrategyBase):
         del rows[index]
         if not rows:
             self._drop(context)
-            return Change(RowKind.DELETE, change.row)
+            return emit(RowKind.DELETE, change.row)
         self._state.put(context, rows)
         self._written(context, False, stamp)
-        return Change(RowKind.UPDATE_AFTER, rows[-1]) if removed_last else None
+        return emit(RowKind.UPDATE_AFTER, rows[-1]) if removed_last else None
 
     def _find(self, rows: list[Row], wanted: bytes) -> int:
         """Index of the first row whose match key is ``wanted``, or -1. O(len(rows))."""

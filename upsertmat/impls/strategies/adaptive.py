@@ -22,7 +22,7 @@ from ...spec import Change, Keys, Row, RowKind
 from ..config import UnsupportedSetting
 from ..settings import Backend, Settings
 from ..state import StateBackend, open_backend
-from .common import StrategyBase, missing, require
+from .common import StrategyBase, emit, missing, require
 from .linked_map import ROW, SIZE, STAMP, TAIL, LinkedList, Meta
 from .value import check_record, new_record, record_add, record_elements, record_expire, record_retract
 
@@ -74,7 +74,7 @@ class AdaptiveMaterializer(StrategyBase):
             meta = self._list.add(context, record, match, row, stamp, self)
             if meta is not None:
                 self._records.put(context, meta)
-            return Change(RowKind.UPDATE_AFTER, row)
+            return emit(RowKind.UPDATE_AFTER, row)
         kind = RowKind.INSERT if record is None else RowKind.UPDATE_AFTER
         record, stamped = record_add(record, match, row, stamp, self._upsert, self._restamp_replaced)
         if len(record[0]) >= self.high:
@@ -105,7 +105,7 @@ class AdaptiveMaterializer(StrategyBase):
                 return None
             if not record[0]:
                 self._records.delete(context)
-                return Change(RowKind.DELETE, change.row)
+                return emit(RowKind.DELETE, change.row)
             self._records.put(context, record)
             if rollback is not None and restamp is not None:
                 self._stamped(context, 0, restamp)
@@ -117,11 +117,11 @@ class AdaptiveMaterializer(StrategyBase):
             meta, rollback = self._list.remove(context, record, entry, match, restamp=restamp)
             if meta is None:
                 self._records.delete(context)
-                return Change(RowKind.DELETE, change.row)
+                return emit(RowKind.DELETE, change.row)
             if rollback is not None and restamp is not None:
                 self._stamped(context, meta[TAIL], restamp)
             self._store_meta(context, meta)
-        return None if rollback is None else Change(RowKind.UPDATE_AFTER, rollback)
+        return None if rollback is None else emit(RowKind.UPDATE_AFTER, rollback)
 
     def _store_meta(self, context: bytes, meta: Meta) -> None:
         """Write a MAP-mode key's meta, converting it to VALUE when its size is ``<= low``."""

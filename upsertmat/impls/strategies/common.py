@@ -26,6 +26,7 @@ __all__ = [
     "StrategyBase",
     "check_chains",
     "decode_seq",
+    "emit",
     "encode_seq",
     "missing",
     "require",
@@ -39,6 +40,34 @@ _UPDATE_AFTER = RowKind.UPDATE_AFTER
 
 ASYNC_BATCH = 1024
 """Inputs per async-state batch: their first state reads are issued together."""
+
+
+def _slot_setters() -> tuple[Any, Any, Any] | None:
+    """The slot descriptors' setters of ``Change`` (kind, row, ts), or None without slots."""
+    try:
+        kind, row, ts = (Change.__dict__[name].__set__ for name in ("kind", "row", "ts"))
+        return kind, row, ts
+    except (KeyError, AttributeError):
+        return None
+
+
+_SETTERS = _slot_setters()
+_new = object.__new__
+
+
+def emit(kind: RowKind, row: Row) -> Change:
+    """``Change(kind, row)``: the same object (equal, same fields, ``ts`` None), built without
+    the frozen dataclass's ``__init__`` (which sets each field through ``object.__setattr__``;
+    this sets the three slots directly: ~0.2 us instead of ~0.5 us per output). Falls back to
+    the constructor if ``Change`` ever stops having slots."""
+    if _SETTERS is None:
+        return Change(kind, row)
+    change: Change = _new(Change)
+    set_kind, set_row, set_ts = _SETTERS
+    set_kind(change, kind)
+    set_row(change, row)
+    set_ts(change, None)
+    return change
 
 
 def missing(state: str, context: bytes, seq: int) -> CorruptStateError:

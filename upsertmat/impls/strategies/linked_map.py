@@ -45,7 +45,7 @@ from typing import Any
 from ...spec import Change, Keys, Row, RowKind
 from ..settings import Settings
 from ..state import MapState, StateBackend, ValueState, open_backend
-from .common import StrategyBase, check_chains, decode_seq, encode_seq, missing, require, same_chains
+from .common import StrategyBase, check_chains, decode_seq, emit, encode_seq, missing, require, same_chains
 
 Meta = list[int]  # [size, head, tail]
 Node = list[Any]  # [row, prev, next, same, stamp]
@@ -299,11 +299,11 @@ class MapMaterializer(StrategyBase):
         if meta is None:
             self._meta.put(context, self._list.append(context, None, None, match, row, stamp))
             self._stamped(context, 1, stamp)
-            return Change(RowKind.INSERT, row)
+            return emit(RowKind.INSERT, row)
         meta = self._list.add(context, meta, match, row, stamp, self)
         if meta is not None:
             self._meta.put(context, meta)
-        return Change(RowKind.UPDATE_AFTER, row)
+        return emit(RowKind.UPDATE_AFTER, row)
 
     def _retract(self, context: bytes, match: bytes, change: Change, stamp: int) -> Change | None:
         meta = self._meta.get(context)
@@ -315,13 +315,13 @@ class MapMaterializer(StrategyBase):
         meta, rollback = self._list.remove(context, meta, entry, match, restamp=restamp)
         if meta is None:
             self._meta.delete(context)
-            return Change(RowKind.DELETE, change.row)
+            return emit(RowKind.DELETE, change.row)
         self._meta.put(context, meta)
         if rollback is None:
             return None
         if restamp is not None:
             self._stamped(context, meta[TAIL], stamp)
-        return Change(RowKind.UPDATE_AFTER, rollback)
+        return emit(RowKind.UPDATE_AFTER, rollback)
 
     def _expire_element(self, context: bytes, seq: int) -> None:
         """Remove node ``seq`` if it exists and is expired (its timer may be stale). O(1)

@@ -34,6 +34,7 @@ from .common import (
     StrategyBase,
     check_chains,
     decode_seq,
+    emit,
     encode_seq,
     missing,
     require,
@@ -78,7 +79,7 @@ class SortedMaterializer(StrategyBase):
                 node[STAMP] = stamp
                 self._stamped(context, entry[0], stamp)
             nodes.put(context, key, node)
-            return Change(RowKind.UPDATE_AFTER, row)
+            return emit(RowKind.UPDATE_AFTER, row)
         tail = nodes.last(context)
         if tail is None:
             seq = 1
@@ -140,14 +141,14 @@ class SortedMaterializer(StrategyBase):
         key = self._unlink(context, match, entry, entry[0])
         tail = self._nodes.last(context)
         if tail is None:
-            return Change(RowKind.DELETE, change.row)
+            return emit(RowKind.DELETE, change.row)
         if tail[0] < key:
             tail_key, tail_node = tail
             if self._restamp_rollback:
                 tail_node[STAMP] = stamp
                 self._nodes.put(context, tail_key, tail_node)
                 self._stamped(context, decode_seq(tail_key), stamp)
-            return Change(RowKind.UPDATE_AFTER, tuple(tail_node[ROW]))
+            return emit(RowKind.UPDATE_AFTER, tuple(tail_node[ROW]))
         return None
 
     def _expire_element(self, context: bytes, seq: int) -> None:

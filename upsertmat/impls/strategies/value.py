@@ -21,7 +21,7 @@ from typing import Any
 from ...spec import Change, Keys, Row, RowKind
 from ..settings import Settings
 from ..state import StateBackend, open_backend
-from .common import StrategyBase, require
+from .common import StrategyBase, emit, require
 
 ValueRecord = list[Any]  # [rows, stamps, matches]
 
@@ -145,13 +145,13 @@ class ValueMaterializer(StrategyBase):
             return None
         if not record[0]:
             self._values.delete(context)
-            return Change(RowKind.DELETE, change.row)
+            return emit(RowKind.DELETE, change.row)
         self._values.put(context, record)
         if rollback is None:
             return None
         if self._restamp_rollback:
             self._stamped(context, 0, stamp)
-        return Change(RowKind.UPDATE_AFTER, rollback)
+        return emit(RowKind.UPDATE_AFTER, rollback)
 
     def _expire_element(self, context: bytes, seq: int) -> None:
         """Any timer of a VALUE key: drop every expired element of its record. O(n)."""
