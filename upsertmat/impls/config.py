@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from .settings import Backend, LmdbDurability, Settings, Strategy, TimeDomain, UpdateType
+from .settings import Backend, ConflictBehavior, LmdbDurability, Settings, Strategy, TimeDomain, UpdateType
 
 STRATEGY = "table.exec.sink.upsert-materialize-strategy.type"
 THRESHOLD_HIGH = "table.exec.sink.upsert-materialize-strategy.adaptive.threshold.high"
@@ -26,6 +26,7 @@ TTL = "table.exec.state.ttl"
 TIME_DOMAIN = "upsertmat.state.ttl.time-domain"
 UPDATE_TYPE = "upsertmat.state.ttl.update-type"
 LMDB_DURABILITY = "upsertmat.state.lmdb.durability"
+CONFLICT_STRATEGY = "table.exec.sink.conflict-strategy"
 
 
 class ConfigError(ValueError):
@@ -95,6 +96,7 @@ _PARSERS: dict[str, Callable[[Any], Any]] = {
     TIME_DOMAIN: _enum_parser(TimeDomain, upper=False),
     UPDATE_TYPE: _enum_parser(UpdateType, upper=False),
     LMDB_DURABILITY: _enum_parser(LmdbDurability, upper=False),
+    CONFLICT_STRATEGY: _enum_parser(ConflictBehavior, upper=True),
 }
 KNOWN_KEYS: tuple[str, ...] = tuple(_PARSERS)
 
@@ -169,6 +171,7 @@ def build_settings(layers: Iterable[tuple[str, Mapping[str, Any]]], base: Settin
         threshold_high=values.get(THRESHOLD_HIGH, settings.threshold_high),
         threshold_low=values.get(THRESHOLD_LOW, settings.threshold_low),
         lmdb_durability=values.get(LMDB_DURABILITY, settings.lmdb_durability),
+        conflict=values.get(CONFLICT_STRATEGY, settings.conflict),
     )
     high, low = settings.threshold_high, settings.threshold_low
     if high is not None and low is not None and high <= low:

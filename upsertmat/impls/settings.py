@@ -11,10 +11,12 @@ import enum
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..spec.conflict import ConflictBehavior
 from ..spec.ttl import Granularity, TimeDomain, TtlSettings, UpdateType
 
 __all__ = [
     "Backend",
+    "ConflictBehavior",
     "Granularity",
     "Settings",
     "Strategy",
@@ -69,3 +71,5 @@ class Settings:
     threshold_low: int | None = None
     state_dir: Path | None = None
     lmdb_durability: LmdbDurability = LmdbDurability.FAST
+    # table.exec.sink.conflict-strategy: ERROR and NOTHING select upsertmat.impls.conflict.
+    conflict: ConflictBehavior = ConflictBehavior.DEDUPLICATE
