@@ -29,19 +29,20 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from types import FrameType
-from typing import IO
+from typing import IO, Any
 
 from .cliconfig import add_config_arguments, positive_int, settings_from_args
 from .errors import CliError, ExitCode, StateDirError
 from .impls import ConfigError, Settings, UnknownImplementation, create
 from .impls.config import BACKEND, STRATEGY, TTL
+from .impls.conflict import Compacting
 from .impls.lifecycle import export_state, import_state, supports_transfer
 from .impls.settings import Backend, TimeDomain
 from .impls.state.errors import BackendUnavailableError, StateError
 from .jsonl import BadLine, ChangeLine, RowShape, format_change, format_dead_letter, parse_line
 from .progress import Progress
 from .recovery import Position, PositionRecord, reopen_output, skip_lines
-from .spec import Change, Keys, Materializer, equalizer_spec, parse_equalizer
+from .spec import Change, ConflictError, Keys, Materializer, equalizer_spec, parse_equalizer
 from .statedir import DEAD_LETTER_NAME, Manifest, StateDir, ttl_from_record, ttl_record, ttl_text
 
 NAME = "replay"
@@ -424,6 +425,9 @@ class _Run:
         index = self.base
         record = self.record
         every = self.args.checkpoint_every if self.state is not None and record is None else None
+        compacting = isinstance(materializer, Compacting)  # ON CONFLICT DO ERROR | NOTHING
+        if isinstance(materializer, Compacting):
+            materializer.skip_conflicts = not fail
         for raw in source:
             guard.busy = True
             number = counts.consumed + 1
@@ -448,7 +452,10 @@ class _Run:
                     elif materializer.retract_misses != misses:
                         self._miss(number, change)
                 elif item is not None:
-                    materializer.advance_time(item.time)
+                    if compacting:
+                        self._watermark(materializer, item.time, index, number, raw, write, flush)
+                    else:
+                        materializer.advance_time(item.time)
                     self.now = max(self.now, item.time)
             except BadLine as error:
                 if fail:
@@ -465,8 +472,51 @@ class _Run:
             guard.busy = False
             if guard.received is not None:
                 break
+        if compacting and guard.received is None and self.state is None:
+            # The end of the input is the final watermark (docs/cli.md); with --state-dir the
+            # stream goes on in the next run, so nothing is compacted here.
+            try:
+                self._watermark(materializer, None, index, counts.consumed + 1, b"", write, flush)
+            except BadLine as error:
+                _say(f"at the end of the input (the final watermark): {error}")
+                return ExitCode.BAD_INPUT
         progress.finish(counts.consumed, counts.emitted, counts.skipped)
         return ExitCode.OK if guard.received is None else 128 + guard.received
+
+    def _watermark(
+        self,
+        materializer: Materializer,
+        time: int | None,
+        index: int,
+        number: int,
+        raw: bytes,
+        write: Any,
+        flush: Any,
+    ) -> None:
+        """ON CONFLICT DO ERROR | NOTHING: compact at a watermark (``time`` None: the end of the input),
+        write what it emits with ``in`` = ``index``, dead-letter skipped conflicts.
+
+        A conflict with --on-error fail is a BadLine (exit 1; the watermark changed nothing).
+        """
+        assert isinstance(materializer, Compacting)
+        try:
+            if time is None:
+                emitted = materializer.finish()
+            else:
+                materializer.advance_time(time)
+                emitted = materializer.take_emitted()
+        except ConflictError as error:
+            raise BadLine(str(error)) from None
+        for change in emitted:
+            data = format_change(index, change).encode("utf-8")
+            write(data)
+            self.counts.emitted += 1
+            if self.out_bytes is not None:
+                self.out_bytes += len(data)
+        flush()
+        conflicts, materializer.conflicts = materializer.conflicts, []
+        for conflict in conflicts:
+            self._skip(number, index, f"{conflict.describe()}; the current row is kept", raw)
 
     def _miss(self, number: int, change: Change) -> None:
         self.counts.misses += 1

@@ -113,7 +113,7 @@ def test_a_failed_watermark_changes_nothing() -> None:
     model.process(insert(2, 20, "b"))
     with pytest.raises(ConflictError):
         model.advance_time(1)
-    assert model.current == {} and model.watermark is None
+    assert model.current == {} and model.last_watermark is None
     assert model.stats() == {"keys": 0, "rows": 0, "pending_keys": 2, "pending": 3}
 
 

@@ -177,7 +177,7 @@ class ConflictModel:
         self.behavior = behavior
         self.skip_conflicts = skip_conflicts
         self.retract_misses = 0
-        self.watermark: int | None = None
+        self.last_watermark: int | None = None
         self.conflicts: list[Conflict] = []
         self.current: dict[bytes, Row] = {}
         self.pending: dict[bytes, list[PendingChange]] = {}
@@ -190,10 +190,10 @@ class ConflictModel:
 
     def advance_time(self, now: int) -> list[Change]:
         """Rule C2: a watermark if ``now`` is newer than the last one, else nothing happens."""
-        if self.watermark is not None and now <= self.watermark:
+        if self.last_watermark is not None and now <= self.last_watermark:
             return []
         emitted = self._compact_all()
-        self.watermark = now
+        self.last_watermark = now
         return emitted
 
     def finish(self) -> list[Change]:

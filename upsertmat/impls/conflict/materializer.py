@@ -1,0 +1,211 @@
+"""The compacting materializer (rules C1-C6) on the keyed-state API of every backend.
+
+State layout (names of the backend's states):
+
+- ``conflict-current`` (value): context -> the row the sink shows. Absent = none.
+- ``conflict-pending`` (map): context -> {big-endian seq -> ``[is_add, row]``}: the buffered
+  changes of the key, in arrival order by seq.
+- ``conflict-cancel`` (map): context -> {``b"A"``/``b"R"`` + canonical row -> [seq, ...]}: the
+  pending ADDs / RETRACTs of each identical whole row, oldest first, so C1's cancellation is a
+  point lookup.
+- ``conflict-dirty`` (value): context -> the key's next seq. Present exactly for the keys with
+  buffered changes: the index a watermark walks, so keys with nothing pending are not touched.
+- ``conflict-meta`` (value): ``b"watermark"`` -> the last watermark (survives a restart, so a
+  replayed time line is not a second watermark).
+
+Costs: an input is O(1) state accesses (plus the length of the seq list of an identical row,
+normally 1). A watermark is O(d log d + p) for d keys with pending changes holding p changes:
+one read of each such key's current row and pending map, the fold in O(pending)
+(:mod:`.fold`), and O(1) writes per key. A watermark is atomic: everything is computed before
+anything is written, so an ERROR conflict leaves the state exactly as it was.
+
+``advance_time`` returns None (the ``Materializer`` contract); what a watermark emits is
+collected and handed out by :meth:`CompactingMaterializer.take_emitted`;
+:meth:`~CompactingMaterializer.watermark` does both.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Protocol, runtime_checkable
+
+from ...spec import Change, Conflict, ConflictBehavior, ConflictError, Keys, Row, RowKind, canonical
+from ..settings import Settings
+from ..state import StateBackend, open_backend
+from ..state.codec import encode_seq
+from .fold import fold_pending
+
+log = logging.getLogger("upsertmat")
+
+CURRENT, PENDING, CANCEL, DIRTY, META = (
+    "conflict-current",
+    "conflict-pending",
+    "conflict-cancel",
+    "conflict-dirty",
+    "conflict-meta",
+)
+WATERMARK_KEY = b"watermark"
+ADD_TAG, RETRACT_TAG = b"A", b"R"
+
+
+class CompactingMaterializer:
+    """``ON CONFLICT DO ERROR | DO NOTHING`` over one :class:`StateBackend` (heap, rocksdb, lmdb).
+
+    ``process`` buffers (rule C1) and returns None; ``advance_time(W)`` compacts when ``W`` is a
+    new watermark (C2-C6). ``finish`` compacts at the end of the input. ``skip_conflicts``
+    (settable): a conflict under ERROR keeps the key's current row, drops its pending changes
+    and is appended to ``conflicts`` instead of raising :class:`ConflictError`.
+    """
+
+    def __init__(self, keys: Keys, backend: StateBackend, behavior: ConflictBehavior) -> None:
+        if not behavior.compacting:
+            raise ValueError("CompactingMaterializer implements ERROR and NOTHING, not DEDUPLICATE")
+        self.keys = keys
+        self.backend = backend
+        self.behavior = behavior
+        self.skip_conflicts = False
+        self.conflicts: list[Conflict] = []
+        self.retract_misses = 0
+        self._emitted: list[Change] = []
+        self._current = backend.value_state(CURRENT)
+        self._pending = backend.map_state(PENDING)
+        self._cancel = backend.map_state(CANCEL)
+        self._dirty = backend.value_state(DIRTY)
+        self._meta = backend.value_state(META)
+        stored = self._meta.get(WATERMARK_KEY)
+        self._watermark: int | None = None if stored is None else int(stored)
+
+    @property
+    def now(self) -> int:
+        """The last watermark (0 before any)."""
+        return 0 if self._watermark is None else self._watermark
+
+    def process(self, change: Change) -> None:
+        """Rule C1: cancel the oldest opposite pending change of the identical row, or buffer."""
+        row = change.row
+        context = self.keys.context_key(row)
+        encoded = canonical(row)
+        is_add = change.kind.is_add
+        own, opposite = (ADD_TAG, RETRACT_TAG) if is_add else (RETRACT_TAG, ADD_TAG)
+        waiting = self._cancel.get(context, opposite + encoded)
+        if waiting:
+            self._pending.delete(context, encode_seq(waiting[0]))
+            if len(waiting) > 1:
+                self._cancel.put(context, opposite + encoded, waiting[1:])
+            else:
+                self._cancel.delete(context, opposite + encoded)
+        else:
+            seq = self._dirty.get(context) or 0
+            self._pending.put(context, encode_seq(seq), [is_add, list(row)])
+            same = self._cancel.get(context, own + encoded) or []
+            self._cancel.put(context, own + encoded, [*same, seq])
+            self._dirty.put(context, seq + 1)
+        self.backend.commit()
+
+    def advance_time(self, now: int) -> None:
+        """A watermark when ``now`` is newer than the last one: compact every key with pending changes."""
+        if self._watermark is not None and now <= self._watermark:
+            return
+        self._compact_all(now)
+
+    def finish(self) -> list[Change]:
+        """The end of the input (the final watermark): compact everything; return what it emits."""
+        self._compact_all(None)
+        return self.take_emitted()
+
+    def watermark(self, now: int) -> list[Change]:
+        """``advance_time(now)`` and return what it emitted."""
+        self.advance_time(now)
+        return self.take_emitted()
+
+    def take_emitted(self) -> list[Change]:
+        """The changes emitted by watermarks since the last call, in order (then forgotten)."""
+        emitted, self._emitted = self._emitted, []
+        return emitted
+
+    def _pending_of(self, context: bytes) -> list[tuple[bool, Row]]:
+        entries = sorted(self._pending.items(context))
+        return [(bool(value[0]), tuple(value[1])) for _, value in entries]
+
+    def _outcome(self, context: bytes) -> tuple[Row | None, Change | None, int, Conflict | None]:
+        """Rules C3-C6 for one key: (new current, emitted, misses, conflict)."""
+        stored = self._current.get(context)
+        current: Row | None = None if stored is None else tuple(stored)
+        survivors, misses = fold_pending(current, self._pending_of(context), self.keys)
+        if not survivors:
+            return None, (None if current is None else Change(RowKind.DELETE, current)), misses, None
+        first = survivors[0]
+        if len(survivors) > 1:
+            if self.behavior is ConflictBehavior.ERROR:
+                return current, None, misses, Conflict(context, current, tuple(survivors))
+            if current is not None:
+                return current, None, misses, None
+        if current is None:
+            return first, Change(RowKind.INSERT, first), misses, None
+        if canonical(first) == canonical(current):
+            return current, None, misses, None
+        return first, Change(RowKind.UPDATE_AFTER, first), misses, None
+
+    def _compact_all(self, watermark: int | None) -> None:
+        outcomes = [(context, self._outcome(context)) for context in sorted(self._dirty.contexts())]
+        if not self.skip_conflicts:
+            for _, (_, _, _, conflict) in outcomes:
+                if conflict is not None:
+                    raise ConflictError(conflict)  # nothing written: the watermark did not happen
+        for context, (current, emitted, misses, conflict) in outcomes:
+            if misses:
+                self.retract_misses += misses
+                log.warning(
+                    "%d retraction(s) matched no row at compaction (context key %s)",
+                    misses,
+                    context.decode("utf-8", "replace"),
+                )
+            if conflict is not None:
+                self.conflicts.append(conflict)
+            if current is None:
+                self._current.delete(context)
+            elif emitted is not None:
+                self._current.put(context, list(current))
+            if emitted is not None:
+                self._emitted.append(emitted)
+            self._pending.clear(context)
+            self._cancel.clear(context)
+            self._dirty.delete(context)
+        if watermark is not None:
+            self._watermark = watermark
+            self._meta.put(WATERMARK_KEY, watermark)
+        self.backend.commit()
+
+    def stats(self) -> dict[str, int]:
+        """``keys`` and ``rows`` (current rows; at most one per key), ``pending_keys`` (keys with
+        buffered changes) and ``pending`` (buffered changes). A full scan."""
+        rows = sum(1 for _ in self._current.contexts())
+        dirty = list(self._dirty.contexts())
+        pending = sum(sum(1 for _ in self._pending.items(context)) for context in dirty)
+        return {"keys": rows, "rows": rows, "pending_keys": len(dirty), "pending": pending}
+
+    def close(self) -> None:
+        """Close the backend (releases a state directory's files and lock)."""
+        self.backend.close()
+
+
+def create(keys: Keys, settings: Settings) -> CompactingMaterializer:
+    """The compacting materializer of ``settings.conflict`` on ``settings.backend`` (any strategy)."""
+    return CompactingMaterializer(keys, open_backend(settings), settings.conflict)
+
+
+@runtime_checkable
+class Compacting(Protocol):
+    """What a driver (``upsertmat replay``) needs of a compacting materializer beyond ``Materializer``.
+
+    After ``advance_time``, :meth:`take_emitted` hands out what the watermark emitted;
+    :meth:`finish` compacts at the end of the input. With ``skip_conflicts`` set, conflicts
+    are appended to ``conflicts`` (the driver drains and reports them) instead of raised.
+    """
+
+    skip_conflicts: bool
+    conflicts: list[Conflict]
+
+    def take_emitted(self) -> list[Change]: ...
+
+    def finish(self) -> list[Change]: ...
