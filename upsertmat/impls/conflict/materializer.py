@@ -27,6 +27,7 @@ collected and handed out by :meth:`CompactingMaterializer.take_emitted`;
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable, Iterator
 from typing import Protocol, runtime_checkable
 
 from ...spec import Change, Conflict, ConflictBehavior, ConflictError, Keys, Row, RowKind, canonical
@@ -175,6 +176,49 @@ class CompactingMaterializer:
             self._watermark = watermark
             self._meta.put(WATERMARK_KEY, watermark)
         self.backend.commit()
+
+    def export_keys(self) -> Iterator[tuple[bytes, Row | None, list[tuple[bool, Row]]]]:
+        """Every key holding state, ascending: ``(context, current row or None, pending changes
+        in arrival order)``. The backend-independent form of the state (migration, savepoints).
+        A full scan."""
+        contexts = set(self._current.contexts()) | set(self._dirty.contexts())
+        for context in sorted(contexts):
+            stored = self._current.get(context)
+            yield context, (None if stored is None else tuple(stored)), self._pending_of(context)
+
+    def import_keys(
+        self, items: Iterable[tuple[bytes, Row | None, list[tuple[bool, Row]]]], watermark: int | None
+    ) -> None:
+        """Replace the state of each given key (as :meth:`export_keys` yields it) and set the
+        last watermark; committed once at the end. Pending changes are stored as given (not
+        re-cancelled)."""
+        for context, current, pending in items:
+            if current is None:
+                self._current.delete(context)
+            else:
+                self._current.put(context, list(current))
+            self._pending.clear(context)
+            self._cancel.clear(context)
+            self._dirty.delete(context)
+            waiting: dict[bytes, list[int]] = {}
+            for seq, (is_add, row) in enumerate(pending):
+                self._pending.put(context, encode_seq(seq), [is_add, list(row)])
+                waiting.setdefault((ADD_TAG if is_add else RETRACT_TAG) + canonical(row), []).append(seq)
+            for tag, seqs in waiting.items():
+                self._cancel.put(context, tag, seqs)
+            if pending:
+                self._dirty.put(context, len(pending))
+        self._watermark = watermark
+        if watermark is None:
+            self._meta.delete(WATERMARK_KEY)
+        else:
+            self._meta.put(WATERMARK_KEY, watermark)
+        self.backend.commit()
+
+    @property
+    def last_watermark(self) -> int | None:
+        """The last watermark, None before the first."""
+        return self._watermark
 
     def stats(self) -> dict[str, int]:
         """``keys`` and ``rows`` (current rows; at most one per key), ``pending_keys`` (keys with
