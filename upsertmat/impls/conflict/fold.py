@@ -1,4 +1,4 @@
-"""Rule C3 in O(pending): fold one key's pending changes onto its current row.
+"""Rules C1 and C3 in O(pending): cancel one key's raw changes, fold them onto its current row.
 
 The model folds over a plain list (O(pending x survivors)); here a survivor list with
 tombstones plus, per match key, the queue of live positions holding it, makes every step O(1):
@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterable
 
-from ...spec import Keys, Row
+from ...spec import Keys, Row, canonical
 
 
 def fold_pending(
@@ -47,3 +47,24 @@ def fold_pending(
         else:
             misses += 1
     return [row for row in rows if row is not None], misses
+
+
+def cancel_pending(changes: Iterable[tuple[bool, Row]]) -> list[tuple[bool, Row]]:
+    """Rule C1 applied to a key's raw changes in arrival order: what stays pending.
+
+    Each change cancels the oldest still-pending change of the opposite kind with the identical
+    (canonically equal) whole row, else it stays. Since C1 depends only on the order of one
+    key's changes, applying it at compaction gives exactly the pending list that cancelling on
+    arrival would have left. O(len(changes)) canonical encodings and dictionary operations.
+    """
+    kept: list[tuple[bool, Row] | None] = []
+    waiting: dict[tuple[bool, bytes], deque[int]] = {}
+    for is_add, row in changes:
+        encoded = canonical(row)
+        opposite = waiting.get((not is_add, encoded))
+        if opposite:
+            kept[opposite.popleft()] = None
+            continue
+        waiting.setdefault((is_add, encoded), deque()).append(len(kept))
+        kept.append((is_add, row))
+    return [change for change in kept if change is not None]

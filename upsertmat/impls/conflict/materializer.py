@@ -3,21 +3,23 @@
 State layout (names of the backend's states):
 
 - ``conflict-current`` (value): context -> the row the sink shows. Absent = none.
-- ``conflict-pending`` (map): context -> {big-endian seq -> ``[is_add, row]``}: the buffered
-  changes of the key, in arrival order by seq.
-- ``conflict-cancel`` (map): context -> {``b"A"``/``b"R"`` + canonical row -> [seq, ...]}: the
-  pending ADDs / RETRACTs of each identical whole row, oldest first, so C1's cancellation is a
-  point lookup.
-- ``conflict-dirty`` (value): context -> the key's next seq. Present exactly for the keys with
-  buffered changes: the index a watermark walks, so keys with nothing pending are not touched.
+- ``conflict-pending`` (map): context -> {big-endian seq -> ``[is_add, row]``}: the key's raw
+  changes since the last watermark, in arrival order by seq. Rule C1's cancellation is applied
+  when the key is compacted (:func:`.fold.cancel_pending`): it depends only on the order of the
+  key's own changes, so the outcome is the same as cancelling on arrival, and an input costs no
+  reads. Seqs come from one counter per operator instance (restarted at 0 after a watermark;
+  on open, one past the greatest stored seq).
+- ``conflict-dirty`` (value): context -> 1, present exactly for the keys with buffered changes:
+  the index a watermark walks, so keys with nothing pending are not touched. The keys marked
+  since the last watermark are also cached in memory, so an input writes the mark only once.
 - ``conflict-meta`` (value): ``b"watermark"`` -> the last watermark (survives a restart, so a
   replayed time line is not a second watermark).
 
-Costs: an input is O(1) state accesses (plus the length of the seq list of an identical row,
-normally 1). A watermark is O(d log d + p) for d keys with pending changes holding p changes:
-one read of each such key's current row and pending map, the fold in O(pending)
-(:mod:`.fold`), and O(1) writes per key. A watermark is atomic: everything is computed before
-anything is written, so an ERROR conflict leaves the state exactly as it was.
+Costs: an input is one context-key encoding and one or two state writes (no reads). A watermark
+is O(d log d + p) for d keys with pending changes holding p raw changes: one read of each such
+key's current row and pending map, C1 and C3 in O(pending) (:mod:`.fold`), and O(1) writes per
+key. A watermark is atomic: everything is computed before anything is written, so an ERROR
+conflict leaves the state exactly as it was.
 
 ``advance_time`` returns None (the ``Materializer`` contract); what a watermark emits is
 collected and handed out by :meth:`CompactingMaterializer.take_emitted`;
@@ -33,20 +35,13 @@ from typing import Protocol, runtime_checkable
 from ...spec import Change, Conflict, ConflictBehavior, ConflictError, Keys, Row, RowKind, canonical
 from ..settings import Settings
 from ..state import StateBackend, open_backend
-from ..state.codec import encode_seq
-from .fold import fold_pending
+from ..state.codec import decode_seq, encode_seq
+from .fold import cancel_pending, fold_pending
 
 log = logging.getLogger("upsertmat")
 
-CURRENT, PENDING, CANCEL, DIRTY, META = (
-    "conflict-current",
-    "conflict-pending",
-    "conflict-cancel",
-    "conflict-dirty",
-    "conflict-meta",
-)
+CURRENT, PENDING, DIRTY, META = ("conflict-current", "conflict-pending", "conflict-dirty", "conflict-meta")
 WATERMARK_KEY = b"watermark"
-ADD_TAG, RETRACT_TAG = b"A", b"R"
 
 
 class CompactingMaterializer:
@@ -70,11 +65,15 @@ class CompactingMaterializer:
         self._emitted: list[Change] = []
         self._current = backend.value_state(CURRENT)
         self._pending = backend.map_state(PENDING)
-        self._cancel = backend.map_state(CANCEL)
         self._dirty = backend.value_state(DIRTY)
         self._meta = backend.value_state(META)
         stored = self._meta.get(WATERMARK_KEY)
         self._watermark: int | None = None if stored is None else int(stored)
+        self._marked: set[bytes] = set(self._dirty.contexts())
+        self._seq = 1 + max(
+            (decode_seq(seq) for context in self._marked for seq, _ in self._pending.items(context)),
+            default=-1,
+        )
 
     @property
     def now(self) -> int:
@@ -82,25 +81,14 @@ class CompactingMaterializer:
         return 0 if self._watermark is None else self._watermark
 
     def process(self, change: Change) -> None:
-        """Rule C1: cancel the oldest opposite pending change of the identical row, or buffer."""
+        """Rule C1: buffer the change (cancellation happens at the key's compaction). Emits nothing."""
         row = change.row
         context = self.keys.context_key(row)
-        encoded = canonical(row)
-        is_add = change.kind.is_add
-        own, opposite = (ADD_TAG, RETRACT_TAG) if is_add else (RETRACT_TAG, ADD_TAG)
-        waiting = self._cancel.get(context, opposite + encoded)
-        if waiting:
-            self._pending.delete(context, encode_seq(waiting[0]))
-            if len(waiting) > 1:
-                self._cancel.put(context, opposite + encoded, waiting[1:])
-            else:
-                self._cancel.delete(context, opposite + encoded)
-        else:
-            seq = self._dirty.get(context) or 0
-            self._pending.put(context, encode_seq(seq), [is_add, list(row)])
-            same = self._cancel.get(context, own + encoded) or []
-            self._cancel.put(context, own + encoded, [*same, seq])
-            self._dirty.put(context, seq + 1)
+        self._pending.put(context, encode_seq(self._seq), [change.kind.is_add, list(row)])
+        self._seq += 1
+        if context not in self._marked:
+            self._marked.add(context)
+            self._dirty.put(context, 1)
         self.backend.commit()
 
     def advance_time(self, now: int) -> None:
@@ -125,8 +113,9 @@ class CompactingMaterializer:
         return emitted
 
     def _pending_of(self, context: bytes) -> list[tuple[bool, Row]]:
+        """The key's pending changes after C1, in arrival order."""
         entries = sorted(self._pending.items(context))
-        return [(bool(value[0]), tuple(value[1])) for _, value in entries]
+        return cancel_pending((bool(value[0]), tuple(value[1])) for _, value in entries)
 
     def _outcome(self, context: bytes) -> tuple[Row | None, Change | None, int, Conflict | None]:
         """Rules C3-C6 for one key: (new current, emitted, misses, conflict)."""
@@ -170,8 +159,9 @@ class CompactingMaterializer:
             if emitted is not None:
                 self._emitted.append(emitted)
             self._pending.clear(context)
-            self._cancel.clear(context)
             self._dirty.delete(context)
+        self._marked.clear()
+        self._seq = 0
         if watermark is not None:
             self._watermark = watermark
             self._meta.put(WATERMARK_KEY, watermark)
@@ -190,24 +180,21 @@ class CompactingMaterializer:
         self, items: Iterable[tuple[bytes, Row | None, list[tuple[bool, Row]]]], watermark: int | None
     ) -> None:
         """Replace the state of each given key (as :meth:`export_keys` yields it) and set the
-        last watermark; committed once at the end. Pending changes are stored as given (not
-        re-cancelled)."""
+        last watermark; committed once at the end."""
         for context, current, pending in items:
             if current is None:
                 self._current.delete(context)
             else:
                 self._current.put(context, list(current))
             self._pending.clear(context)
-            self._cancel.clear(context)
             self._dirty.delete(context)
-            waiting: dict[bytes, list[int]] = {}
-            for seq, (is_add, row) in enumerate(pending):
-                self._pending.put(context, encode_seq(seq), [is_add, list(row)])
-                waiting.setdefault((ADD_TAG if is_add else RETRACT_TAG) + canonical(row), []).append(seq)
-            for tag, seqs in waiting.items():
-                self._cancel.put(context, tag, seqs)
+            self._marked.discard(context)
+            for is_add, row in pending:
+                self._pending.put(context, encode_seq(self._seq), [is_add, list(row)])
+                self._seq += 1
             if pending:
-                self._dirty.put(context, len(pending))
+                self._dirty.put(context, 1)
+                self._marked.add(context)
         self._watermark = watermark
         if watermark is None:
             self._meta.delete(WATERMARK_KEY)
@@ -222,7 +209,8 @@ class CompactingMaterializer:
 
     def stats(self) -> dict[str, int]:
         """``keys`` and ``rows`` (current rows; at most one per key), ``pending_keys`` (keys with
-        buffered changes) and ``pending`` (buffered changes). A full scan."""
+        buffered changes) and ``pending`` (buffered raw changes, before C1's cancellation). A
+        full scan."""
         rows = sum(1 for _ in self._current.contexts())
         dirty = list(self._dirty.contexts())
         pending = sum(sum(1 for _ in self._pending.items(context)) for context in dirty)
