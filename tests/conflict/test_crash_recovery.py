@@ -27,7 +27,7 @@ def stream_text(seed: int, length: int) -> str:
     """Retract-style updates (a few bare), stray retractions, 12 keys; a watermark every 20 changes."""
     rnd = random.Random(seed)
     live: dict[int, list[object]] = {}
-    lines = []
+    lines: list[dict[str, object]] = []
     for step in range(length):
         if step % 20 == 0:
             lines.append({"time": step})
