@@ -2,7 +2,8 @@
 
 Rules add and retract rows over several sink keys (the pools and bundles of
 :mod:`.machine`), put watermark lines (newer, equal and older times) between them, and move
-the state: ``restart`` closes the implementation and reopens it (a durable backend from its
+the state: ``savepoint_rescale`` restores a savepoint at another parallelism and merges the
+shares back, ``restart`` closes the implementation and reopens it (a durable backend from its
 own directory; heap through :meth:`~upsertmat.impls.conflict.CompactingMaterializer.export_keys`
 / ``import_keys``, as a checkpoint would), ``migrate`` exports the state into another backend.
 Whether the keys have an upsert key, the behaviour (NOTHING or ERROR) and, under ERROR, whether
@@ -23,8 +24,9 @@ from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, initialize, rule
 
 from ..impls.conflict import CompactingMaterializer
+from ..impls.conflict.savepoint import restore_savepoint, write_savepoint
 from ..spec import Change, ConflictBehavior, ConflictModel, JsonValue, Keys, Row, RowKind
-from .conflict_checks import Line, step_and_compare
+from .conflict_checks import KeyState, Line, normalized, step_and_compare
 from .generators import KEYS_WITH_UPSERT_KEY, KEYS_WITHOUT_UPSERT_KEY
 from .machine import _LEVELS, _PAYLOADS, adds, retracts, rows
 
@@ -160,6 +162,37 @@ class ConflictMachine(RuleBasedStateMachine):
         self.impl_backend, self.impl_dir = target_backend, self._new_dir()
         self.impl = self._open(target_backend, self.impl_dir)
         self.impl.import_keys(state, watermark)
+        self.impl.retract_misses = misses
+
+    @rule(
+        parallelism=st.integers(1, 4),
+        backends=st.lists(st.sampled_from(BACKENDS), min_size=5, max_size=5),
+    )
+    def savepoint_rescale(self, parallelism: int, backends: list[str]) -> None:
+        """Take a savepoint, restore it at ``parallelism`` (each instance its key groups, on the
+        drawn backends), check the shares partition the state, and merge them into one instance."""
+        assert self.impl is not None
+        misses = self.impl.retract_misses
+        before = list(self.impl.export_keys())
+        savepoint = self._new_dir()
+        write_savepoint(self.impl, savepoint)
+        self.impl.close()
+        self.impl = None
+        shares: list[list[KeyState]] = []
+        watermark = None
+        for index in range(parallelism):
+            part = self._open(backends[index], self._new_dir())
+            try:
+                restore_savepoint(part, savepoint, index=index, parallelism=parallelism)
+                shares.append(list(part.export_keys()))
+                watermark = part.last_watermark
+            finally:
+                part.close()
+        merged = sorted(state for share in shares for state in share)
+        assert normalized(merged) == normalized(before), "the savepoint's shares do not partition the state"
+        self.impl_backend, self.impl_dir = backends[-1], self._new_dir()
+        self.impl = self._open(self.impl_backend, self.impl_dir)
+        self.impl.import_keys(merged, watermark)
         self.impl.retract_misses = misses
 
     def teardown(self) -> None:
