@@ -39,6 +39,7 @@ from collections.abc import Iterable, Iterator
 from typing import Protocol, runtime_checkable
 
 from ...spec import Change, Conflict, ConflictBehavior, ConflictError, Keys, Row, RowKind, canonical
+from ..config import CONFLICT_STRATEGY, TTL, UnsupportedSetting
 from ..settings import Settings
 from ..state import CorruptStateError, StateBackend, open_backend
 from ..state.codec import decode_seq, encode_seq
@@ -248,7 +249,16 @@ class CompactingMaterializer:
 
 
 def create(keys: Keys, settings: Settings) -> CompactingMaterializer:
-    """The compacting materializer of ``settings.conflict`` on ``settings.backend`` (any strategy)."""
+    """The compacting materializer of ``settings.conflict`` on ``settings.backend`` (any strategy).
+
+    UnsupportedSetting when state TTL is on: the compacting state is bounded by the watermark
+    already, and expiry of a current row is not part of the behaviours' semantics.
+    """
+    if settings.ttl.enabled:
+        raise UnsupportedSetting(
+            f"{TTL} is not supported with {CONFLICT_STRATEGY}={settings.conflict.value}: the state "
+            "is bounded by the watermarks already (set the TTL to 0, or use DEDUPLICATE)"
+        )
     return CompactingMaterializer(keys, open_backend(settings), settings.conflict)
 
 
