@@ -11,8 +11,9 @@ state backend, per grouping key:
   watermark has advanced.
 - :meth:`ConflictProcessor.handleExpiredTimer` compacts every sink key of the grouping key that
   has pending changes (rules C3-C6) and emits one output row per change, ascending by context
-  key. Spark runs a batch's input rows before its expired timers, so a micro-batch is, in the
-  terms of docs/spec.md section 9, its changes followed by its watermark (when it advanced).
+  key. Spark runs a batch's input rows before its expired timers, so the compaction includes the
+  grouping key's rows of the firing batch: in the terms of docs/spec.md section 9, each grouping
+  key sees a watermark line after the rows of every batch in which its timer fires.
 - Under ERROR a conflict raises :class:`~upsertmat.spec.ConflictError` in the timer: the batch
   fails (its state is not committed) and with it the query, naming the sink key and the rows;
   a restart re-runs the batch and fails again, as a Flink job would. With ``skip_conflicts``
