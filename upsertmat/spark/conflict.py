@@ -41,6 +41,7 @@ from pyspark.sql import Row as SparkRow
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
 
 from ..impls.conflict import CompactingMaterializer
+from ..impls.conflict.materializer import CURRENT, DIRTY, META, PENDING
 from ..impls.state.spark import SparkBackend
 from ..spec import Change, ConflictBehavior, RowKind
 from .processor import OUTPUT_SCHEMA, ProcessorSpec
@@ -76,7 +77,11 @@ class ConflictProcessor(StatefulProcessor):
     def init(self, handle: StatefulProcessorHandle) -> None:
         self._handle = handle
         self._backend = SparkBackend(handle, blob=self.spec.blob_state)
-        self._materializer()  # registers the state variables with Spark (only allowed in init)
+        # Register the state variables with Spark (only allowed in init; reading is not, so no
+        # materializer is built here: its constructor reads the dirty index).
+        for name in (CURRENT, DIRTY, META):
+            self._backend.value_state(name)
+        self._backend.map_state(PENDING)
 
     def _materializer(self) -> CompactingMaterializer:
         materializer = CompactingMaterializer(self.spec.keys, self._backend, self.behavior)

@@ -1,0 +1,123 @@
+"""The ConflictProcessor in a real Spark streaming query (event time, RocksDB state store).
+
+Four micro-batches (one file each, ``maxFilesPerTrigger=1``), a watermark with no delay on the
+changes' ``ts``. Keys 1 and 2 are buffered in batch 0 (timers at watermark 0 + 1); batch 1
+(watermark 1000) buffers key 1's update and fires both timers: key 1 compacts ``+I a -U a +U b``
+to ``+I b``, key 2 emits ``+I a``. Batch 2 (watermark 2000) buffers key 3 and key 2's delete
+(timers at 2001: nothing fires). Batch 3 (watermark 3000) fires them: ``+I`` of key 3 and
+``-D`` of key 2 (the stored row); key 4, buffered in the last batch, stays pending (no later
+watermark reaches it without more input).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pyspark.sql import DataFrame, SparkSession, functions
+
+from upsertmat.impls.settings import Backend, Settings
+from upsertmat.spark.conflict import OUTPUT_SCHEMA, ConflictProcessor
+from upsertmat.spark.processor import ProcessorSpec
+from upsertmat.spark.session import build_session
+from upsertmat.spec import ConflictBehavior, Keys
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+SCHEMA = "grp STRING, arrival LONG, op STRING, row STRING, ts LONG"
+BATCHES: list[list[tuple[str, list[Any], int]]] = [
+    [("+I", [1, 10, "a"], 1000), ("+I", [2, 10, "a"], 1000)],
+    [("-U", [1, 10, "a"], 2000), ("+U", [1, 20, "b"], 2000)],
+    [("+I", [3, 1, "x"], 3000), ("-D", [2, 10, "a"], 3000)],
+    [("+I", [4, 1, "y"], 4000)],
+]
+EXPECTED = {
+    1: [("+I", [1, 20, "b"]), ("+I", [2, 10, "a"])],
+    3: [("+I", [3, 1, "x"]), ("-D", [2, 10, "a"])],
+}
+Emitted = dict[int, list[tuple[str, list[Any]]]]
+
+
+@pytest.fixture(scope="module")
+def spark() -> Iterator[SparkSession]:
+    yield build_session(
+        app_name="upsertmat-conflict-tests"
+    )  # shared with other Spark tests; not stopped here
+
+
+def write_batches(directory: Path, numbers: range) -> None:
+    """Files for the batches ``numbers``, modification times 1 s apart (the file source's order)."""
+    start = time.time() - len(BATCHES) - 10
+    for number in numbers:
+        arrival = sum(len(batch) for batch in BATCHES[:number])
+        lines = []
+        for op, row, ts in BATCHES[number]:
+            line = {"grp": json.dumps(row[0]), "arrival": arrival, "op": op, "row": json.dumps(row), "ts": ts}
+            lines.append(line)
+            arrival += 1
+        staged = directory.parent / f"b{number}.tmp"
+        staged.write_text("".join(json.dumps(line) + "\n" for line in reversed(lines)))
+        os.utime(staged, (start + number, start + number))
+        staged.rename(directory / f"b{number}.json")
+
+
+def run_query(spark: SparkSession, inputs: Path, checkpoint: Path) -> Emitted:
+    """One availableNow query over what is in ``inputs``: the non-empty outputs per batch id."""
+    emitted: Emitted = {}
+
+    def collect(frame: DataFrame, batch_id: int) -> None:
+        rows = sorted((row.op, json.loads(row.row)) for row in frame.collect())
+        if rows:
+            emitted[batch_id] = rows
+
+    spec = ProcessorSpec(
+        keys=Keys(pk=(0,)),
+        settings=Settings(backend=Backend.SPARK),
+        row_json="row",
+        arrival="arrival",
+        ts="ts",
+    )
+    source = (
+        spark.readStream.schema(SCHEMA)
+        .option("maxFilesPerTrigger", 1)
+        .json(str(inputs))
+        .withColumn("event_time", functions.timestamp_millis("ts"))
+        .withWatermark("event_time", "0 seconds")
+    )
+    output = source.groupBy("grp").transformWithState(
+        ConflictProcessor(spec, ConflictBehavior.NOTHING), OUTPUT_SCHEMA, "Append", "EventTime"
+    )
+    query = (
+        output.writeStream.foreachBatch(collect)
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination(300)
+    assert not query.isActive
+    return emitted
+
+
+def test_compaction_happens_in_the_watermark_timers(spark: SparkSession, tmp_path: Path) -> None:
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    write_batches(inputs, range(len(BATCHES)))
+    assert run_query(spark, inputs, tmp_path / "checkpoint") == EXPECTED
+
+
+def test_a_restarted_query_continues_from_its_checkpoint(spark: SparkSession, tmp_path: Path) -> None:
+    """Stop after two batches, restart on the same checkpoint with the rest: pending changes,
+    timers and current rows come back from Spark's state store, and the two runs' outputs
+    together are the uninterrupted ones."""
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    write_batches(inputs, range(2))
+    first = run_query(spark, inputs, tmp_path / "checkpoint")
+    write_batches(inputs, range(2, len(BATCHES)))
+    second = run_query(spark, inputs, tmp_path / "checkpoint")
+    assert {**first, **second} == EXPECTED
