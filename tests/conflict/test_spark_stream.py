@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession, functions
 
 from upsertmat.impls.settings import Backend, Settings
@@ -66,7 +67,9 @@ def write_batches(directory: Path, numbers: range) -> None:
         staged.rename(directory / f"b{number}.json")
 
 
-def run_query(spark: SparkSession, inputs: Path, checkpoint: Path) -> Emitted:
+def run_query(
+    spark: SparkSession, inputs: Path, checkpoint: Path, behavior: ConflictBehavior = ConflictBehavior.NOTHING
+) -> Emitted:
     """One availableNow query over what is in ``inputs``: the non-empty outputs per batch id."""
     emitted: Emitted = {}
 
@@ -90,7 +93,7 @@ def run_query(spark: SparkSession, inputs: Path, checkpoint: Path) -> Emitted:
         .withWatermark("event_time", "0 seconds")
     )
     output = source.groupBy("grp").transformWithState(
-        ConflictProcessor(spec, ConflictBehavior.NOTHING), OUTPUT_SCHEMA, "Append", "EventTime"
+        ConflictProcessor(spec, behavior), OUTPUT_SCHEMA, "Append", "EventTime"
     )
     query = (
         output.writeStream.foreachBatch(collect)
@@ -121,3 +124,24 @@ def test_a_restarted_query_continues_from_its_checkpoint(spark: SparkSession, tm
     write_batches(inputs, range(2, len(BATCHES)))
     second = run_query(spark, inputs, tmp_path / "checkpoint")
     assert {**first, **second} == EXPECTED
+
+
+def test_an_error_conflict_fails_the_query_naming_the_key_and_rows(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    write_batches(inputs, range(len(BATCHES)))
+    two_live = inputs.parent / "late.tmp"  # one more batch: a second live row for key 3
+    two_live.write_text(
+        json.dumps({"grp": "3", "arrival": 99, "op": "+I", "row": '[3, 2, "z"]', "ts": 5000}) + "\n"
+    )
+    two_live.rename(inputs / "b9.json")
+    more = inputs.parent / "later.tmp"  # and one whose watermark fires key 3's timer
+    more.write_text(
+        json.dumps({"grp": "5", "arrival": 100, "op": "+I", "row": '[5, 1, "w"]', "ts": 6000}) + "\n"
+    )
+    os.utime(more, (time.time() + 5, time.time() + 5))
+    more.rename(inputs / "b10.json")
+    with pytest.raises(StreamingQueryException, match=r"Primary key constraint violation: sink key \[3\]"):
+        run_query(spark, inputs, tmp_path / "checkpoint", ConflictBehavior.ERROR)
