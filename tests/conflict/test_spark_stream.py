@@ -15,6 +15,7 @@ import json
 import os
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,9 @@ from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession, functions
 
 from upsertmat.impls.settings import Backend, Settings
+from upsertmat.spark.config import PipelineConfig, PipelineConfigError
 from upsertmat.spark.conflict import OUTPUT_SCHEMA, ConflictProcessor
+from upsertmat.spark.pipeline import read_table, run_pipeline
 from upsertmat.spark.processor import ProcessorSpec
 from upsertmat.spark.session import build_session
 from upsertmat.spec import ConflictBehavior, Keys
@@ -145,3 +148,50 @@ def test_an_error_conflict_fails_the_query_naming_the_key_and_rows(
     more.rename(inputs / "b10.json")
     with pytest.raises(StreamingQueryException, match=r"Primary key constraint violation: sink key \[3\]"):
         run_query(spark, inputs, tmp_path / "checkpoint", ConflictBehavior.ERROR)
+
+
+PIPELINE_SCHEMA = "seq LONG, op STRING, id LONG, level LONG, name STRING, ts LONG"
+
+
+@pytest.mark.parametrize("buckets", [None, 4], ids=["per-key", "buckets"])
+def test_the_pipeline_runs_the_compacting_behaviour_into_the_sink(
+    spark: SparkSession, tmp_path: Path, buckets: int | None
+) -> None:
+    """``run_pipeline`` with ``conflict=NOTHING``: the SQLite table after the four batches (key 4
+    still pending: no later watermark), and ts is required."""
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    start = time.time() - 20
+    seq = 0
+    for number, batch in enumerate(BATCHES):
+        lines = []
+        for op, row, ts in batch:
+            lines.append({"seq": seq, "op": op, "id": row[0], "level": row[1], "name": row[2], "ts": ts})
+            seq += 1
+        staged = tmp_path / f"b{number}.tmp"
+        staged.write_text("".join(json.dumps(line) + "\n" for line in reversed(lines)))
+        os.utime(staged, (start + number, start + number))
+        staged.rename(inputs / f"b{number}.json")
+    config = PipelineConfig(
+        source_path=inputs,
+        schema=PIPELINE_SCHEMA,
+        pk=("id",),
+        checkpoint_dir=tmp_path / "checkpoint",
+        sink_url=f"sqlite://{tmp_path / 'sink.db'}",
+        max_files_per_trigger=1,
+        ts_column="ts",
+        conflict=ConflictBehavior.NOTHING,
+        key_buckets=buckets,
+    )
+    assert PipelineConfig.from_json(config.to_json()) == config
+    run_pipeline(config, spark)
+    table = [tuple(row) for row in read_table(config, spark)]
+    if buckets is None:
+        assert table == [(1, 20, "b"), (3, 1, "x")]
+    else:
+        # A bucket compacts all its pending sink keys when its timer fires: key 4 is compacted
+        # in the last batch if it shares a bucket with a key whose timer fires there.
+        assert [row for row in table if row[0] != 4] == [(1, 20, "b"), (3, 1, "x")]
+        assert [row for row in table if row[0] == 4] in ([], [(4, 1, "y")])
+    with pytest.raises(PipelineConfigError, match="set ts_column"):
+        run_pipeline(replace(config, ts_column=None, checkpoint_dir=tmp_path / "other"), spark)

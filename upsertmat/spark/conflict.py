@@ -37,16 +37,19 @@ from collections.abc import Iterator
 from operator import itemgetter
 from typing import Any
 
+from pyspark.sql import DataFrame, functions
 from pyspark.sql import Row as SparkRow
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
 
 from ..impls.conflict import CompactingMaterializer
 from ..impls.conflict.materializer import CURRENT, DIRTY, META, PENDING
+from ..impls.settings import Backend, Settings
 from ..impls.state.spark import SparkBackend
 from ..spec import Change, ConflictBehavior, RowKind
+from .config import PipelineConfigError
 from .processor import OUTPUT_SCHEMA, ProcessorSpec
 
-__all__ = ["CONFLICT_OP", "OUTPUT_SCHEMA", "ConflictProcessor"]
+__all__ = ["CONFLICT_OP", "OUTPUT_SCHEMA", "ConflictProcessor", "build_conflict_frame"]
 
 CONFLICT_OP = "!C"
 """The op of an output row that reports a skipped conflict (``row`` holds the message)."""
@@ -115,3 +118,49 @@ class ConflictProcessor(StatefulProcessor):
 
     def close(self) -> None:
         self._backend.close()
+
+
+EVENT_TIME = "_upsertmat_event_time"
+"""The timestamp column the watermark is defined on (the ``ts`` column, ms, as a timestamp)."""
+BUCKET = "_upsertmat_bucket"
+
+
+def build_conflict_frame(config: Any, source: DataFrame, layout: Any) -> tuple[DataFrame, Any, str]:
+    """The pipeline's query frame under ``config.conflict`` = ERROR or NOTHING (the pipeline's hook).
+
+    ``config`` is a :class:`~.config.PipelineConfig` and ``layout`` its resolved layout (typed as
+    Any to keep this module free of the pipeline's imports). The source gets a watermark of
+    ``config.watermark_delay`` on ``config.ts_column`` (required: event time); rows are grouped
+    by the sink key or by key bucket as for DEDUPLICATE (typed columns; no packed input), and run
+    through :class:`ConflictProcessor` in event-time mode. Returns ``(frame, decoder, time mode)``
+    like ``pipeline.build_query_frame``. Under ERROR a conflict fails the query.
+    """
+    if config.ts_column is None:
+        raise PipelineConfigError(
+            f"table.exec.sink.conflict-strategy={config.conflict.value} compacts at event-time watermarks: "
+            "set ts_column (the changes' event time in ms)"
+        )
+    spec = ProcessorSpec(
+        keys=layout.keys,
+        settings=Settings(backend=Backend.SPARK, conflict=config.conflict),
+        columns=layout.columns,
+        op=config.op_column,
+        arrival=config.arrival_column,
+        ts=config.ts_column,
+        blob_state=config.key_buckets is not None,
+    )
+    source = source.withColumn(EVENT_TIME, functions.timestamp_millis(functions.col(config.ts_column)))
+    source = source.withWatermark(EVENT_TIME, config.watermark_delay)
+    if config.key_buckets is None:
+        grouped = source.groupBy(*config.pk)
+    else:
+        bucket = functions.pmod(functions.xxhash64(*config.pk), functions.lit(config.key_buckets))
+        grouped = source.withColumn(BUCKET, bucket).groupBy(BUCKET)
+    frame = grouped.transformWithState(
+        ConflictProcessor(spec, config.conflict), OUTPUT_SCHEMA, "Append", "EventTime"
+    )
+
+    def decode(record: Any) -> tuple[int, str, tuple[Any, ...]]:
+        return record.arrival, record.op, tuple(json.loads(record.row))
+
+    return frame, decode, "EventTime"
