@@ -13,6 +13,10 @@ from __future__ import annotations
 
 import json
 import os
+import random
+import signal
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from dataclasses import replace
@@ -195,3 +199,104 @@ def test_the_pipeline_runs_the_compacting_behaviour_into_the_sink(
         assert [row for row in table if row[0] == 4] in ([], [(4, 1, "y")])
     with pytest.raises(PipelineConfigError, match="set ts_column"):
         run_pipeline(replace(config, ts_column=None, checkpoint_dir=tmp_path / "other"), spark)
+
+
+def kill_after_batches(config: PipelineConfig, workdir: Path, batches: int) -> int:
+    """Run ``config`` in a subprocess (``python -m upsertmat.spark``); SIGKILL its process group
+    after ``batches`` batch reports. Returns the reports seen."""
+    path = workdir / "config.json"
+    path.write_text(config.to_json())
+    process = subprocess.Popen(
+        [sys.executable, "-m", "upsertmat.spark", str(path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        start_new_session=True,
+        env={**os.environ, "PYSPARK_PYTHON": sys.executable},
+    )
+    reports = 0
+    deadline = time.monotonic() + 240
+    try:
+        assert process.stdout is not None
+        for line in process.stdout:
+            if line.startswith("{") and "batch_id" in line:
+                reports += 1
+                if reports >= batches:
+                    break
+            if time.monotonic() > deadline:
+                break
+    finally:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+    return reports
+
+
+def test_a_pipeline_killed_mid_stream_ends_with_the_uninterrupted_table(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """NOTHING with SIGKILL after 3 of 8 batches, restarted on its checkpoint: the same table as
+    one uninterrupted run (pending changes, timers and current rows are in Spark's checkpointed
+    state; the sink skips a batch it has already committed)."""
+    rnd = random.Random(5)
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    live: dict[int, list[Any]] = {}
+    seq = 0
+    start = time.time() - 30
+    for number in range(8):
+        lines = []
+        for _ in range(30):
+            key = rnd.randrange(25)
+            old = live.get(key)
+            row = [key, seq, f"v{seq}"]
+            if old is not None:
+                lines.append(
+                    {
+                        "seq": seq,
+                        "op": "-U",
+                        "id": old[0],
+                        "level": old[1],
+                        "name": old[2],
+                        "ts": 1000 * number,
+                    }
+                )
+                seq += 1
+            lines.append(
+                {
+                    "seq": seq,
+                    "op": "+U" if old else "+I",
+                    "id": key,
+                    "level": row[1],
+                    "name": row[2],
+                    "ts": 1000 * number,
+                }
+            )
+            seq += 1
+            live[key] = row
+        staged = tmp_path / f"b{number}.tmp"
+        staged.write_text("".join(json.dumps(line) + "\n" for line in reversed(lines)))
+        os.utime(staged, (start + number, start + number))
+        staged.rename(inputs / f"b{number}.json")
+    config = PipelineConfig(
+        source_path=inputs,
+        schema=PIPELINE_SCHEMA,
+        pk=("id",),
+        checkpoint_dir=tmp_path / "checkpoint",
+        sink_url=f"sqlite://{tmp_path / 'sink.db'}",
+        table="killed",
+        max_files_per_trigger=1,
+        ts_column="ts",
+        conflict=ConflictBehavior.NOTHING,
+    )
+    assert kill_after_batches(config, tmp_path, 3) == 3
+    run_pipeline(config, spark)
+    whole = replace(
+        config,
+        checkpoint_dir=tmp_path / "checkpoint2",
+        sink_url=f"sqlite://{tmp_path / 'ref.db'}",
+        table="whole",
+    )
+    run_pipeline(whole, spark)
+    table = [tuple(row) for row in read_table(config, spark)]
+    assert len(table) > 10
+    assert table == [tuple(row) for row in read_table(whole, spark)]
