@@ -34,12 +34,13 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from types import FrameType
-from typing import IO
+from typing import IO, Any
 
 from .cliconfig import add_config_arguments, non_negative_int, positive_int, settings_from_args
 from .errors import CliError, ExitCode, StateDirError
 from .impls import ConfigError, Settings, UnknownImplementation, create
 from .impls.config import CHECKPOINT_INTERVAL
+from .impls.conflict import Compacting
 from .impls.settings import Backend, TimeDomain
 from .impls.state.errors import BackendUnavailableError, CorruptStateError, StateError, StorageError
 from .jsonl import BadLine, ChangeLine, RowShape, format_change, format_dead_letter, parse_line
@@ -54,7 +55,7 @@ from .recovery import (
     size_or_none,
 )
 from .session import StateSession
-from .spec import Change, Keys, Materializer, parse_equalizer
+from .spec import Change, ConflictError, Keys, Materializer, parse_equalizer
 from .statedir import DEAD_LETTER_NAME
 
 NAME = "replay"
@@ -495,13 +496,16 @@ class _Run:
         process = materializer.process
         check = self.shape.check
         write = self.sink.write
-        flush_each = self.interval is None or not self._inputis_regular()
+        flush_each = self.interval is None or not self._input_is_regular()
         flush = self.sink.flush
         progress = Progress(PREFIX, Progress.wanted(self.args.progress))
         fail = self.args.on_error == "fail"
         index = self.base
         interval = self.interval
         before = self.base - self.run_start  # lines of this input consumed by earlier processes
+        compacting = isinstance(materializer, Compacting)  # ON CONFLICT DO ERROR | NOTHING
+        if isinstance(materializer, Compacting):
+            materializer.skip_conflicts = not fail
         for raw in lines:
             guard.busy = True
             number = before + counts.consumed + 1  # the line's number in this input
@@ -525,7 +529,10 @@ class _Run:
                     elif materializer.retract_misses != misses:
                         self._miss(number, change)
                 elif item is not None:
-                    materializer.advance_time(item.time)
+                    if compacting:
+                        self._watermark(materializer, item.time, index, number, raw, write, flush)
+                    else:
+                        materializer.advance_time(item.time)
                     self.now = max(self.now, item.time)
             except BadLine as error:
                 if fail:
@@ -540,11 +547,54 @@ class _Run:
             guard.busy = False
             if guard.received is not None:
                 break
+        if compacting and guard.received is None and self.session is None:
+            # The end of the input is the final watermark (docs/cli.md); with --state-dir the
+            # stream goes on in the next run, so nothing is compacted here.
+            try:
+                self._watermark(materializer, None, index, counts.consumed + 1, b"", write, flush)
+            except BadLine as error:
+                _say(f"at the end of the input (the final watermark): {error}")
+                return ExitCode.BAD_INPUT
         progress.finish(counts.consumed, counts.emitted, counts.skipped)
         return ExitCode.OK if guard.received is None else 128 + guard.received
 
-    def _inputis_regular(self) -> bool:
+    def _input_is_regular(self) -> bool:
         return self.args.input != "-" and os.path.isfile(self.args.input)
+
+    def _watermark(
+        self,
+        materializer: Materializer,
+        time: int | None,
+        index: int,
+        number: int,
+        raw: bytes,
+        write: Any,
+        flush: Any,
+    ) -> None:
+        """ON CONFLICT DO ERROR | NOTHING: compact at a watermark (``time`` None: the end of the input),
+        write what it emits with ``in`` = ``index``, dead-letter skipped conflicts.
+
+        A conflict with --on-error fail is a BadLine (exit 1; the watermark changed nothing).
+        """
+        assert isinstance(materializer, Compacting)
+        try:
+            if time is None:
+                emitted = materializer.finish()
+            else:
+                materializer.advance_time(time)
+                emitted = materializer.take_emitted()
+        except ConflictError as error:
+            raise BadLine(str(error)) from None
+        for change in emitted:
+            data = format_change(index, change).encode("utf-8")
+            write(data)
+            self.counts.emitted += 1
+            if self.out_bytes is not None:
+                self.out_bytes += len(data)
+        flush()
+        conflicts, materializer.conflicts = materializer.conflicts, []
+        for conflict in conflicts:
+            self._skip(number, index, f"{conflict.describe()}; the current row is kept", raw)
 
     def _miss(self, number: int, change: Change) -> None:
         self.counts.misses += 1

@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from .settings import Backend, LmdbDurability, Settings, Strategy, TimeDomain, UpdateType
+from .settings import Backend, ConflictBehavior, LmdbDurability, Settings, Strategy, TimeDomain, UpdateType
 
 STRATEGY = "table.exec.sink.upsert-materialize-strategy.type"
 THRESHOLD_HIGH = "table.exec.sink.upsert-materialize-strategy.adaptive.threshold.high"
@@ -28,6 +28,7 @@ UPDATE_TYPE = "upsertmat.state.ttl.update-type"
 LMDB_DURABILITY = "upsertmat.state.lmdb.durability"
 CHECKPOINT_INTERVAL = "execution.checkpointing.interval"
 ASYNC_STATE = "table.exec.async-state.enabled"
+CONFLICT_STRATEGY = "table.exec.sink.conflict-strategy"
 
 
 class ConfigError(ValueError):
@@ -108,6 +109,7 @@ _PARSERS: dict[str, Callable[[Any], Any]] = {
     LMDB_DURABILITY: _enum_parser(LmdbDurability, upper=False),
     CHECKPOINT_INTERVAL: _positive_int,
     ASYNC_STATE: _boolean,
+    CONFLICT_STRATEGY: _enum_parser(ConflictBehavior, upper=True),
 }
 KNOWN_KEYS: tuple[str, ...] = tuple(_PARSERS)
 
@@ -184,6 +186,7 @@ def build_settings(layers: Iterable[tuple[str, Mapping[str, Any]]], base: Settin
         lmdb_durability=values.get(LMDB_DURABILITY, settings.lmdb_durability),
         checkpoint_interval=values.get(CHECKPOINT_INTERVAL, settings.checkpoint_interval),
         async_state=values.get(ASYNC_STATE, settings.async_state),
+        conflict=values.get(CONFLICT_STRATEGY, settings.conflict),
     )
     high, low = settings.threshold_high, settings.threshold_low
     if high is not None and low is not None and high <= low:

@@ -201,6 +201,8 @@ def load_factory(target: str, package: str | None = None) -> Factory:
 def create(keys: Keys, settings: Settings | None = None) -> Materializer:
     """Build the implementation ``settings`` selects (strategy and backend) for ``keys``."""
     settings = settings or Settings()
+    if settings.conflict.compacting:  # ON CONFLICT DO ERROR | NOTHING: one implementation per backend
+        return load_factory(".conflict:create", package=__package__)(keys, settings)
     return factory_for(settings.strategy, settings.backend)(keys, settings)
 
 

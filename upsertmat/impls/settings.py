@@ -11,10 +11,12 @@ import enum
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..spec.conflict import ConflictBehavior
 from ..spec.ttl import Granularity, TimeDomain, TtlSettings, UpdateType
 
 __all__ = [
     "Backend",
+    "ConflictBehavior",
     "Granularity",
     "Settings",
     "Strategy",
@@ -75,3 +77,5 @@ class Settings:
     async_state: bool = False
     """``table.exec.async-state.enabled``: ``process_many`` reads the state of a batch of
     inputs together (docs/strategies.md, Async state); output and state format unchanged."""
+    # table.exec.sink.conflict-strategy: ERROR and NOTHING select upsertmat.impls.conflict.
+    conflict: ConflictBehavior = ConflictBehavior.DEDUPLICATE

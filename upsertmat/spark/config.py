@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from ..impls.settings import Strategy, TimeDomain, TtlSettings, UpdateType
+from ..impls.settings import ConflictBehavior, Strategy, TimeDomain, TtlSettings, UpdateType
 
 FORMATS = ("json", "parquet", "csv")
 
@@ -111,6 +111,10 @@ class PipelineConfig:
     timeout_seconds: float | None = None
     shuffle_partitions: int = 2
     key_buckets: int | None = None
+    # ON CONFLICT DO ERROR | NOTHING (upsertmat.spark.conflict): needs ts_column; the watermark
+    # trails the greatest ts seen by watermark_delay (a Spark interval, e.g. "5 seconds").
+    conflict: ConflictBehavior = ConflictBehavior.DEDUPLICATE
+    watermark_delay: str = "0 seconds"
     progress: Callable[[BatchProgress], None] | None = field(default=None, compare=False)
 
     def to_json(self) -> str:
@@ -122,7 +126,7 @@ class PipelineConfig:
             value = getattr(self, item.name)
             if isinstance(value, Path):
                 value = str(value)
-            elif isinstance(value, Strategy):
+            elif isinstance(value, Strategy | ConflictBehavior):
                 value = value.value
             elif isinstance(value, TtlSettings):
                 value = asdict(value)
@@ -149,6 +153,8 @@ class PipelineConfig:
                     data[name] = tuple(data[name])
             if "strategy" in data:
                 data["strategy"] = Strategy(data["strategy"])
+            if "conflict" in data:
+                data["conflict"] = ConflictBehavior(data["conflict"])
             if "ttl" in data:
                 ttl = data["ttl"]
                 data["ttl"] = TtlSettings(

@@ -24,6 +24,7 @@ from ..impls.settings import Backend, Settings, TimeDomain
 from ..spec import Keys
 from ..spec.changes import Row
 from .config import BatchProgress, PipelineConfig, PipelineConfigError, PipelineResult
+from .conflict import build_conflict_frame
 from .processor import OUTPUT_SCHEMA, PACKED, SPARK_STRATEGIES, MaterializerProcessor, ProcessorSpec
 from .session import build_session
 from .sink import Column, UpsertSink, open_sink
@@ -95,6 +96,8 @@ def build_query_frame(
             return record[arrival], record[op], tuple(record[column] for column in columns)
 
         return source.select(arrival, op, *columns), raw, "None"
+    if config.conflict.compacting:  # ON CONFLICT DO ERROR | NOTHING: upsertmat.spark.conflict
+        return build_conflict_frame(config, source, layout)
     settings = materializer_settings(config)
     spec = ProcessorSpec(
         keys=layout.keys,

@@ -6,6 +6,17 @@ reference model :class:`ModelMaterializer`. Nothing here imports the rest of the
 """
 
 from .changes import Change, Row, RowKind, delete, insert, update_after, update_before
+from .conflict import (
+    Conflict,
+    ConflictBehavior,
+    ConflictError,
+    ConflictModel,
+    PendingChange,
+    buffer_change,
+    compact,
+    fold,
+    run_conflict_model,
+)
 from .contract import BatchProcessing, Element, HistoryAccess, Materializer, StateTransfer, process_many
 from .encoding import JsonValue, canonical, project
 from .equalizer import (
@@ -27,6 +38,10 @@ __all__ = [
     "CanonicalEqualizer",
     "CaseInsensitiveEqualizer",
     "Change",
+    "Conflict",
+    "ConflictBehavior",
+    "ConflictError",
+    "ConflictModel",
     "Element",
     "Equalizer",
     "Granularity",
@@ -37,6 +52,7 @@ __all__ = [
     "Materializer",
     "MissingTimestampError",
     "ModelMaterializer",
+    "PendingChange",
     "Row",
     "RowKind",
     "StateTransfer",
@@ -45,13 +61,17 @@ __all__ = [
     "UpdateType",
     "apply_to_elements",
     "apply_to_history",
+    "buffer_change",
     "canonical",
+    "compact",
     "delete",
     "equalizer_spec",
+    "fold",
     "insert",
     "parse_equalizer",
     "process_many",
     "project",
+    "run_conflict_model",
     "run_model",
     "update_after",
     "update_before",
