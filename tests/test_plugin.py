@@ -221,7 +221,9 @@ def test_a_failing_run_does_not_bury_its_failure_under_rule7_warnings(pytester: 
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     text = "\n".join(result.stdout.lines)
     assert "matched no stored row (context key" not in text  # no captured miss records
-    first = next(i for i, line in enumerate(result.stdout.lines) if "Mismatch: input [" in line)
+    first = next(
+        i for i, line in enumerate(result.stdout.lines) if line.startswith("E") and ": input [" in line
+    )
     assert first < 60, f"first failure on line {first}"
     result.stdout.fnmatch_lines(["upsertmat: * retraction(s) matched no stored row during the suite*"])
 

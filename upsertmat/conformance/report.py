@@ -109,7 +109,13 @@ def _counterexample(error: BaseException) -> tuple[str, list[int]]:
     lines = text.splitlines()
     body = "\n".join(lines[:40]) + ("\n..." if len(lines) > 40 else "")
     if mismatch is None:
-        return body, []
+        # a crash or protocol error: Hypothesis's notes hold the shrunk input that caused it
+        notes = [
+            str(note)
+            for note in getattr(error, "__notes__", ())
+            if str(note).startswith(("Falsifying example", "Failing test case"))
+        ]
+        return "\n".join([body, *notes[:1]]), []
     if mismatch.steps:
         inputs = "\n".join(f"  [{i}] {step!r}" for i, step in enumerate(mismatch.steps[-60:]))
         body = f"{lines[0]}\nfed (the failing input last):\n{inputs}"
