@@ -58,6 +58,7 @@ def pipeline_config(job: JobSpec) -> PipelineConfig:
         available_now=True,
         shuffle_partitions=job.spark.shuffle_partitions,
         key_buckets=job.spark.key_buckets,
+        master=job.spark.master,
     )
 
 

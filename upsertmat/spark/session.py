@@ -45,12 +45,17 @@ def session_conf(shuffle_partitions: int = 2) -> dict[str, str]:
     """The Spark configuration the pipeline needs (a fresh dict; add to it freely)."""
     return {
         "spark.sql.streaming.stateStore.providerClass": ROCKSDB_PROVIDER,
+        # Commit a batch's state as a changelog of its writes instead of a RocksDB checkpoint
+        # (snapshots are made in the background): state commit 0.2-0.6 -> 0.1-0.2 s per batch.
+        "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
         "spark.sql.streaming.noDataMicroBatches.enabled": "false",
         "spark.sql.shuffle.partitions": str(shuffle_partitions),
         "spark.default.parallelism": str(shuffle_partitions),
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.session.timeZone": "UTC",
+        # PipelineResult.timings reads every batch's progress report from this history.
+        "spark.sql.streaming.numRecentProgressUpdates": "1000",
         "spark.driver.extraJavaOptions": FAST_JVM,
     }
 
