@@ -76,3 +76,32 @@ def test_progress_lines_and_the_log_path_on_stderr(
     assert "changes reaching the sink: 800 without the materializer" in captured.out
     assert f"kept in {tmp_path.resolve()}" in captured.out
     assert "(id 6, 19)" in captured.out
+
+
+UI_PROBE = """
+import os, sys, urllib.request
+sys.path.insert(0, sys.argv[1])
+from sockets import listening, outside_loopback
+from upsertmat.spark.session import build_session
+spark = build_session(ui=True)
+port = int(spark.sparkContext.uiWebUrl.rsplit(":", 1)[1])
+sockets = listening(os.getpid())
+assert (("127.0.0.1", port) in sockets), (port, sockets)
+assert outside_loopback(sockets) == [], sockets
+urllib.request.urlopen(f"http://127.0.0.1:{port}/jobs/", timeout=10).read()
+print("ui ok", port)
+"""
+
+
+def test_the_ui_when_asked_for_listens_on_loopback_only(tmp_path: Path) -> None:
+    environment = {**os.environ, LOG_ENV: str(tmp_path / "spark.log")}
+    environment.pop("SPARK_LOCAL_IP", None)
+    done = subprocess.run(
+        [sys.executable, "-c", UI_PROBE, str(Path(__file__).parent)],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env=environment,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("ui ok")
