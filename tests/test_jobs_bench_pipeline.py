@@ -61,3 +61,33 @@ def test_stages_and_report() -> None:
     text = report(figures)
     assert "end to end: 4.0 s = 250 changes/s (goal 50,000: ratio 0.01)" in text
     assert "shuffle + materializer       2.0 s" in text
+
+
+def test_per_batch_timings_and_fixed_cost_in_the_report() -> None:
+    figures = PipelineFigures(
+        changes=300_000, keys=10, files=3, strategy="VALUE", source_format="jsonl", session_seconds=4.0,
+        write_seconds=0.1, source_seconds=1.0, materializer_run_seconds=3.0, end_to_end_seconds=4.0,
+        sink_timer_seconds=2.5, batches=3,
+        batch_ms=(4000, 2000, 3000), outside_batch_ms=(900, 100, 120), state_commit_ms=(150, 90, 110),
+        sink_write_ms=(300, 200, 250), fixed_batch_ms=(600, 800, 700),
+    )  # fmt: skip
+    summary = figures.batch_summary()
+    assert summary["batch"] == {"min": 2000, "median": 3000, "max": 4000}
+    assert summary["fixed (one-change batch)"]["median"] == 700
+    assert figures.fixed_cost_ms == 700
+    data = figures.as_dict()
+    assert data["per_batch_ms"]["sink transaction"] == {"min": 200, "median": 250, "max": 300}
+    text = report(figures)
+    assert "  batch                         2,000    3,000    4,000" in text
+    fixed = "fixed cost per micro-batch: 700 ms = 23% of the median batch (3,000 ms for 100,000 changes)"
+    assert fixed in text
+
+
+def test_no_per_batch_lines_without_timings() -> None:
+    figures = PipelineFigures(
+        changes=10, keys=1, files=1, strategy="VALUE", source_format="jsonl", session_seconds=1.0,
+        write_seconds=0.1, source_seconds=1.0, materializer_run_seconds=1.0, end_to_end_seconds=1.0,
+        sink_timer_seconds=1.0, batches=1,
+    )  # fmt: skip
+    assert figures.fixed_cost_ms is None
+    assert "per micro-batch" not in report(figures) and "fixed cost" not in report(figures)

@@ -83,7 +83,7 @@ def test_disagreements_are_type_exact_and_reported() -> None:
     assert disagreements({1: (1, 2, "a")}, expected) == [2]
     assert disagreements({**expected, 3: (3, 1, "c")}, expected) == [3]
     text = side_by_side(expected, {1: (1, 2, "a")}, expected)
-    line = next(line for line in text.splitlines() if line.startswith("   2"))
+    line = next(line for line in text.splitlines()[2:] if line.split()[0] == "2")
     assert line.split() == ["2", "level", "3", "b", "(missing)", "!", "level", "3", "b"]
     assert "without materializer: 1 (1 rows wrongly deleted, 0 wrong or extra)" in summary(
         expected, {1: (1, 2, "a")}, expected

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from pyspark.sql import Row as SparkRow
 from pyspark.sql.streaming.tws_tester import TwsTester
 
@@ -164,3 +165,57 @@ def test_blob_state_costs_two_calls_per_grouping_key_and_batch_and_matches_the_m
         [delete(1, 10, "a"), delete(2, 20, "b")],
         [insert(1, 11, "c")],
     ]
+
+
+def test_batched_output_is_one_row_per_key_and_batch_holding_the_last_per_key_changes() -> None:
+    import pyarrow as pa  # type: ignore[import-untyped]
+
+    from upsertmat.spark.pipeline import materialized_changes
+    from upsertmat.spark.processor import BATCH_OP
+
+    reduced, _ = run(Strategy.VALUE, BUCKET_BATCHES, last_per_key=True)
+    processor = MaterializerProcessor(
+        ProcessorSpec(
+            keys=KEYS,
+            settings=Settings(strategy=Strategy.VALUE),
+            row_json="row",
+            arrival="arrival",
+            last_per_key=True,
+            batched_output=True,
+        )
+    )
+    tester, start = TwsTester(processor), 0
+    for batch, expected in zip(BUCKET_BATCHES, reduced, strict=True):
+        emitted = tester.test(("k",), list(reversed(rows_of(batch, start))))
+        start += len(batch)
+        assert [row.op for row in emitted] == [BATCH_OP]
+        table = pa.table({name: [getattr(row, name) for row in emitted] for name in ("arrival", "op", "row")})
+        decoded = materialized_changes(table)
+        assert sorted(decoded) == sorted((at, c.kind.value, c.row) for at, c in expected)
+    with pytest.raises(ValueError, match="batched_output needs last_per_key"):
+        ProcessorSpec(keys=KEYS, settings=Settings(), row_json="row", batched_output=True)
+
+
+def test_the_processor_uses_process_many_when_the_materializer_has_it() -> None:
+    from upsertmat.spark.processor import run_many
+
+    class Many:
+        def __init__(self) -> None:
+            self.calls: list[int] = []
+
+        def process(self, change: Change) -> Change | None:
+            raise AssertionError("process_many should have been used")
+
+        def process_many(self, changes: list[Change]) -> list[Change | None]:
+            self.calls.append(len(changes))
+            return list(changes)
+
+    class One:
+        def process(self, change: Change) -> Change | None:
+            return change
+
+    changes = [insert(1, 10, "a"), delete(1, 10, "a")]
+    many = Many()
+    assert run_many(many, changes) == changes  # type: ignore[arg-type]
+    assert many.calls == [2]
+    assert run_many(One(), changes) == changes  # type: ignore[arg-type]

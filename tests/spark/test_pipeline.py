@@ -87,6 +87,12 @@ def test_materialized_table_equals_the_model(
     assert result.input_rows == len(changes)
     assert not any(batch.skipped for batch in seen)
     assert normalized(read_table(config, spark)) == normalized(model_table(changes))
+    # Spark's report of every batch: where its time went
+    assert [timing.batch_id for timing in result.timings] == [0, 1, 2]
+    assert sum(timing.input_rows for timing in result.timings) == len(changes)
+    for timing in result.timings:
+        assert timing.total_ms >= timing.durations_ms["addBatch"] > 0
+        assert timing.outside_add_batch_ms == timing.total_ms - timing.durations_ms["addBatch"]
 
 
 def test_without_the_materializer_the_raw_changelog_is_applied(spark: SparkSession, tmp_path: Path) -> None:

@@ -16,12 +16,22 @@ untimed warm-up (a 2,000-change source read and noop run: JIT, code generation, 
 Stage times: source = run 1; shuffle + materializer = run 2 - run 1; sink = run 3 - run 2 (also
 reported: the sink's own timer, which includes computing the batch because Spark is lazy).
 Throughput = changes / seconds. Session start-up is excluded and reported separately.
+
+Per micro-batch (run 3, Spark's progress reports): the batch's time (min / median / max), its
+parts outside running the batch (source listing, planning, offsets and commit logs), the state
+store commit and the sink transaction. *Fixed cost per batch*: after run 3, ``FIXED_BATCHES``
+one-change files are added and the same query continues on its checkpoint (state loaded),
+one micro-batch each; the median batch time of all but the first (which also starts the query:
+planning, Python workers) is what a batch costs regardless of its size
+(planning, logs, state store load and commit, Python worker round trips, one bucket's blob
+rewritten, the sink transaction). Reported next to the median batch of run 3.
 """
 
 from __future__ import annotations
 
 import json
 import random
+import statistics
 import sys
 import tempfile
 import time
@@ -35,6 +45,7 @@ from ..jobs.model import Column, JobSpec, SinkSpec, SourceFormat, SourceSpec, Sp
 
 COLUMNS = (Column("id", "long"), Column("version", "long"), Column("payload", "string"))
 GOAL_CHANGES_PER_SECOND = 50_000.0
+FIXED_BATCHES = 4  # one-change micro-batches after the timed runs (the first, a query start, is not counted)
 # Spark groups the benchmark's state into this many hash buckets of sink keys by default: each
 # Spark grouping key costs ~0.3 ms per batch in the Python worker, so 100,000 keys cost ~30 s of
 # it, 256 buckets ~0.1 s; a bucket's state is one blob read and written once per batch
@@ -73,6 +84,11 @@ class PipelineFigures:
     sink_timer_seconds: float
     batches: int
     key_buckets: int | None = None
+    batch_ms: tuple[int, ...] = ()
+    outside_batch_ms: tuple[int, ...] = ()
+    state_commit_ms: tuple[int, ...] = ()
+    sink_write_ms: tuple[int, ...] = ()
+    fixed_batch_ms: tuple[int, ...] = ()
 
     @property
     def end_to_end_rate(self) -> float:
@@ -87,9 +103,31 @@ class PipelineFigures:
             "sink write": max(self.end_to_end_seconds - self.materializer_run_seconds, 0.0),
         }
 
+    @property
+    def fixed_cost_ms(self) -> float | None:
+        """Median time of a one-change micro-batch on the run's checkpoint (None: not measured)."""
+        return statistics.median(self.fixed_batch_ms) if self.fixed_batch_ms else None
+
+    def batch_summary(self) -> dict[str, dict[str, float]]:
+        """The min / median / max milliseconds of every per-batch series that was measured."""
+        series = {
+            "batch": self.batch_ms,
+            "outside running the batch": self.outside_batch_ms,
+            "state store commit": self.state_commit_ms,
+            "sink transaction": self.sink_write_ms,
+            "fixed (one-change batch)": self.fixed_batch_ms,
+        }
+        return {
+            name: {"min": min(values), "median": statistics.median(values), "max": max(values)}
+            for name, values in series.items()
+            if values
+        }
+
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready figures with the derived rates."""
         data = asdict(self)
+        data["per_batch_ms"] = self.batch_summary()
+        data["fixed_cost_ms"] = self.fixed_cost_ms
         data["end_to_end_changes_per_second"] = self.end_to_end_rate
         data["stages_seconds"] = self.stages()
         data["goal_changes_per_second"] = GOAL_CHANGES_PER_SECOND
@@ -225,6 +263,8 @@ def run_pipeline_bench(
         result = run_job(job)
         end_to_end = time.monotonic() - started
         say(f"end to end into SQLite: {end_to_end:.1f} s ({len(result.batches)} micro-batches)")
+        fixed = fixed_cost_batches(job, source, changes)
+        say(f"fixed cost: {len(fixed)} one-change micro-batches, median {statistics.median(fixed):.0f} ms")
         return PipelineFigures(
             changes=changes,
             keys=bench.keys,
@@ -239,7 +279,28 @@ def run_pipeline_bench(
             end_to_end_seconds=end_to_end,
             sink_timer_seconds=sum(batch.sink_seconds for batch in result.batches),
             batches=len(result.batches),
+            batch_ms=tuple(timing.total_ms for timing in result.timings),
+            outside_batch_ms=tuple(timing.outside_add_batch_ms for timing in result.timings),
+            state_commit_ms=tuple(timing.state_commit_ms for timing in result.timings),
+            sink_write_ms=tuple(round(batch.write_seconds * 1000) for batch in result.batches),
+            fixed_batch_ms=fixed,
         )
+
+
+def fixed_cost_batches(job: JobSpec, source: Path, changes: int) -> tuple[int, ...]:
+    """Continue ``job`` on its checkpoint with :data:`FIXED_BATCHES` one-change files (one
+    micro-batch each: an update of key 0); the time in ms (Spark's report) of each batch but
+    the first, which also pays the query's start."""
+    from ..jobs.runner import run_job
+
+    next_seq = changes + 10
+    for number in range(FIXED_BATCHES):
+        record = {"seq": next_seq + number, "op": "+U", "id": 0, "version": -1 - number, "payload": "fixed"}
+        _write_file(source, 9_000 + number, [record], job.source.format)
+        # Spark's file source orders new files by modification time.
+        time.sleep(0.01)
+    result = run_job(job)
+    return tuple(timing.total_ms for timing in result.timings[1:])
 
 
 def report(figures: PipelineFigures) -> str:
@@ -261,6 +322,20 @@ def report(figures: PipelineFigures) -> str:
         f"Spark session start {figures.session_seconds:.1f} s and writing the files "
         f"{figures.write_seconds:.1f} s are excluded)"
     )
+    summary = figures.batch_summary()
+    if summary:
+        lines.append("per micro-batch (ms):            min   median      max")
+        for name, values in summary.items():
+            lines.append(
+                f"  {name:<27} {values['min']:>7,.0f} {values['median']:>8,.0f} {values['max']:>8,.0f}"
+            )
+    fixed = figures.fixed_cost_ms
+    if fixed is not None and figures.batch_ms:
+        median = statistics.median(figures.batch_ms)
+        lines.append(
+            f"fixed cost per micro-batch: {fixed:,.0f} ms = {fixed / median:.0%} of the median batch "
+            f"({median:,.0f} ms for {figures.changes / max(figures.batches, 1):,.0f} changes)"
+        )
     return "\n".join(lines)
 
 

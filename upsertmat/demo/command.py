@@ -20,8 +20,8 @@ from ..errors import CliError, ExitCode
 from ..impls.config import ConfigError
 from ..jobs.command import cli_layers
 from ..jobs.loader import config_strings, resolve_settings, settings_layers
-from ..jobs.runner import batch_line
-from .report import side_by_side, summary
+from ..jobs.runner import announce_spark_log, batch_line
+from .report import absent_keys, row_count_note, side_by_side, summary
 from .runner import DemoOutcome, run_demo
 from .tables import disagreements
 from .workload import DemoShape
@@ -55,21 +55,36 @@ def _progress(quiet: bool) -> Callable[[str], Callable[[BatchProgress], None] | 
     return for_run
 
 
-def render(outcome: DemoOutcome, shape: DemoShape) -> str:
-    """The demo's stdout: the data, the side-by-side tables, the counts and timings."""
+def render(outcome: DemoOutcome, shape: DemoShape, directory: Path | None = None) -> str:
+    """The demo's stdout: the data, the side-by-side tables, the counts and timings.
+
+    ``directory``: where the data was kept (``--dir``); None for a temporary directory, whose
+    paths are not shown (they are gone when the command exits).
+    """
     data = outcome.data
     moves = sum(1 for a, b in zip(data.arrival, data.arrival[1:], strict=False) if a.id == b.id)
     raw, mat = outcome.raw, outcome.materialized
+    absent = absent_keys(range(1, shape.users + 1), outcome.expected, raw.table, mat.table)
+    note = row_count_note(shape.users, outcome.expected, absent)
+    where = (
+        f"  kept in {directory}: source/, demo.db (tables raw, materialized), checkpoint-*/"
+        if directory is not None
+        else "  data, checkpoints and database in a temporary directory, deleted on exit "
+        "(--dir DIR keeps them)"
+    )
     return "\n".join(
         [
             f"upsertmat demo: {shape.users} users on {shape.levels} levels, join output shuffled by level "
             f"over {shape.channels} parallel channels",
             f"  {len(data.logical)} changes (logical order) -> {len(data.arrival)} arrivals "
             f"({moves} back-to-back changes of one key); sink primary key: id",
-            f"  strategy {mat.job.settings.strategy.value} on Spark's state store; source "
-            f"{raw.job.source.path}; sink {raw.job.sink.url}",
+            f"  changes reaching the sink: {raw.result.changes} without the materializer (every arrival), "
+            f"{mat.result.changes} with it (it emits a change only when a key's visible row changes)",
+            f"  strategy {mat.job.settings.strategy.value} on Spark's state store",
+            where,
             "",
             side_by_side(outcome.expected, raw.table, mat.table),
+            *([note] if note else []),
             "",
             summary(outcome.expected, raw.table, mat.table),
             "",
@@ -90,13 +105,15 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as error:
         raise CliError(str(error), ExitCode.USAGE) from None
     config = config_strings(settings)
-    if args.dir is not None:
-        args.dir.mkdir(parents=True, exist_ok=True)
-        outcome = run_demo(args.dir.resolve(), settings, config, shape, _progress(args.quiet))
+    kept = None if args.dir is None else args.dir.resolve()
+    if kept is not None:
+        kept.mkdir(parents=True, exist_ok=True)
+        outcome = run_demo(kept, settings, config, shape, _progress(args.quiet))
     else:
         with tempfile.TemporaryDirectory(prefix="upsertmat-demo-") as directory:
             outcome = run_demo(Path(directory), settings, config, shape, _progress(args.quiet))
-    print(render(outcome, shape))
+    print(render(outcome, shape, kept))
+    announce_spark_log(args.quiet, "upsertmat demo")
     if disagreements(outcome.materialized.table, outcome.expected):
         print(
             "upsertmat demo: the materialized table disagrees with the expected one (a bug)", file=sys.stderr

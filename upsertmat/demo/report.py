@@ -5,28 +5,60 @@ from __future__ import annotations
 from .tables import TableView, disagreements
 
 MISSING = "(missing)"
+HEADERS = ("id", "expected (logical order)", "without materializer", "with materializer")
+WRONG, RIGHT = " !", "  "  # the mark after a cell that disagrees with the expected table
 
 
 def _cell(row: tuple[object, ...] | None) -> str:
     return MISSING if row is None else f"level {row[1]} {row[2]}"
 
 
-def side_by_side(expected: TableView, raw: TableView, materialized: TableView, width: int = 22) -> str:
-    """One line per key: expected row, the raw sink's, the materialized sink's; wrong cells marked ``!``."""
+def side_by_side(expected: TableView, raw: TableView, materialized: TableView) -> str:
+    """One line per key: expected row, the raw sink's, the materialized sink's; wrong cells marked ``!``.
+
+    Every column is as wide as its widest cell or header, so each header starts exactly where
+    its column's values start. Keys absent from all three tables (users deleted in the
+    changelog) have no line: :func:`absent_keys` names them.
+    """
     wrong_raw = set(disagreements(raw, expected))
     wrong_mat = set(disagreements(materialized, expected))
-    header = (
-        f"{'id':>4}  {'expected (logical order)':<{width}}  {'without materializer':<{width + 2}}  "
-        f"{'with materializer':<{width + 2}}"
-    )
-    lines = [header, "-" * len(header)]
+    body: list[tuple[str, str, str, str]] = []
     for key in sorted(expected.keys() | raw.keys() | materialized.keys()):
-        raw_cell = _cell(raw.get(key)) + (" !" if key in wrong_raw else "  ")
-        mat_cell = _cell(materialized.get(key)) + (" !" if key in wrong_mat else "  ")
-        lines.append(
-            f"{key:>4}  {_cell(expected.get(key)):<{width}}  {raw_cell:<{width + 2}}  {mat_cell:<{width + 2}}"
+        body.append(
+            (
+                str(key),
+                _cell(expected.get(key)),
+                _cell(raw.get(key)) + (WRONG if key in wrong_raw else RIGHT),
+                _cell(materialized.get(key)) + (WRONG if key in wrong_mat else RIGHT),
+            )
         )
-    return "\n".join(lines)
+    widths = [max(len(cells[index]) for cells in [HEADERS, *body]) for index in range(len(HEADERS))]
+
+    def line(cells: tuple[str, ...]) -> str:
+        first = cells[0].rjust(widths[0])
+        rest = [cell.ljust(width) for cell, width in zip(cells[1:], widths[1:], strict=True)]
+        return "  ".join([first, *rest]).rstrip()
+
+    header = line(HEADERS)
+    return "\n".join([header, "-" * len(header), *(line(cells) for cells in body)])
+
+
+def absent_keys(keys: range, expected: TableView, raw: TableView, materialized: TableView) -> list[int]:
+    """The keys of ``keys`` in none of the three tables (deleted in the logical changelog)."""
+    shown = expected.keys() | raw.keys() | materialized.keys()
+    return [key for key in keys if key not in shown]
+
+
+def row_count_note(users: int, expected: TableView, absent: list[int]) -> str:
+    """Why the table has fewer rows than users: the ids the changelog deleted (or '')."""
+    if not absent:
+        return ""
+    ids = ", ".join(str(key) for key in absent)
+    noun = "user" if len(absent) == 1 else "users"
+    return (
+        f"{len(expected)} of {users} users are in the expected table: {len(absent)} {noun} left "
+        f"(-D) and did not come back (id {ids}), so no table has a row for them"
+    )
 
 
 def summary(expected: TableView, raw: TableView, materialized: TableView) -> str:

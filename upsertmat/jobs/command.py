@@ -17,7 +17,7 @@ from ..errors import CliError, ExitCode
 from ..impls.config import ConfigError
 from .loader import Layer, load_job, with_overrides
 from .model import JobSpec
-from .runner import printer, require_pyspark, run_job
+from .runner import announce_spark_log, printer, require_pyspark, run_job
 
 NAME = "run"
 EPILOG = """\
@@ -89,6 +89,7 @@ def execute(job: JobSpec, quiet: bool, prefix: str) -> int:
         f"{result.seconds:.1f} s ({rate:,.0f} changes/s); "
         f"materializer {'on, ' + job.settings.strategy.value if job.materialize else 'off'}"
     )
+    announce_spark_log(quiet, prefix)
     return int(ExitCode.OK)
 
 

@@ -17,7 +17,8 @@ A job file::
       table: users                 # default: the job name with - replaced by _
     checkpoint: checkpoint         # default <name>-checkpoint
     materialize: true              # false: the raw changelog goes to the sink
-    spark: {master: "local[2]", shuffle-partitions: 2, max-files-per-trigger: null, key-buckets: null}
+    spark: {master: "local[2]", shuffle-partitions: 2, max-files-per-trigger: null, key-buckets: null,
+            ui: false}                # ui: the Spark UI (on 127.0.0.1 for a local master)
     config:                        # configuration keys, flat or nested (as upsertmat replay)
       table.exec.sink.upsert-materialize-strategy.type: MAP
       table.exec.state.ttl: 1 h
@@ -66,7 +67,7 @@ _TOP = ("name", "source", "keys", "sink", "checkpoint", "materialize", "spark", 
 _SOURCE = ("path", "format", "columns", "op-column", "order-column")
 _KEYS = ("primary-key", "upsert-key")
 _SINK = ("url", "table")
-_SPARK = ("master", "shuffle-partitions", "max-files-per-trigger", "key-buckets")
+_SPARK = ("master", "shuffle-partitions", "max-files-per-trigger", "key-buckets", "ui")
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -147,7 +148,14 @@ def _spark(value: Any, where: str) -> SparkOptions:
         shuffle_partitions=_positive(data.get("shuffle-partitions", 2), f"{where}.shuffle-partitions"),
         max_files_per_trigger=None if files is None else _positive(files, f"{where}.max-files-per-trigger"),
         key_buckets=None if buckets is None else _positive(buckets, f"{where}.key-buckets"),
+        ui=_flag(data.get("ui", False), f"{where}.ui"),
     )
+
+
+def _flag(value: Any, where: str) -> bool:
+    if not isinstance(value, bool):
+        raise JobError(f"{where} must be true or false, got {value!r}")
+    return value
 
 
 def _path(value: Any, where: str, base: Path) -> Path:

@@ -104,12 +104,14 @@ class SparkOptions:
     ``max_files_per_trigger`` bounds a micro-batch (None: everything available at once).
     ``key_buckets``: None groups state by the sink PK; ``n`` groups it into ``n`` hash buckets
     of sink keys (``PipelineConfig.key_buckets``; pinned in the checkpoint too).
+    ``ui``: start the Spark UI (off by default; on 127.0.0.1 for a local master).
     """
 
     master: str = "local[2]"
     shuffle_partitions: int = 2
     max_files_per_trigger: int | None = None
     key_buckets: int | None = None
+    ui: bool = False
 
 
 @dataclass(frozen=True)

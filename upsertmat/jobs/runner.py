@@ -9,6 +9,7 @@ extra. A missing PySpark is a :class:`~upsertmat.errors.CliError` telling how to
 from __future__ import annotations
 
 import importlib.util
+import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TextIO
 
@@ -57,16 +58,34 @@ def pipeline_config(job: JobSpec) -> PipelineConfig:
         available_now=True,
         shuffle_partitions=job.spark.shuffle_partitions,
         key_buckets=job.spark.key_buckets,
+        master=job.spark.master,
     )
 
 
 def batch_line(prefix: str, batch: BatchProgress) -> str:
-    """One progress line: ``PREFIX batch 3: 12,000 changes -> 9,000 upserts, 3,000 deletes …``."""
+    """One progress line: ``PREFIX batch 3: 12,000 changes reached the sink -> 9,000 upserts, …``.
+
+    "changes" are always the rows that reached the sink in the batch (the raw changelog without
+    the materializer, its output with it); upserts and deletes are the statements applied
+    (the last change of each key in the batch).
+    """
     text = (
-        f"{prefix} batch {batch.batch_id}: {batch.changes:,} changes -> {batch.upserts:,} upserts, "
-        f"{batch.deletes:,} deletes; sink {batch.sink_seconds:.2f} s; {batch.elapsed_seconds:.1f} s elapsed"
+        f"{prefix} batch {batch.batch_id}: {batch.changes:,} changes reached the sink -> "
+        f"{batch.upserts:,} upserts, {batch.deletes:,} deletes; sink {batch.sink_seconds:.2f} s; "
+        f"{batch.elapsed_seconds:.1f} s elapsed"
     )
     return text + (" (already committed: skipped)" if batch.skipped else "")
+
+
+def announce_spark_log(quiet: bool, prefix: str) -> None:
+    """Print where Spark's own log went (stderr), unless ``quiet`` or no JVM was started here."""
+    if quiet or importlib.util.find_spec("pyspark") is None:
+        return
+    from ..spark.session import session_log
+
+    path = session_log()
+    if path is not None:
+        print(f"{prefix}: Spark's own log (JVM and Python workers): {path}", file=sys.stderr, flush=True)
 
 
 def printer(prefix: str, stream: TextIO) -> Callable[[BatchProgress], None]:
@@ -87,5 +106,5 @@ def run_job(job: JobSpec, progress: Callable[[BatchProgress], None] | None = Non
     from ..spark.session import build_session
 
     # The job's master: the pipeline reuses the running session (getOrCreate) if there is one.
-    build_session(master=job.spark.master, shuffle_partitions=job.spark.shuffle_partitions)
+    build_session(master=job.spark.master, shuffle_partitions=job.spark.shuffle_partitions, ui=job.spark.ui)
     return run_pipeline(pipeline_config(job).with_progress(progress))

@@ -85,7 +85,10 @@ class PipelineConfig:
     buckets also keep each state as one blob per bucket (one read, one write per batch), emit
     only the last change per sink key of a batch
     (what the sink keeps) and take exact-JSON input rows packed in one column (docs/spark.md).
-    Pinned in the checkpoint like ``shuffle_partitions``.
+    Pinned in the checkpoint like ``shuffle_partitions``. ``master``: the Spark master the
+    pipeline starts its session on when it starts one (``local[2]``, ``spark://host:7077``...;
+    the checkpoint, source and sink must then be reachable from every executor);
+    ``spark_conf``: more Spark settings for that session (e.g. ``spark.executor.memory``).
     """
 
     source_path: Path
@@ -115,6 +118,8 @@ class PipelineConfig:
     # trails the greatest ts seen by watermark_delay (a Spark interval, e.g. "5 seconds").
     conflict: ConflictBehavior = ConflictBehavior.DEDUPLICATE
     watermark_delay: str = "0 seconds"
+    master: str = "local[2]"
+    spark_conf: dict[str, str] = field(default_factory=dict)
     progress: Callable[[BatchProgress], None] | None = field(default=None, compare=False)
 
     def to_json(self) -> str:
@@ -179,19 +184,50 @@ class PipelineConfig:
 
 
 @dataclass(frozen=True)
+class BatchTiming:
+    """Where one micro-batch's time went, from Spark's progress report (milliseconds).
+
+    ``durations_ms``: Spark's ``durationMs`` phases: ``triggerExecution`` (the whole batch),
+    ``latestOffset`` + ``getBatch`` (listing the source), ``queryPlanning``, ``walCommit``
+    (the offsets log), ``addBatch`` (running the batch: source read, shuffle, materializer and
+    our ``foreachBatch`` sink), ``commitOffsets`` (the commit log). ``state_commit_ms``: the
+    state store commit (RocksDB) summed over the stateful operators; ``state_rows``: rows in
+    the state store after the batch.
+    """
+
+    batch_id: int
+    input_rows: int
+    durations_ms: dict[str, int]
+    state_commit_ms: int = 0
+    state_rows: int = 0
+
+    @property
+    def total_ms(self) -> int:
+        """The whole batch (``triggerExecution``)."""
+        return self.durations_ms.get("triggerExecution", 0)
+
+    @property
+    def outside_add_batch_ms(self) -> int:
+        """The batch's time outside running it: source listing, planning, offsets and commit logs."""
+        return max(self.total_ms - self.durations_ms.get("addBatch", 0), 0)
+
+
+@dataclass(frozen=True)
 class PipelineResult:
     """What a finished (or timed-out) run did.
 
     ``batches``: every micro-batch the sink saw in this run, in order; ``input_rows``: rows
     read from the source in this run (Spark's progress reports); ``seconds``: wall time from
     query start to stop (session start-up excluded); ``query_id``: Spark's query id (stable
-    across restarts on one checkpoint).
+    across restarts on one checkpoint); ``timings``: Spark's report of every data batch of
+    this run (:class:`BatchTiming`; the last 1,000 batches at most).
     """
 
     batches: tuple[BatchProgress, ...]
     input_rows: int
     seconds: float
     query_id: str
+    timings: tuple[BatchTiming, ...] = ()
 
     @property
     def changes(self) -> int:

@@ -14,7 +14,9 @@ from __future__ import annotations
 import json
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -23,14 +25,23 @@ from pyspark.sql import DataFrame, SparkSession, functions
 from ..impls.settings import Backend, Settings, TimeDomain
 from ..spec import Keys
 from ..spec.changes import Row
-from .config import BatchProgress, PipelineConfig, PipelineConfigError, PipelineResult
+from .config import BatchProgress, BatchTiming, PipelineConfig, PipelineConfigError, PipelineResult
 from .conflict import build_conflict_frame
-from .processor import OUTPUT_SCHEMA, PACKED, SPARK_STRATEGIES, MaterializerProcessor, ProcessorSpec
+from .processor import (
+    BATCH_OP,
+    OUTPUT_SCHEMA,
+    PACKED,
+    SPARK_STRATEGIES,
+    MaterializerProcessor,
+    ProcessorSpec,
+)
 from .session import build_session
 from .sink import Column, UpsertSink, open_sink
 from .sources import read_changelog
 
 BUCKET = "_upsertmat_bucket"
+Change = tuple[int, str, Row]  # (arrival, op, row) as the sink receives it
+Decoder = Callable[[Any], list[Change]]
 
 
 @dataclass(frozen=True)
@@ -87,17 +98,25 @@ def materializer_settings(config: PipelineConfig) -> Settings:
 
 def build_query_frame(
     config: PipelineConfig, source: DataFrame, layout: Layout
-) -> tuple[DataFrame, Any, str]:
-    """(frame to sink, row decoder ``record -> (arrival, op, row)``, time mode)."""
+) -> tuple[DataFrame, Decoder, str]:
+    """(frame to sink, decoder of a collected batch, time mode).
+
+    The decoder takes the batch as a pyarrow Table (``DataFrame.toArrow()``: columnar, no
+    per-row pickling through py4j) and returns its ``(arrival, op, row)`` changes, unsorted.
+    """
     if not config.materialize:
         columns, arrival, op = layout.columns, config.arrival_column, config.op_column
 
-        def raw(record: Any) -> tuple[int, str, Row]:
-            return record[arrival], record[op], tuple(record[column] for column in columns)
+        def raw(table: Any) -> list[Change]:
+            values = [table.column(name).to_pylist() for name in columns]
+            rows = zip(*values, strict=True) if values else iter(())
+            arrivals, ops = table.column(arrival).to_pylist(), table.column(op).to_pylist()
+            return list(zip(arrivals, ops, rows, strict=True))
 
         return source.select(arrival, op, *columns), raw, "None"
     if config.conflict.compacting:  # ON CONFLICT DO ERROR | NOTHING: upsertmat.spark.conflict
-        return build_conflict_frame(config, source, layout)
+        frame, _, conflict_time_mode = build_conflict_frame(config, source, layout)
+        return frame, materialized_changes, conflict_time_mode  # plain (arrival, op, row) rows
     settings = materializer_settings(config)
     spec = ProcessorSpec(
         keys=layout.keys,
@@ -112,6 +131,9 @@ def build_query_frame(
         # A bucket's state as one blob: two state calls per bucket and batch.
         blob_state=config.key_buckets is not None,
         packed=config.key_buckets is not None and packable(source, spec_fields(config, layout)),
+        # One output row per bucket and batch holding all its changes (the bucket's keys are
+        # reduced to their last change first): pyspark's per-row conversions are paid per bucket.
+        batched_output=config.key_buckets is not None,
     )
     # TTL needs the batch timestamp (and cleanup timers): processing-time mode. The session
     # must disable no-data micro-batches, or availableNow never ends in this mode.
@@ -130,11 +152,25 @@ def build_query_frame(
             source = source.withColumn(BUCKET, bucket)
         grouped = source.groupBy(BUCKET)
     frame = grouped.transformWithState(MaterializerProcessor(spec), OUTPUT_SCHEMA, "Append", time_mode)
+    return frame, materialized_changes, time_mode
 
-    def materialized(record: Any) -> tuple[int, str, Row]:
-        return record.arrival, record.op, tuple(json.loads(record.row))
 
-    return frame, materialized, time_mode
+def materialized_changes(table: Any) -> list[Change]:
+    """(arrival, op, row) of the materializer's output (a pyarrow Table ``arrival, op, row``):
+    one per output row, or the triples of a batched row (``ProcessorSpec.batched_output``).
+    O(changes); each row text (or batched text) is parsed once with ``json.loads``."""
+    loads = json.loads
+    changes: list[Change] = []
+    append, extend = changes.append, changes.extend
+    arrivals = table.column("arrival").to_pylist()
+    ops = table.column("op").to_pylist()
+    texts = table.column("row").to_pylist()
+    for arrival, op, text in zip(arrivals, ops, texts, strict=True):
+        if op == BATCH_OP:
+            extend((at, kind, tuple(row)) for at, kind, row in loads(text))
+        else:
+            append((arrival, op, tuple(loads(text))))
+    return changes
 
 
 def spec_fields(config: PipelineConfig, layout: Layout) -> list[str]:
@@ -167,7 +203,9 @@ def run_pipeline(config: PipelineConfig, spark: SparkSession | None = None) -> P
     the query fails (the sink keeps every batch committed before the failure).
     """
     if spark is None:
-        spark = build_session(shuffle_partitions=config.shuffle_partitions)
+        spark = build_session(
+            master=config.master, shuffle_partitions=config.shuffle_partitions, conf=config.spark_conf
+        )
     else:
         spark.conf.set("spark.sql.shuffle.partitions", str(config.shuffle_partitions))
     source = read_changelog(spark, config)
@@ -182,7 +220,8 @@ def run_pipeline(config: PipelineConfig, spark: SparkSession | None = None) -> P
         begin = time.monotonic()
         if not query_ids:
             query_ids.append(checkpoint_query_id(config.checkpoint_dir))
-        changes = sorted((decode(record) for record in batch.collect()), key=lambda change: change[0])
+        changes = decode(batch.toArrow())
+        changes.sort(key=itemgetter(0))
         written = time.monotonic()
         outcome = sink.apply_batch(query_ids[0], batch_id, [(op, row) for _, op, row in changes])
         end = time.monotonic()
@@ -220,10 +259,24 @@ def run_pipeline(config: PipelineConfig, spark: SparkSession | None = None) -> P
         finally:
             if query.isActive:
                 query.stop()
-        input_rows = sum(int(report.get("numInputRows", 0)) for report in query.recentProgress)
-        return PipelineResult(tuple(batches), input_rows, time.monotonic() - started, str(query.id))
+        reports = query.recentProgress
+        input_rows = sum(int(report.get("numInputRows", 0)) for report in reports)
+        timings = tuple(batch_timing(report) for report in reports if int(report.get("numInputRows", 0)))
+        return PipelineResult(tuple(batches), input_rows, time.monotonic() - started, str(query.id), timings)
     finally:
         sink.close()
+
+
+def batch_timing(report: Any) -> BatchTiming:
+    """A :class:`BatchTiming` from one of Spark's progress reports (``StreamingQueryProgress``)."""
+    operators = report.get("stateOperators") or []
+    return BatchTiming(
+        batch_id=int(report.get("batchId", -1)),
+        input_rows=int(report.get("numInputRows", 0)),
+        durations_ms={str(name): int(ms) for name, ms in (report.get("durationMs") or {}).items()},
+        state_commit_ms=sum(int(operator.get("commitTimeMs", 0)) for operator in operators),
+        state_rows=sum(int(operator.get("numRowsTotal", 0)) for operator in operators),
+    )
 
 
 def read_table(config: PipelineConfig, spark: SparkSession | None = None) -> list[Row]:
@@ -236,7 +289,9 @@ def read_table(config: PipelineConfig, spark: SparkSession | None = None) -> lis
 
 
 def _open_config_sink(config: PipelineConfig, spark: SparkSession | None) -> UpsertSink:
-    spark = spark or build_session(shuffle_partitions=config.shuffle_partitions)
+    spark = spark or build_session(
+        master=config.master, shuffle_partitions=config.shuffle_partitions, conf=config.spark_conf
+    )
     fields = spark.createDataFrame([], config.schema).schema
     layout = resolve_layout(config, {field.name: field.dataType.simpleString() for field in fields})
     return open_sink(config.sink_url, config.table, layout.sink_columns, layout.keys.pk)

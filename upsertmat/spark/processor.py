@@ -41,7 +41,19 @@ _KINDS = {kind.value: kind for kind in RowKind}
 _ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
 SPARK_STRATEGIES = tuple(strategy for strategy, backend in PIPELINE_ONLY if backend is Backend.SPARK)
 PACKED = "_upsertmat_packed"  # the input column of ProcessorSpec.packed
+# The op of an output row carrying a grouping key's whole batch (ProcessorSpec.batched_output).
+BATCH_OP = "*"
 TIMERS = "ttl_timers"  # the strategies' TTL timer index (upsertmat/impls/strategies/timers.py)
+
+
+def run_many(materializer: Materializer, changes: list[Change]) -> list[Change | None]:
+    """The materializer's outputs for ``changes`` in order: its ``process_many`` fast path when
+    it has one (one call for the key's batch), else ``process`` per change."""
+    many: Callable[[list[Change]], list[Change | None]] | None = getattr(materializer, "process_many", None)
+    if many is not None:
+        return many(changes)
+    process = materializer.process
+    return [process(change) for change in changes]
 
 
 def build_materializer(keys: Keys, settings: Settings, backend: StateBackend) -> Materializer:
@@ -90,6 +102,12 @@ class ProcessorSpec:
     pyspark converts every input cell separately (~2 µs each), so one text column parsed with
     ``json.loads`` is cheaper than five typed ones. Only for columns whose JSON form is exact
     (integers, booleans, strings: no floating point, whose NaN Spark writes as a string).
+    ``batched_output`` (with ``last_per_key``): a grouping key emits at most ONE output row per
+    batch, op :data:`BATCH_OP`, whose ``row`` is the JSON array of its changes as
+    ``[arrival, op, row]`` triples (:func:`expand_output`): pyspark converts every output row
+    and cell separately on the way to Arrow and back on the driver, so one text per key bucket
+    is far cheaper than one row per sink key. Needs ``last_per_key`` (each sink key at most once
+    per batch, so the order between the triples of different keys does not matter to the sink).
     """
 
     keys: Keys
@@ -103,12 +121,15 @@ class ProcessorSpec:
     last_per_key: bool = False
     packed: bool = False
     blob_state: bool = False
+    batched_output: bool = False
 
     def packed_fields(self) -> list[str]:
         """The names of a packed record's values, in order (arrival, op, ts if set, columns)."""
         return [self.arrival, self.op, *([self.ts] if self.ts is not None else []), *self.columns]
 
     def __post_init__(self) -> None:
+        if self.batched_output and not self.last_per_key:
+            raise ValueError("batched_output needs last_per_key")
         if bool(self.columns) == (self.row_json is not None):
             raise ValueError("give exactly one of columns (typed row columns) and row_json")
         if self.packed and not self.columns:
@@ -162,53 +183,82 @@ class MaterializerProcessor(StatefulProcessor):
 
     def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: Any) -> Iterator[SparkRow]:
         first = next(rows, None)
-        materializer = self._materializer(timerValues.getCurrentProcessingTimeInMs())
-        out: list[SparkRow] = []
-        if first is not None:
-            # Index plain tuples by position: Row.__getitem__ is a Python-level override (and a
-            # by-name lookup a field search), tuple indexing is C.
-            if self.spec.packed:
-                fields = self.spec.packed_fields()
-                position = first.__fields__.index(PACKED)
-                loads = json.loads
-                records = [tuple(loads(first[position]).values())]
-                records.extend(tuple(loads(record[position]).values()) for record in rows)
-            else:
-                fields = first.__fields__
-                records = [tuple(first)]
-                records.extend(map(tuple, rows))
-            bulk = self.spec.bulk_read_rows
-            if bulk is not None and len(records) >= bulk:
-                self._backend.bulk_reads(True)
-            arrival, op = fields.index(self.spec.arrival), fields.index(self.spec.op)
-            ts = None if self.spec.ts is None else fields.index(self.spec.ts)
-            row_of = self.spec.row_reader(fields)
-            records.sort(key=itemgetter(arrival))
-            process = materializer.process
+        now = timerValues.getCurrentProcessingTimeInMs()
+        if first is None:
+            outputs = self._apply(now, [], [])
+        elif self.spec.packed:
+            position = first.__fields__.index(PACKED)
+            texts = [first[position]]
+            texts.extend(record[position] for record in rows)
+            outputs = self._apply(now, *self._packed_changes(texts))
+        else:
+            outputs = self._apply(now, *self._row_changes(first, rows))
+        return iter([_OUTPUT_ROW(*output) for output in outputs])
+
+    def _apply(self, now: int, arrivals: list[int], changes: list[Change]) -> list[tuple[int, str, str]]:
+        """Run the key's changes (sorted by arrival) and flush: the output ``(arrival, op, text)``s."""
+        materializer = self._materializer(now)
+        outputs: list[tuple[int, str, str]] = []
+        if changes:
+            emitted = run_many(materializer, changes)
             encode = _ENCODER.encode
             if self.spec.last_per_key:
                 # Keyed like the sink's own reduction (upsertmat.spark.sink.last_per_key).
                 pk = self.spec.keys.pk
                 last: dict[tuple[Any, ...], tuple[int, Change]] = {}
-                for record in records:
-                    change = Change(_KINDS[record[op]], row_of(record), None if ts is None else record[ts])
-                    emitted = process(change)
-                    if emitted is not None:
-                        row = emitted.row
-                        last[tuple([row[index] for index in pk])] = (record[arrival], emitted)
-                out = [
-                    _OUTPUT_ROW(at, emitted.kind.value, encode(list(emitted.row)))
-                    for at, emitted in last.values()
-                ]
+                for at, change in zip(arrivals, emitted, strict=True):
+                    if change is not None:
+                        row = change.row
+                        last[tuple([row[index] for index in pk])] = (at, change)
+                if self.spec.batched_output:
+                    if last:
+                        triples = [[at, change.kind.value, list(change.row)] for at, change in last.values()]
+                        outputs = [(arrivals[0], BATCH_OP, encode(triples))]
+                else:
+                    outputs = [
+                        (at, change.kind.value, encode(list(change.row))) for at, change in last.values()
+                    ]
             else:
-                append = out.append
-                for record in records:
-                    change = Change(_KINDS[record[op]], row_of(record), None if ts is None else record[ts])
-                    emitted = process(change)
-                    if emitted is not None:
-                        append(_OUTPUT_ROW(record[arrival], emitted.kind.value, encode(list(emitted.row))))
+                outputs = [
+                    (at, change.kind.value, encode(list(change.row)))
+                    for at, change in zip(arrivals, emitted, strict=True)
+                    if change is not None
+                ]
         self._finish()
-        return iter(out)
+        return outputs
+
+    def _packed_changes(self, texts: list[str]) -> tuple[list[int], list[Change]]:
+        """(arrivals, changes) of packed input texts (:data:`PACKED`), sorted by arrival."""
+        spec = self.spec
+        loads = json.loads
+        records = [tuple(loads(text).values()) for text in texts]
+        return self._sorted_changes(records, spec.packed_fields())
+
+    def _row_changes(self, first: Any, rows: Iterator[Any]) -> tuple[list[int], list[Change]]:
+        """(arrivals, changes) of typed input rows, sorted by arrival."""
+        # Index plain tuples by position: Row.__getitem__ is a Python-level override (and a
+        # by-name lookup a field search), tuple indexing is C.
+        records = [tuple(first)]
+        records.extend(map(tuple, rows))
+        return self._sorted_changes(records, first.__fields__)
+
+    def _sorted_changes(
+        self, records: list[tuple[Any, ...]], fields: list[str]
+    ) -> tuple[list[int], list[Change]]:
+        spec = self.spec
+        bulk = spec.bulk_read_rows
+        if bulk is not None and len(records) >= bulk:
+            self._backend.bulk_reads(True)
+        arrival, op = fields.index(spec.arrival), fields.index(spec.op)
+        ts = None if spec.ts is None else fields.index(spec.ts)
+        row_of = spec.row_reader(fields)
+        records.sort(key=itemgetter(arrival))
+        kinds = _KINDS
+        if ts is None:
+            changes = [Change(kinds[record[op]], row_of(record), None) for record in records]
+        else:
+            changes = [Change(kinds[record[op]], row_of(record), record[ts]) for record in records]
+        return [record[arrival] for record in records], changes
 
     def handleExpiredTimer(self, key: Any, timerValues: Any, expiredTimerInfo: Any) -> Iterator[SparkRow]:
         """A cleanup timer fired: expire the key's due elements (emits nothing)."""
