@@ -1,6 +1,7 @@
 """Corpus test: ``upsertmat replay`` equals the reference model, change for change.
 
-Many seeded random streams (DESIGN section 9: a logically ordered upstream changelog routed to
+Many seeded random streams (docs/spec.md section 5 and rule 4: a logically ordered upstream
+changelog routed to
 parallel channels by a non-key column and merged preserving each channel's order, plus junk
 the operator must tolerate: retractions of rows never added, duplicates, ``+U`` into empty
 state, clock lines, blank lines, values that Python confuses such as ``1``/``1.0``/``true``)
@@ -58,7 +59,7 @@ def shuffle_by_channels(rnd: random.Random, changes: list[Change], upsert_key: b
     """Route each change to a channel by a non-key column and merge keeping each channel's order.
 
     With an upsert key the route is its column (1), otherwise the whole row's non-PK columns,
-    so an ADD and its RETRACT share a channel (the guarantee of DESIGN section 1).
+    so an ADD and its RETRACT share a channel (the guarantee of docs/spec.md section 1).
     """
     channels: list[list[Change]] = [[] for _ in range(rnd.randint(1, 4))]
     for change in changes:

@@ -1,6 +1,6 @@
 """The reference model: rules 1-11 one by one, the generators, and the convergence property.
 
-Convergence (DESIGN rule 12) is stated in the scope where it holds — verified here:
+Convergence (docs/spec.md section 6, rule 12) is stated in the scope where it holds — verified here:
 
 (a) valid retract-style streams whose logical changelog has at most ONE live row per sink key
     at every instant (the sink PK is a key of the logical result; the materializer's state may
@@ -205,7 +205,7 @@ def test_arrival_is_a_channel_preserving_merge(stream: GeneratedStream) -> None:
 
 @given(valid_streams())
 def test_every_retraction_arrives_after_its_add(stream: GeneratedStream) -> None:
-    """The guarantee of DESIGN section 1, checked on the arrival order itself."""
+    """The guarantee of docs/spec.md section 1, checked on the arrival order itself."""
     live: Counter[bytes] = Counter()
     for change in stream.arrival:
         row = canonical(change.row)
@@ -244,7 +244,7 @@ def test_long_histories_are_long_and_on_one_key(stream: GeneratedStream) -> None
 
 
 def test_generators_cover_the_traps() -> None:
-    """Each trap of DESIGN section 9 occurs in generated streams (found by search)."""
+    """Each trap of docs/spec.md section 5 and rule 4 occurs in generated streams (found by search)."""
 
     def replaces_non_last(stream: GeneratedStream) -> bool:
         model = ModelMaterializer(stream.keys)
@@ -334,7 +334,7 @@ def converges(stream: GeneratedStream) -> bool:
     return exact(sink_table(stream.keys, emitted)) == exact(logical_table(stream.keys, stream.logical))
 
 
-# The three arrival orders of DESIGN section 3 (rows (id, level, payload)), as generated streams.
+# The three arrival orders of docs/spec.md section 3 (rows (id, level, payload)), as generated streams.
 _WORKED_LOGICAL = (insert(1, 10, "a1"), update_before(1, 10, "a1"), update_after(1, 20, "b1"))
 WORKED_EXAMPLE_ORDERS = [
     GeneratedStream(Keys(pk=(0,)), _WORKED_LOGICAL, tuple(_WORKED_LOGICAL[i] for i in order), 2)

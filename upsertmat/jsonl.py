@@ -1,4 +1,4 @@
-"""The JSON Lines formats of ``upsertmat replay`` (DESIGN section 7): parse input, format output.
+"""The JSON Lines formats of ``upsertmat replay`` (docs/cli.md): parse input, format output.
 
 Input, one JSON object per line:
 

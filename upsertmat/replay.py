@@ -1,4 +1,4 @@
-"""``upsertmat replay``: run a JSON Lines changelog through a materializer (DESIGN sections 6, 7).
+"""``upsertmat replay``: run a JSON Lines changelog through a materializer (docs/cli.md).
 
 One input line at a time: parse it (:mod:`upsertmat.jsonl`), check its row's shape, feed it to
 the materializer (or advance the clock), write and flush the emitted change. Per line the

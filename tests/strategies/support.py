@@ -1,4 +1,4 @@
-"""Seeded random streams and a lockstep checker for the strategy tests (DESIGN section 9).
+"""Seeded random streams and a lockstep checker for the strategy tests (docs/spec.md section 5 and rule 4).
 
 Rows are ``(pk, uk, level, payload)``: sink PK column 0, upsert key column 1 when used.
 Every generator is a plain function of a ``random.Random`` so failures reproduce by seed.
@@ -149,7 +149,7 @@ def long_history(rnd: random.Random, rows: int) -> list[Change]:
 
 
 class StampedHistories:
-    """Expected (row, stamp) elements per context key: the model's rules plus DESIGN's stamps.
+    """Expected (row, stamp) elements per context key: the model's rules plus the specification's stamps.
 
     An append is stamped with the input's stamp; an in-place replacement (rule 4) re-stamps
     (``on_create_and_write``); a retraction removes the first match (rule 6).

@@ -1,7 +1,7 @@
 """VALUE, MAP, SORTED and ADAPTIVE against the model: exact output after every input.
 
 Every registered (strategy, backend) pair of these strategies runs every seeded stream family
-of ``strategies_support`` (DESIGN section 9), ADAPTIVE with small thresholds so its keys
+of ``strategies_support`` (docs/spec.md section 5 and rule 4), ADAPTIVE with small thresholds so its keys
 convert between layouts many times.
 """
 

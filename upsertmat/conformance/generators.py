@@ -1,4 +1,4 @@
-"""Hypothesis strategies for changelog streams (DESIGN section 9).
+"""Hypothesis strategies for changelog streams (docs/spec.md section 5 and rule 4).
 
 Valid input is not an arbitrary permutation. A valid stream is built in two steps:
 
@@ -7,7 +7,7 @@ Valid input is not an arbitrary permutation. A valid stream is built in two step
    ``-U old``/``+U new`` pairs (or bare ``+U new`` in the upsert-style variant), deletes and
    re-inserts;
 2. each change is routed to one of 1-4 parallel channels and the channels are merged in any
-   interleaving that keeps each channel's order. Routing is the guarantee of DESIGN section
+   interleaving that keeps each channel's order. Routing is the guarantee of docs/spec.md section
    1: with an upsert key by the upsert-key value (all changes of one upsert key stay in order);
    without one by a non-key column of the row itself (``level``, column 2), so a row's ADD and
    its RETRACT share a channel and the ADD arrives first. Which routing value goes to which

@@ -1,4 +1,4 @@
-"""Pinned streams: inputs that once exposed a bug, or encode a known trap (DESIGN section 9).
+"""Pinned streams: inputs that once exposed a bug, or encode a known trap (docs/spec.md section 5 and rule 4).
 
 Every stream here is replayed by the conformance suite on every implementation, before the
 random search (the model gives the expected outputs, input by input). When Hypothesis finds a
@@ -32,7 +32,7 @@ UPSERT_KEY_CHAIN = _stream(
     delete(1, "u1", 0, None),  # the last element; -D carries other non-key values
     delete(1, "u2", 0, None),
 )
-"""DESIGN section 9: append, replace in place and retract one upsert key between other keys
+"""docs/spec.md section 5 and rule 4: append, replace in place and retract one upsert key between other keys
 (the sequence that corrupted a linked implementation's per-row chain)."""
 
 DUPLICATE_CHAIN = _stream(

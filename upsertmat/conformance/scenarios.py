@@ -1,6 +1,6 @@
 """The scenario catalogue: hand-written inputs with hand-written expected outputs.
 
-The expected outputs below were worked out from the rules of DESIGN section 3 by hand; they
+The expected outputs below were worked out from the rules of docs/spec.md section 3 by hand; they
 are NOT computed by the model (``tests/test_scenarios.py`` checks the model against them, the
 conformance suite checks every implementation). Rows are ``(pk, uk, level, payload)`` unless a
 scenario says otherwise; sink PK column 0; upsert key column 1 when a scenario uses one.
@@ -62,7 +62,7 @@ def _s(
     )
 
 
-# --- DESIGN section 3, worked example: rows (id, level, payload), sink PK id, no upsert key ---
+# --- docs/spec.md, the worked example: rows (id, level, payload), sink PK id, no upsert key ---
 _A1: Row = (1, 10, "a1")
 _B1: Row = (1, 20, "b1")
 
@@ -311,7 +311,7 @@ if len(BY_NAME) != len(SCENARIOS):  # pragma: no cover - a catalogue editing mis
     raise RuntimeError("two scenarios share a name")
 
 
-# -- TTL (DESIGN section 3, "TTL"; docs/ttl.md) -----------------------------------------------------
+# -- TTL (docs/ttl.md) ---------------------------------------------------------------
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""Keyed tables and live rows: what the convergence property (DESIGN rule 12) compares.
+"""Keyed tables and live rows: what the convergence property (docs/spec.md section 6, rule 12) compares.
 
 A *keyed table* maps a sink key (the canonical encoding of the PK projection, type-aware) to
 one row. All functions are O(number of changes) dictionary operations, except the live-row

@@ -1,4 +1,4 @@
-"""Equalizers: what "two rows are equal" means for matching (DESIGN section 3).
+"""Equalizers: what "two rows are equal" means for matching (docs/spec.md section 3).
 
 An equalizer maps the projected values of a row to a ``bytes`` key; two projections are equal
 exactly when their keys are equal. Because the key is bytes, a heap backend (which compares

@@ -1,4 +1,4 @@
-"""The reference model of the sink upsert materializer (DESIGN section 3, rules 1-11 and TTL).
+"""The reference model of the sink upsert materializer (docs/spec.md, rules 1-11 and section 7).
 
 Written to be obviously right, not fast: each context key's state is a Python list of
 elements ``(row, stamp)`` in insertion order, plus (per-key TTL) one stamp per key, and every

@@ -1,4 +1,4 @@
-"""State retention (TTL) settings and the visibility rule (DESIGN section 3, "TTL").
+"""State retention (TTL) settings and the visibility rule (docs/ttl.md).
 
 ``ttl_ms == 0`` means off. ``now`` is the latest time passed to ``advance_time``; a stamped
 thing (an element, or a whole key's history under per-key TTL) is visible while

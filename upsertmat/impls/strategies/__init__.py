@@ -1,4 +1,4 @@
-"""The fast strategies (DESIGN section 4), each written once against the state protocols.
+"""The fast strategies (docs/strategies.md), each written once against the state protocols.
 
 ``VALUE`` (:mod:`.value`), ``MAP`` (:mod:`.linked_map`), ``SORTED`` (:mod:`.sorted`) and
 ``ADAPTIVE`` (:mod:`.adaptive`) run on every backend :func:`upsertmat.impls.state.open_backend`

@@ -29,7 +29,7 @@ The same-chain of a match key lists its nodes in insertion order (ascending seq)
 to its end, and only its first node is ever removed (rule 6) or replaced in place (rule 4,
 which changes the node's row and stamp but neither its seq nor any link). That is what keeps
 the chain right when one upsert key is appended, replaced in place and retracted between
-other keys (the production bug of DESIGN section 9).
+other keys (the production bug of docs/spec.md section 5 and rule 4).
 
 An empty key has no meta, no index entries and no nodes. State accesses per event, reads +
 writes (docs/strategies.md has the table): append 2 + 3 (a duplicate: +1 + 1), replace in
