@@ -141,3 +141,18 @@ def test_flags_that_would_be_silently_ignored_are_usage_errors(argv: list[str], 
     result = replay("--pk", "0", *argv, EXAMPLE)
     assert result.returncode == ExitCode.USAGE
     assert message in result.stderr
+
+
+def test_the_conflict_strategy_is_part_of_the_state_directory(tmp_path: Path) -> None:
+    first, second = tmp_path / "in1.jsonl", tmp_path / "in2.jsonl"
+    first.write_text('{"op": "+I", "row": [1, "a"]}\n{"time": 5}\n')
+    second.write_text('{"op": "+I", "row": [2, "b"]}\n')
+    nothing = ["--set", "table.exec.sink.conflict-strategy=NOTHING"]
+    state: list[str | Path] = ["--pk", "0", "--backend", "rocksdb", "--state-dir", tmp_path / "st"]
+    assert replay(*state, *nothing, first).returncode == 0
+    switched = replay(*state, second)
+    assert switched.returncode == ExitCode.STATE_DIR
+    assert "conflict strategy (table.exec.sink.conflict-strategy) is DEDUPLICATE" in switched.stderr
+    heap = replay("--pk", "0", *nothing, "--state-dir", tmp_path / "heap", first)
+    assert heap.returncode == ExitCode.USAGE
+    assert "ON CONFLICT DO NOTHING on heap cannot export its state" in heap.stderr

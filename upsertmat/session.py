@@ -18,7 +18,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from .errors import CliError, StateDirError
-from .impls.config import BACKEND, STRATEGY, TTL
+from .impls.config import BACKEND, CONFLICT_STRATEGY, STRATEGY, TTL
 from .impls.lifecycle import export_state, import_state, supports_transfer
 from .impls.settings import Backend, Settings
 from .impls.state import backend_database
@@ -76,6 +76,7 @@ class StateSession:
             arity=self.arity,
             ttl=ttl_record(self.settings.ttl),
             state_id=secrets.token_hex(8),
+            conflict=self.settings.conflict.value,
         )
 
     def _load(self) -> None:
@@ -94,6 +95,7 @@ class StateSession:
                 columns_text(found.upsert_key) or "(none)",
             ),
             (f"strategy ({STRATEGY})", wanted.strategy, found.strategy),
+            (f"conflict strategy ({CONFLICT_STRATEGY})", wanted.conflict, found.conflict or "DEDUPLICATE"),
             (f"backend ({BACKEND})", wanted.backend, found.backend),
             (
                 "--equalizer",
@@ -128,7 +130,10 @@ class StateSession:
                     "from empty state (restore the directory, or a savepoint into a new --state-dir)"
                 )
         self.manifest = replace(
-            found, ttl=found.ttl or wanted.ttl, state_id=found.state_id or wanted.state_id
+            found,
+            ttl=found.ttl or wanted.ttl,
+            state_id=found.state_id or wanted.state_id,
+            conflict=found.conflict or wanted.conflict,
         )
 
     def attach(self, materializer: Materializer) -> Position:
@@ -143,9 +148,12 @@ class StateSession:
         manifest = self.manifest
         if self.settings.backend is Backend.HEAP:
             if not supports_transfer(materializer):
+                what = f"{self.settings.strategy.value}/heap"
+                if self.settings.conflict.compacting:
+                    what = f"ON CONFLICT DO {self.settings.conflict.value} on heap"
                 raise CliError(
-                    f"{self.settings.strategy.value}/heap cannot export its state (no StateTransfer), "
-                    "so it cannot be used with --state-dir"
+                    f"{what} cannot export its state, so it cannot be used with --state-dir; use "
+                    "--backend rocksdb or lmdb"
                 )
             import_state(materializer, self.directory.load_snapshot(manifest, self.keys), manifest.now)
             self.position = position_of(manifest)

@@ -142,6 +142,9 @@ class Manifest:
     state_id: str | None = None
     """A random name of this state's data, also committed inside byte backends' databases, so a
     database and a manifest of different states are never mixed."""
+    conflict: str | None = None
+    """``table.exec.sink.conflict-strategy`` of the state (None in manifests written before it
+    was recorded: DEDUPLICATE, the only behaviour then)."""
     runs: tuple[RunRecord, ...] = ()
     """Every completed run, oldest first: what makes a rerun recognisable (docs/operations.md)."""
 
@@ -175,7 +178,7 @@ class Manifest:
         for name in ("run_id", "input_bytes"):
             if not _is_int(fields[name]) or fields[name] < 0:
                 raise bad(f"{name!r} must be a non-negative integer")
-        for name in ("input", "input_sha256", "state_id"):
+        for name in ("input", "input_sha256", "state_id", "conflict"):
             if fields[name] is not None and not isinstance(fields[name], str):
                 raise bad(f"{name!r} must be a string or null")
         if fields["dead_letter_bytes"] is not None and not (
