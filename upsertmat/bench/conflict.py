@@ -266,7 +266,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--plot", type=Path, help="write a PNG")
     args = parser.parse_args(argv)
     # Compaction misses are counted in the table; a warning per compaction would be timed too.
-    logging.getLogger("upsertmat").setLevel(logging.ERROR)
+    # The level is restored afterwards: main() also runs inside other programs (tests).
+    logger = logging.getLogger("upsertmat")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        return _run(args)
+    finally:
+        logger.setLevel(level)
+
+
+def _run(args: argparse.Namespace) -> int:
+    """The benchmark of :func:`main` for parsed arguments."""
     inputs = []
     for workload in args.workload:
         if workload == "long-history":
