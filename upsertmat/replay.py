@@ -1,17 +1,17 @@
 """``upsertmat replay``: run a JSON Lines changelog through a materializer (docs/cli.md).
 
 One input line at a time: parse it (:mod:`upsertmat.jsonl`), check its row's shape, feed it to
-the materializer (or advance the clock), write and flush the emitted change. Per line the
-cost is the materializer's plus O(length of the line). With ``--state-dir`` the state and the
-count of consumed lines persist (:mod:`upsertmat.statedir`), so a stream split over several
-runs produces, concatenated, exactly the output of one run.
+the materializer (or advance the clock), write the emitted change. Per line the cost is the
+materializer's plus O(length of the line). With ``--state-dir`` the state and the stream
+position persist (:mod:`upsertmat.session`), so a stream split over several runs produces,
+concatenated, exactly the output of one run, and rerunning any command is safe.
 
-What is saved when a run ends (with ``--state-dir``): at the end of the input, at a bad line
-with ``--on-error fail`` (everything before that line), on SIGINT/SIGTERM (everything up to
-the last fully processed line) and when reading the input fails. When writing the output
-fails, or an implementation raises, nothing is saved: the state directory stays as it was
-before the run, so re-running the run's input repeats changes rather than losing one (an
-upsert sink that sees a repeated prefix ends in the same state).
+Commit points (with ``--state-dir``): every ``--checkpoint-every`` lines, at the end of the
+input, at a bad line with ``--on-error fail`` (everything before that line), on SIGINT/SIGTERM
+(everything up to the last fully processed line) and when reading the input fails; the output
+is flushed first, then state and position are made durable together. When writing the output
+or the state fails, or an implementation raises, nothing more is committed: the directory stays
+at its last commit, and the same command again resumes from there (docs/operations.md).
 """
 
 from __future__ import annotations
