@@ -38,26 +38,55 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
+class PostgresServer:
+    """A throw-away server on 127.0.0.1 (trust auth, fsync off) that a test can stop and start."""
+
+    def __init__(self, binaries: Path) -> None:
+        self.binaries = binaries
+        self.root = Path(tempfile.mkdtemp(prefix="upsertmat-pg-"))
+        self.data = self.root / "data"
+        self.prefix: list[str] = []
+        if os.geteuid() == 0:
+            user = pwd.getpwnam("postgres")
+            os.chown(self.root, user.pw_uid, user.pw_gid)
+            self.prefix = ["runuser", "-u", "postgres", "--"]
+        self.port = free_port()
+        self._run(
+            str(binaries / "initdb"), "-D", str(self.data), "-U", "postgres", "--auth=trust", "-E", "UTF8"
+        )
+
+    @property
+    def url(self) -> str:
+        """``postgresql://postgres@127.0.0.1:PORT/postgres``."""
+        return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+
+    def _run(self, *args: str) -> None:
+        subprocess.run([*self.prefix, *args], check=True, capture_output=True, timeout=120)
+
+    def start(self) -> None:
+        """Start (or start again) the server and wait until it accepts connections."""
+        options = f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c fsync=off"
+        self._run(
+            str(self.binaries / "pg_ctl"), "-D", str(self.data), "-o", options, "-l", str(self.root / "log"),
+            "-w", "start",
+        )  # fmt: skip
+
+    def stop(self) -> None:
+        """Stop the server (fast shutdown: open connections are cut)."""
+        self._run(str(self.binaries / "pg_ctl"), "-D", str(self.data), "-m", "fast", "-w", "stop")
+
+    def remove(self) -> None:
+        """Delete its files (after :meth:`stop`)."""
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
 @contextmanager
 def postgres_server(binaries: Path) -> Iterator[str]:
     """Start a server; yield its URL (``postgresql://postgres@127.0.0.1:PORT/postgres``)."""
-    root = Path(tempfile.mkdtemp(prefix="upsertmat-pg-"))
-    data = root / "data"
-    prefix: list[str] = []
-    if os.geteuid() == 0:
-        user = pwd.getpwnam("postgres")
-        os.chown(root, user.pw_uid, user.pw_gid)
-        prefix = ["runuser", "-u", "postgres", "--"]
-    port = free_port()
-
-    def run(*args: str) -> None:
-        subprocess.run([*prefix, *args], check=True, capture_output=True, timeout=120)
-
-    run(str(binaries / "initdb"), "-D", str(data), "-U", "postgres", "--auth=trust", "-E", "UTF8")
-    options = f"-p {port} -k {root} -c listen_addresses=127.0.0.1 -c fsync=off"
-    run(str(binaries / "pg_ctl"), "-D", str(data), "-o", options, "-l", str(root / "log"), "-w", "start")
+    server = PostgresServer(binaries)
+    server.start()
     try:
-        yield f"postgresql://postgres@127.0.0.1:{port}/postgres"
+        yield server.url
     finally:
-        run(str(binaries / "pg_ctl"), "-D", str(data), "-m", "fast", "-w", "stop")
-        shutil.rmtree(root, ignore_errors=True)
+        server.stop()
+        server.remove()

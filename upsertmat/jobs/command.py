@@ -77,11 +77,14 @@ def execute(job: JobSpec, quiet: bool, prefix: str) -> int:
     """Run ``job`` with progress on stderr (unless quiet); print the summary on stdout."""
     require_pyspark()
     from ..spark.config import PipelineConfigError
+    from ..spark.sink import SinkError
 
     try:
         result = run_job(job, None if quiet else printer(prefix, sys.stderr))
     except PipelineConfigError as error:
         raise CliError(str(error), ExitCode.USAGE) from None
+    except SinkError as error:
+        raise CliError(str(error), ExitCode.IO) from None
     rate = result.input_rows / result.seconds if result.seconds > 0 else 0.0
     print(
         f"{prefix}: job {job.name!r}: {result.input_rows:,} changes read, {result.changes:,} written to "

@@ -36,7 +36,7 @@ from .processor import (
     ProcessorSpec,
 )
 from .session import build_session
-from .sink import Column, UpsertSink, open_sink
+from .sink import Column, SinkFailure, UpsertSink, open_sink
 from .sources import read_changelog
 
 BUCKET = "_upsertmat_bucket"
@@ -215,6 +215,7 @@ def run_pipeline(config: PipelineConfig, spark: SparkSession | None = None) -> P
     batches: list[BatchProgress] = []
     started = time.monotonic()
     query_ids: list[str] = []
+    failures: list[SinkFailure] = []  # raised inside Spark's foreachBatch: reported as they are
 
     def apply(batch: DataFrame, batch_id: int) -> None:
         begin = time.monotonic()
@@ -223,7 +224,11 @@ def run_pipeline(config: PipelineConfig, spark: SparkSession | None = None) -> P
         changes = decode(batch.toArrow())
         changes.sort(key=itemgetter(0))
         written = time.monotonic()
-        outcome = sink.apply_batch(query_ids[0], batch_id, [(op, row) for _, op, row in changes])
+        try:
+            outcome = sink.apply_batch(query_ids[0], batch_id, [(op, row) for _, op, row in changes])
+        except SinkFailure as failure:
+            failures.append(failure)
+            raise
         end = time.monotonic()
         progress = BatchProgress(
             batch_id=batch_id,
@@ -256,6 +261,10 @@ def run_pipeline(config: PipelineConfig, spark: SparkSession | None = None) -> P
                 query.awaitTermination()
             else:
                 query.awaitTermination(max(1, math.ceil(config.timeout_seconds)))
+        except Exception:
+            if failures:  # the sink failed: its own message, not Spark's wrapped traceback
+                raise failures[-1] from None
+            raise
         finally:
             if query.isActive:
                 query.stop()

@@ -14,6 +14,7 @@ is visible, so the sink reduces the batch to that change per key and writes with
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
@@ -35,6 +36,10 @@ SQL_TYPES = {
 
 class SinkError(RuntimeError):
     """The sink cannot be opened or written (bad URL, unsupported column type, SQL error)."""
+
+
+class SinkFailure(SinkError):
+    """The sink database failed while a micro-batch was written (see ``UpsertSink.apply_batch``)."""
 
 
 @dataclass(frozen=True)
@@ -112,10 +117,26 @@ class UpsertSink(ABC):
         self.seen_sql = f"SELECT 1 FROM {BATCHES_TABLE} WHERE query_id = {mark} AND batch_id = {mark}"
         self.mark_sql = f"INSERT INTO {BATCHES_TABLE} VALUES ({', '.join([self.paramstyle] * 4)})"
 
+    errors: tuple[type[BaseException], ...] = ()
+    """The database driver's error classes: what :meth:`apply_batch` reports as a SinkFailure."""
+    where = "the sink"
+
     def apply_batch(self, query_id: str, batch_id: int, changes: Sequence[tuple[str, Row]]) -> BatchOutcome:
-        """Apply ``changes`` (arrival order) and record the batch, atomically; skip a recorded batch."""
+        """Apply ``changes`` (arrival order) and record the batch, atomically; skip a recorded batch.
+
+        A database that fails (unreachable, full, read-only) is a :class:`SinkFailure` naming the
+        sink and the batch: nothing of the batch is applied, every earlier batch stays committed.
+        """
         upserts, deletes = last_per_key(changes, self.pk)
-        return self._transaction(query_id, batch_id, len(changes), upserts, deletes)
+        try:
+            return self._transaction(query_id, batch_id, len(changes), upserts, deletes)
+        except self.errors as error:
+            raise SinkFailure(
+                f"{self.where} failed on micro-batch {batch_id}: {type(error).__name__}: "
+                f"{str(error).strip()}; every batch before it is committed and this one is not. Fix the "
+                "sink (free space, start the database) and run the job again: it continues at this "
+                "batch, each batch applied once"
+            ) from error
 
     @abstractmethod
     def _transaction(
@@ -150,8 +171,11 @@ class SqliteSink(UpsertSink):
     part of a large table in memory between batches.
     """
 
+    errors = (sqlite3.Error,)
+
     def __init__(self, path: Path, table: str, columns: Sequence[Column], pk: Sequence[int]) -> None:
         super().__init__(table, columns, pk)
+        self.where = f"the SQLite sink {path}"
         self.create_sql[0] += " WITHOUT ROWID"
         path.parent.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
@@ -175,7 +199,8 @@ class SqliteSink(UpsertSink):
             db.execute(self.mark_sql, (query_id, batch_id, self.table, changes))
             db.execute("COMMIT")
         except BaseException:
-            db.execute("ROLLBACK")
+            with contextlib.suppress(sqlite3.Error):  # SQLite may have rolled back already (a full disk)
+                db.execute("ROLLBACK")
             raise
         return BatchOutcome(len(upserts), len(deletes), skipped=False)
 
@@ -202,6 +227,8 @@ class PostgresSink(UpsertSink):
         super().__init__(table, columns, pk)
         import psycopg
 
+        self.errors = (psycopg.Error,)
+        self.where = f"the PostgreSQL sink {_without_password(url)}"
         # autocommit: every transaction() block below is a real transaction, not a savepoint.
         self._db = psycopg.connect(url, autocommit=True)
         with self._db.transaction():
@@ -231,6 +258,15 @@ class PostgresSink(UpsertSink):
 
     def close(self) -> None:
         self._db.close()
+
+
+def _without_password(url: str) -> str:
+    """``url`` for messages: a password in it is replaced by ``***``."""
+    scheme, sep, rest = url.partition("://")
+    credentials, at, host = rest.rpartition("@")
+    if not at or ":" not in credentials:
+        return url
+    return f"{scheme}{sep}{credentials.split(':', 1)[0]}:***@{host}"
 
 
 def open_sink(url: str, table: str, columns: Sequence[Column], pk: Sequence[int]) -> UpsertSink:

@@ -1,0 +1,113 @@
+"""A sink that becomes unavailable or full mid-stream stops the query with a clear error naming
+the sink and the micro-batch; after the fix, a restart on the checkpoint continues exactly once.
+
+Real failures: the PostgreSQL server is stopped after some batches (and started again), and a
+SQLite sink lives on a small tmpfs that fills up (and is remounted larger).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+from upsertmat.spark import PipelineConfig
+from upsertmat.spark.config import BatchProgress
+from upsertmat.spark.pipeline import read_table, run_pipeline
+from upsertmat.spark.sink import SinkFailure
+from upsertmat.spec import Change
+
+from .postgres import PostgresServer, server_binaries
+from .test_recovery import count_batches
+from .workload import SCHEMA, changelog, model_table, normalized, records, write_files
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+FILES = 6
+FAIL_AFTER = 2
+
+
+def config_for(tmp_path: Path, sink_url: str, table: str) -> PipelineConfig:
+    return PipelineConfig(
+        source_path=tmp_path / "in",
+        schema=SCHEMA,
+        pk=("id",),
+        checkpoint_dir=tmp_path / f"checkpoint-{table}",
+        sink_url=sink_url,
+        table=table,
+        max_files_per_trigger=1,
+    )
+
+
+def check_restart(
+    spark: SparkSession, config: PipelineConfig, changes: list[Change], reference: Path
+) -> None:
+    restarted = run_pipeline(config, spark)
+    assert restarted.batches, "the restart applied the failed batch and the rest"
+    assert count_batches(config, spark) == FILES  # each batch recorded once
+    whole = replace(
+        config, checkpoint_dir=reference / "checkpoint", sink_url=f"sqlite://{reference / 'ref.db'}"
+    )
+    run_pipeline(whole, spark)
+    table = normalized(read_table(config, spark))
+    assert table == normalized(read_table(whole, spark))
+    assert table == normalized(model_table(changes))
+
+
+def test_a_postgres_sink_that_goes_away_stops_the_query_and_a_restart_continues_once(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    binaries = server_binaries()
+    if binaries is None:
+        pytest.skip("PostgreSQL server binaries not found")
+    changes = changelog(seed=5, keys=20, updates=240)
+    write_files(tmp_path / "in", records(changes), files=FILES)
+    server = PostgresServer(binaries)
+    server.start()
+    try:
+
+        def stop_after(progress: BatchProgress) -> None:
+            if progress.batch_id == FAIL_AFTER - 1:
+                server.stop()
+
+        config = replace(config_for(tmp_path, server.url, "pg"), progress=stop_after)
+        with pytest.raises(SinkFailure) as failure:
+            run_pipeline(config, spark)
+        message = str(failure.value)
+        assert f"the PostgreSQL sink {server.url} failed on micro-batch {FAIL_AFTER}" in message
+        assert "run the job again" in message and "Traceback" not in message
+        server.start()
+        check_restart(spark, replace(config, progress=None), changes, tmp_path / "reference")
+    finally:
+        server.stop()
+        server.remove()
+
+
+def test_a_full_sqlite_sink_stops_the_query_and_a_restart_after_freeing_space_continues_once(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    mount_point = tmp_path / "fs"
+    mount_point.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mount_point)], capture_output=True, text=True
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a size-limited tmpfs here: {mounted.stderr.strip()}")
+    try:
+        changes = changelog(seed=6, keys=400, updates=800)
+        write_files(tmp_path / "in", records(changes), files=FILES)
+        config = config_for(tmp_path, f"sqlite://{mount_point / 'sink.db'}", "full")
+        with pytest.raises(SinkFailure) as failure:
+            run_pipeline(config, spark)
+        message = str(failure.value)
+        assert f"the SQLite sink {mount_point / 'sink.db'} failed on micro-batch" in message
+        assert "full" in message and "run the job again" in message
+        subprocess.run(["mount", "-o", "remount,size=64m", str(mount_point)], check=True)
+        check_restart(spark, config, changes, tmp_path / "reference")
+    finally:
+        subprocess.run(["umount", "-l", str(mount_point)], check=False)
+        os.sync()
