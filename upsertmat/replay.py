@@ -56,7 +56,7 @@ from .recovery import (
 )
 from .session import StateSession
 from .spec import Change, ConflictError, Keys, Materializer, parse_equalizer
-from .statedir import DEAD_LETTER_NAME
+from .statedir import DEAD_LETTER_NAME, is_json_value
 
 NAME = "replay"
 PREFIX = f"upsertmat {NAME}"
@@ -701,6 +701,13 @@ def _damage_behind(materializer: Materializer, settings: Settings) -> CorruptSta
         return None
     try:
         check()
+        # A well-shaped layout may still hold a value JSON cannot carry (a msgpack timestamp
+        # extension inside a row): the stored rows must be JSON values.
+        export = getattr(materializer, "export_elements", None)
+        for context, elements in export() if export is not None else ():
+            for row, _ in elements:
+                if not all(is_json_value(value) for value in row):
+                    raise ValueError(f"a row of key {context!r} holds a value JSON cannot carry")
     except Exception as error:  # a LayoutError, or the check itself tripping over a bad value
         return CorruptStateError(
             f"damaged state: the {settings.backend.value} state does not hold a valid "

@@ -535,7 +535,7 @@ def _history(entry: object, manifest: Manifest, keys: Keys) -> tuple[bytes, list
         raise ValueError("an entry's stamps are not one integer per row")
     history: list[Row] = []
     for row in rows:
-        if not all(_is_json_value(value) for value in row):
+        if not all(is_json_value(value) for value in row):
             raise ValueError("a row holds a value JSON cannot carry (bytes, an extension type, NaN, ...)")
         if manifest.arity is not None and len(row) != manifest.arity:
             raise ValueError(f"a row has {len(row)} columns, the manifest says {manifest.arity}")
@@ -545,7 +545,7 @@ def _history(entry: object, manifest: Manifest, keys: Keys) -> tuple[bytes, list
     return context, list(zip(history, stamps, strict=True))
 
 
-def _is_json_value(value: object, depth: int = 0) -> bool:
+def is_json_value(value: object, depth: int = 0) -> bool:
     """True for what a JSON Lines input can hold: null, booleans, integers, finite floats,
     strings, and arrays and objects (string keys) of those, nested at most 1,000 deep."""
     if value is None or isinstance(value, bool | int | str):
@@ -555,7 +555,7 @@ def _is_json_value(value: object, depth: int = 0) -> bool:
     if depth >= 1000:
         return False
     if isinstance(value, list):
-        return all(_is_json_value(item, depth + 1) for item in value)
+        return all(is_json_value(item, depth + 1) for item in value)
     if isinstance(value, dict):
-        return all(isinstance(key, str) and _is_json_value(item, depth + 1) for key, item in value.items())
+        return all(isinstance(key, str) and is_json_value(item, depth + 1) for key, item in value.items())
     return False

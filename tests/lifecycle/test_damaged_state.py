@@ -192,3 +192,40 @@ def test_savepoint_of_a_hostile_byte_state_is_refused(tmp_path: Path, backend: s
     assert rewrite_values(tmp_path, backend, HOSTILE_VALUES[kind]) > 0
     refused(savepoint(tmp_path), "damaged state")
     assert not (tmp_path / "sp").exists() or not any((tmp_path / "sp").iterdir())
+
+
+@pytest.mark.parametrize("backend", ["rocksdb", "lmdb"])
+def test_a_timestamp_inside_a_well_shaped_row_is_damaged_state(tmp_path: Path, backend: str) -> None:
+    """The layout is intact, but a row holds a msgpack timestamp: found when it reaches the output."""
+    assert replay(tmp_path, backend, stream(0, 60), part=0, strategy="VALUE").returncode == 0
+    database = tmp_path / "st" / backend / "materializer" / "db"
+    prefix = b"v\x05value"
+
+    def poison(data: bytes) -> bytes:
+        rows, stamps, matches = msgpack.unpackb(data, raw=False)
+        rows = [[*row[:-1], msgpack.Timestamp(1)] for row in rows]
+        return msgpack.packb([rows, stamps, matches], use_bin_type=True)
+
+    if backend == "rocksdb":
+        db = Rdict(str(database), options=Options(raw_mode=True))
+        try:
+            for key in [key for key in db.keys() if isinstance(key, bytes) and key.startswith(prefix)]:  # noqa: SIM118
+                stored = db[key]
+                assert isinstance(stored, bytes)
+                db[key] = poison(stored)
+        finally:
+            db.close()
+    else:
+        env = lmdb.open(str(database), subdir=True, max_dbs=0)
+        try:
+            with env.begin(write=True) as txn:
+                for key, data in list(txn.cursor()):
+                    if bytes(key).startswith(prefix):
+                        txn.put(bytes(key), poison(bytes(data)))
+        finally:
+            env.close()
+    # Retract the last rows of key 0: a rollback +U (rule 9) emits a poisoned row.
+    retractions = "".join(json.dumps({"op": "-U", "row": [0, u, "x"]}) + "\n" for u in (0, 1, 2))
+    refused(
+        replay(tmp_path, backend, retractions, part=1, strategy="VALUE"), "damaged state", "JSON cannot carry"
+    )
