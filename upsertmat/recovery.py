@@ -25,7 +25,7 @@ import os
 import stat
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Protocol
+from typing import IO, Any, Literal, Protocol
 
 from .errors import StateDirError
 from .impls.state import StateBackend, ValueState
@@ -104,27 +104,23 @@ class PositionRecord:
         record: PositionRecord = cls(backend)
         return record
 
-    def read(self) -> Position | None:
-        """The last committed position, or None if none was ever written.
+    def read(self) -> Position | Literal["legacy"] | None:
+        """The last committed position; None if none was ever written; ``"legacy"`` for the
+        4-field record of upsertmat versions before reruns were recognised. One read.
 
-        StateDirError for a damaged record, and for the 4-field record of upsertmat versions
-        before reruns were recognised (only the caller knows whether it matters: see
-        :meth:`read_legacy`).
+        StateDirError for a damaged record.
         """
         value = self._state.get(RECORD_KEY)
         if value is None:
             return None
+        if isinstance(value, list) and len(value) == 4:
+            return "legacy"
         position = Position.from_record(value)
         if position is None:
             raise StateDirError(
                 f"damaged replay position record in the {self._backend.name} state: {value!r}"
             )
         return position
-
-    def is_legacy(self) -> bool:
-        """True if the stored record is the 4-field one of earlier upsertmat versions."""
-        value = self._state.get(RECORD_KEY)
-        return isinstance(value, list) and len(value) == 4
 
     def hold(self) -> None:
         """From now until :meth:`commit`, the implementation's commits are deferred."""

@@ -289,6 +289,7 @@ class _Run:
         self._dead_letter: IO[bytes] | None = None
         self.input: ConsumedInput | None = None
         self.input_name = "-" if args.input == "-" else os.path.abspath(args.input)
+        self.input_regular = False  # a regular file can be read twice; stdin and pipes cannot
         self.sink: IO[bytes] | None = None
         byte_backend = settings.backend is not Backend.HEAP
         interval = args.checkpoint_every or settings.checkpoint_interval
@@ -342,7 +343,7 @@ class _Run:
                 return None
             self._resume_from(position, check=True)
             return None
-        if not is_regular(source):
+        if not self.input_regular:
             if position.lines:
                 raise StateDirError(
                     "cannot tell a rerun from a continuation: the input is not a regular file (stdin or a "
@@ -496,7 +497,7 @@ class _Run:
         process = materializer.process
         check = self.shape.check
         write = self.sink.write
-        flush_each = self.interval is None or not self._input_is_regular()
+        flush_each = self.interval is None or not self.input_regular
         flush = self.sink.flush
         progress = Progress(PREFIX, Progress.wanted(self.args.progress))
         fail = self.args.on_error == "fail"
@@ -557,9 +558,6 @@ class _Run:
                 return ExitCode.BAD_INPUT
         progress.finish(counts.consumed, counts.emitted, counts.skipped)
         return ExitCode.OK if guard.received is None else 128 + guard.received
-
-    def _input_is_regular(self) -> bool:
-        return self.args.input != "-" and os.path.isfile(self.args.input)
 
     def _watermark(
         self,
@@ -823,6 +821,7 @@ def run(args: argparse.Namespace) -> int:
         source = _open_input(args.input)
         if args.input != "-":
             stack.enter_context(source)
+        job.input_regular = is_regular(source)
         if state is not None:
             rerun = job.plan(source)
             if rerun is not None:

@@ -173,20 +173,20 @@ class StateSession:
         assert self.manifest is not None
         manifest = self.manifest
         where = f"{self.directory.manifest_path} and the {manifest.backend} database in {self.path}"
-        if self.fresh and (record.is_legacy() or record.read() is not None):
+        committed = record.read()
+        if self.fresh and committed is not None:
             raise StateDirError(
                 f"{self.path} has no manifest.json but its {manifest.backend} database holds committed "
                 "state: the manifest was lost; refusing to start from it (restore a savepoint into a new "
                 "--state-dir)"
             )
-        if record.is_legacy():
+        if committed == "legacy":
             if manifest.in_progress:
                 raise StateDirError(
                     f"the last run on {self.path} was killed while an older upsertmat ran it; "
                     "finish it with that version, or restore a savepoint into a new --state-dir"
                 )
             return position_of(manifest)
-        committed = record.read()
         if committed is None:
             if manifest.lines and not manifest.in_progress:
                 raise StateDirError(

@@ -290,9 +290,6 @@ def open_regular(path: Path, what: str, limit: int | None = None) -> IO[bytes]:
         raise StateDirError(f"cannot read {what} {path}: {error.strerror}") from None
 
 
-write_atomically = files.write_atomically
-
-
 class StateDir:
     """A locked state directory. Use as a context manager: ``with StateDir(path) as sd: ...``.
 
@@ -445,13 +442,13 @@ class StateDir:
         if histories is not None:
             snapshot = f"{_SNAPSHOT_PREFIX}{generation:08d}{_SNAPSHOT_SUFFIX}"
             hasher = hashlib.sha256()
-            write_atomically(
+            files.write_atomically(
                 self.path / snapshot, lambda stream: _write_snapshot(stream, hasher, manifest, histories)
             )
             digest = hasher.hexdigest()
         saved = replace(manifest, generation=generation, snapshot=snapshot, snapshot_sha256=digest)
         text = json.dumps(saved.to_json(), indent=2) + "\n"
-        write_atomically(self.manifest_path, lambda stream: _write_bytes(stream, text.encode("utf-8")))
+        files.write_atomically(self.manifest_path, lambda stream: _write_bytes(stream, text.encode("utf-8")))
         for name in os.listdir(self.path):
             if name.startswith(_SNAPSHOT_PREFIX) and name.endswith(_SNAPSHOT_SUFFIX) and name != snapshot:
                 (self.path / name).unlink()

@@ -13,35 +13,18 @@ import json
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from upsertmat.errors import ExitCode
 
+if TYPE_CHECKING:
+    from conftest import Tmpfs  # the fixture's type (tests/conftest.py)
+
 SCRIPT = shutil.which("upsertmat") or str(Path(sys.executable).with_name("upsertmat"))
 BACKENDS = {"heap": "MAP", "rocksdb": "MAP", "lmdb": "SORTED"}
-
-
-@pytest.fixture
-def small_fs(tmp_path: Path) -> Iterator[Path]:
-    """A 3 MiB tmpfs at ``tmp_path/fs``, unmounted afterwards."""
-    mount_point = tmp_path / "fs"
-    mount_point.mkdir()
-    mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(mount_point)], capture_output=True, text=True
-    )
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a size-limited tmpfs here: {mounted.stderr.strip()}")
-    try:
-        yield mount_point
-    finally:
-        subprocess.run(["umount", "-l", str(mount_point)], check=False)
-
-
-def grow(mount_point: Path) -> None:
-    subprocess.run(["mount", "-o", "remount,size=256m", str(mount_point)], check=True)
 
 
 def source(tmp_path: Path) -> Path:
@@ -63,9 +46,10 @@ def replay(backend: str, state: Path, output: Path, input_path: Path) -> subproc
 @pytest.mark.parametrize("backend", list(BACKENDS))
 @pytest.mark.parametrize("full", ["state", "output"])
 def test_a_full_disk_is_a_clear_error_and_the_rerun_is_exact(
-    tmp_path: Path, small_fs: Path, backend: str, full: str
+    tmp_path: Path, small_tmpfs: Tmpfs, backend: str, full: str
 ) -> None:
     input_path = source(tmp_path)
+    small_fs = small_tmpfs.path
     reference = replay(backend, tmp_path / "ref-state", tmp_path / "ref.jsonl", input_path)
     assert reference.returncode == 0, reference.stderr
     state = small_fs / "st" if full == "state" else tmp_path / "st"
@@ -76,7 +60,7 @@ def test_a_full_disk_is_a_clear_error_and_the_rerun_is_exact(
     assert "No space left on device" in failed.stderr or "cannot reserve" in failed.stderr
     assert str(small_fs) in failed.stderr
     assert "run the same command again" in failed.stderr
-    grow(small_fs)
+    small_tmpfs.resize("256m")
     again = replay(backend, state, output, input_path)
     assert again.returncode == 0, again.stderr
     assert output.read_bytes() == (tmp_path / "ref.jsonl").read_bytes()

@@ -7,10 +7,9 @@ SQLite sink lives on a small tmpfs that fills up (and is remounted larger).
 
 from __future__ import annotations
 
-import os
-import subprocess
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from pyspark.sql import SparkSession
@@ -24,6 +23,9 @@ from upsertmat.spec import Change
 from .postgres import PostgresServer, server_binaries
 from .test_recovery import count_batches
 from .workload import SCHEMA, changelog, model_table, normalized, records, write_files
+
+if TYPE_CHECKING:
+    from conftest import Tmpfs  # the fixture's type (tests/conftest.py)
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -87,27 +89,18 @@ def test_a_postgres_sink_that_goes_away_stops_the_query_and_a_restart_continues_
         server.remove()
 
 
+@pytest.mark.parametrize("small_tmpfs", ["64k"], indirect=True)
 def test_a_full_sqlite_sink_stops_the_query_and_a_restart_after_freeing_space_continues_once(
-    spark: SparkSession, tmp_path: Path
+    spark: SparkSession, tmp_path: Path, small_tmpfs: Tmpfs
 ) -> None:
-    mount_point = tmp_path / "fs"
-    mount_point.mkdir()
-    mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mount_point)], capture_output=True, text=True
-    )
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a size-limited tmpfs here: {mounted.stderr.strip()}")
-    try:
-        changes = changelog(seed=6, keys=400, updates=800)
-        write_files(tmp_path / "in", records(changes), files=FILES)
-        config = config_for(tmp_path, f"sqlite://{mount_point / 'sink.db'}", "full")
-        with pytest.raises(SinkFailure) as failure:
-            run_pipeline(config, spark)
-        message = str(failure.value)
-        assert f"the SQLite sink {mount_point / 'sink.db'} failed on micro-batch" in message
-        assert "full" in message and "run the job again" in message
-        subprocess.run(["mount", "-o", "remount,size=64m", str(mount_point)], check=True)
-        check_restart(spark, config, changes, tmp_path / "reference")
-    finally:
-        subprocess.run(["umount", "-l", str(mount_point)], check=False)
-        os.sync()
+    changes = changelog(seed=6, keys=400, updates=800)
+    write_files(tmp_path / "in", records(changes), files=FILES)
+    sink = small_tmpfs.path / "sink.db"
+    config = config_for(tmp_path, f"sqlite://{sink}", "full")
+    with pytest.raises(SinkFailure) as failure:
+        run_pipeline(config, spark)
+    message = str(failure.value)
+    assert f"the SQLite sink {sink} failed on micro-batch" in message
+    assert "full" in message and "run the job again" in message
+    small_tmpfs.resize("64m")
+    check_restart(spark, config, changes, tmp_path / "reference")

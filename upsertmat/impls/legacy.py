@@ -58,10 +58,7 @@ class LegacyMaterializer(StrategyBase):
                 self._expire_due()  # a late record: the key it just wrote is already invisible
             self.backend.commit()
         except BaseException as error:
-            failure = self._failed(misses, error)
-            if failure is None:
-                raise
-            raise failure from error
+            self._fail(misses, error)
         return emitted
 
     def process_many(

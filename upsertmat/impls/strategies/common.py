@@ -10,14 +10,14 @@ from __future__ import annotations
 import logging
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 from ...spec import Change, Element, Granularity, Keys, Row, RowKind, TimeDomain, UpdateType
 from ..encoding import KeyEncoder
 from ..settings import Settings
 from ..state import CorruptStateError, MapState, StateBackend, ValueState
 from ..state.codec import decode_seq, encode_seq
-from ..state.errors import StateError, storage_failure
+from ..state.errors import storage_failure
 from .prefetch import PrefetchedMapState, PrefetchedValueState
 from .timers import Timers
 
@@ -228,18 +228,17 @@ class StrategyBase(ABC):
                 self._expire_due()  # a late record: what it just wrote is already invisible
             self.backend.commit()
         except BaseException as error:
-            failure = self._failed(misses, error)
-            if failure is None:
-                raise
-            raise failure from error
+            self._fail(misses, error)
         return emitted
 
-    def _failed(self, misses: int, error: BaseException) -> StateError | None:
-        """Roll back a failed input; the classified storage error to raise instead of ``error``
-        (None: re-raise ``error`` itself)."""
+    def _fail(self, misses: int, error: BaseException) -> NoReturn:
+        """Roll back a failed input and raise: ``error`` classified as a storage failure
+        (:func:`~upsertmat.impls.state.errors.storage_failure`), or ``error`` itself."""
         self._roll_back(misses)
         failure = storage_failure(self.backend, error)
-        return None if failure is error else failure
+        if failure is None or failure is error:
+            raise error
+        raise failure from error
 
     def _roll_back(self, misses: int) -> None:
         """Undo the uncommitted writes of a failed call; forget in-memory hints derived from them."""
@@ -281,10 +280,7 @@ class StrategyBase(ABC):
                     self._expire_due()
                 commit()
             except BaseException as error:
-                failure = self._failed(misses, error)
-                if failure is None:
-                    raise
-                raise failure from error
+                self._fail(misses, error)
             append(emitted)
         return out
 
@@ -339,10 +335,7 @@ class StrategyBase(ABC):
                     self._expire_due()
                 commit()
             except BaseException as error:
-                failure = self._failed(misses, error)
-                if failure is None:
-                    raise
-                raise failure from error
+                self._fail(misses, error)
             out.append(emitted)
 
     @abstractmethod
@@ -404,10 +397,7 @@ class StrategyBase(ABC):
                     self.backend.commit()
             except BaseException as error:
                 self._now = previous
-                failure = self._failed(self.retract_misses, error)
-                if failure is None:
-                    raise
-                raise failure from error
+                self._fail(self.retract_misses, error)
 
     def histories(self) -> Iterator[tuple[bytes, list[Row]]]:
         """Every non-empty context key with its rows in insertion order (a full scan)."""
