@@ -121,13 +121,19 @@ UNRELATED_TEST = """
 from hypothesis import given, settings, strategies as st
 
 def test_profile_untouched():
-    assert settings.get_current_profile_name() == "default"
-    assert settings.default.max_examples == 100 and settings.default.database is not None
+    current = settings.default
+    print("PROFILE", settings.get_current_profile_name(), current.max_examples, current.database is not None)
 
 @given(st.integers())
 def test_some_property(n):
     assert n == n
 """
+
+
+def _profile_line(result: pytest.RunResult) -> str:
+    lines = [line[line.index("PROFILE ") :] for line in result.stdout.lines if "PROFILE " in line]
+    assert len(lines) == 1, result.stdout.str()
+    return lines[0]
 
 
 @pytest.mark.parametrize("variable", [None, "upsertmat-ci", "ci", "no-such-profile"])
@@ -140,8 +146,13 @@ def test_an_unrelated_project_keeps_its_hypothesis_settings(
     else:
         monkeypatch.setenv("HYPOTHESIS_PROFILE", variable)
     pytester.makepyfile(test_unrelated=UNRELATED_TEST)
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    # Hypothesis picks a profile on its own (its built-in "ci" one when a CI variable is set), so
+    # the expectation is what the same session picks without the plugin.
+    without = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:upsertmat", "-s")
+    without.assert_outcomes(passed=2)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-s")
     result.assert_outcomes(passed=2)
+    assert _profile_line(result) == _profile_line(without)
     assert "upsertmat" not in "\n".join(line for line in result.stdout.lines if "plugins:" not in line)
 
 
