@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -156,3 +157,41 @@ def test_the_conflict_strategy_is_part_of_the_state_directory(tmp_path: Path) ->
     heap = replay("--pk", "0", *nothing, "--state-dir", tmp_path / "heap", first)
     assert heap.returncode == ExitCode.USAGE
     assert "ON CONFLICT DO NOTHING on heap cannot export its state" in heap.stderr
+
+
+def upsertmat(*argv: str | Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([SCRIPT, *map(str, argv)], capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize("backend", ["rocksdb", "lmdb"])
+def test_savepoint_completes_a_run_killed_after_its_final_commit_as_a_rerun_would(
+    tmp_path: Path, backend: str
+) -> None:
+    """The database says the run finished; the manifest, saved before the kill, says it began.
+
+    ``savepoint`` follows the rerun rules (the run is complete) instead of refusing, writes the
+    savepoint of the finished run, and the manifest is brought up to date.
+    """
+    state, out = tmp_path / "st", tmp_path / "out.jsonl"
+    args: list[str | Path] = ["--pk", "0", "--backend", backend, "--strategy", "map", "-q",
+                              "--state-dir", state, "-o", out, EXAMPLE]  # fmt: skip
+    assert replay(*args).returncode == 0
+    finished = json.loads((state / MANIFEST_NAME).read_text())
+    begun = dict(finished, in_progress=True, runs=[], lines=0, now=0, retract_misses=0, output_bytes=0,
+                 input_bytes=0, input_sha256=hashlib.sha256(b"").hexdigest())  # fmt: skip
+    (state / MANIFEST_NAME).write_text(json.dumps(begun))
+    saved = upsertmat("savepoint", "--state-dir", state, "-o", tmp_path / "sp")
+    assert saved.returncode == 0, saved.stderr
+    assert "stream line 24" in saved.stderr
+    completed = json.loads((state / MANIFEST_NAME).read_text())
+    assert (completed["in_progress"], completed["lines"], completed["runs"]) == (False, 24, finished["runs"])
+    summary = json.loads(upsertmat("inspect", tmp_path / "sp").stdout)
+    assert summary["extra"]["lines"] == 24 and summary["retract_misses"] == 1
+    # The restored directory recognises the run: the same command on it is a rerun.
+    restored = tmp_path / "st2"
+    assert upsertmat("restore", tmp_path / "sp", "--state-dir", restored, "--strategy", "sorted",
+                     "--backend", backend).returncode == 0  # fmt: skip
+    again = replay("--pk", "0", "--backend", backend, "--strategy", "sorted", "--state-dir", restored,
+                   "-o", tmp_path / "out2.jsonl", EXAMPLE)  # fmt: skip
+    assert again.returncode == 0, again.stderr
+    assert "was already applied completely by run 1" in again.stderr

@@ -691,11 +691,12 @@ def _close_quietly(sink: IO[bytes], is_stdout: bool) -> None:
 
 
 def _damage_behind(materializer: Materializer, settings: Settings) -> CorruptStateError | None:
-    """After an implementation raised: is the stored state damaged (a value of the wrong shape,
-    a broken link) rather than the code wrong? Runs the layout's own ``_check()`` over the
-    committed state (a full scan, only after a failure). None: the state looks sound (a bug)."""
+    """After an implementation raised on state read from a database: is the stored state
+    damaged (a value of the wrong shape, a broken link) rather than the code wrong? Runs the
+    layout's own ``_check()`` over the committed state (a full scan, only after a failure).
+    None: the state looks sound (a bug)."""
     check = getattr(materializer, "_check", None)
-    if settings.backend is Backend.HEAP or check is None:
+    if check is None:
         return None
     try:
         check()
@@ -806,9 +807,8 @@ def run(args: argparse.Namespace) -> int:
     with contextlib.ExitStack() as stack:
         state: StateSession | None = None
         if args.state_dir is not None:
-            if settings.backend is not Backend.HEAP:
-                settings = replace(settings, state_dir=Path(args.state_dir))
             state = stack.enter_context(StateSession(Path(args.state_dir), keys, settings, args.arity))
+            settings = state.settings
         job = _Run(args, settings, keys, state)
         stack.callback(job.close)
         materializer = _create(keys, settings)
@@ -846,7 +846,9 @@ def run(args: argparse.Namespace) -> int:
         except StateError as error:
             raise _state_failure(error, state) from None
         except (ArithmeticError, AssertionError, LookupError, TypeError, ValueError) as error:
-            damage = _damage_behind(materializer, settings) if state is not None else None
+            damage = (
+                _damage_behind(materializer, settings) if state is not None and state.in_database else None
+            )
             if damage is None:
                 raise
             raise _state_failure(damage, state) from error

@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import secrets
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -28,11 +27,11 @@ from .cliconfig import add_config_arguments, positive_int, settings_from_args
 from .errors import CliError, ExitCode, StateDirError
 from .impls import ConfigError, Settings, UnknownImplementation, create
 from .impls.lifecycle import DEFAULT_MAX_PARALLELISM, Savepoint, SavepointError, export_state, write_savepoint
-from .impls.settings import Backend, Strategy
 from .impls.state.errors import BackendUnavailableError, StateError, StorageError
-from .recovery import EMPTY_SHA256, Position, PositionRecord
+from .recovery import EMPTY_SHA256, Position
+from .session import StateSession
 from .spec import Keys, Materializer, parse_equalizer
-from .statedir import Manifest, RunRecord, StateDir, ttl_from_record, ttl_record, ttl_text
+from .statedir import RunRecord
 
 EXIT_CODES = (
     "exit codes: 0 ok, 2 usage or configuration error, 3 state directory or savepoint refused, 4 I/O error."
@@ -148,56 +147,31 @@ def _explicit_ttl(args: argparse.Namespace) -> bool:
 
 def run_savepoint(args: argparse.Namespace) -> int:
     """Execute ``upsertmat savepoint``."""
-    base = _settings(args)
-    with StateDir(args.state_dir) as state:
-        manifest = state.load_manifest()
-        if manifest is None:
-            raise StateDirError(f"{args.state_dir} holds no replay state (no manifest.json)")
-        if manifest.in_progress:
-            raise StateDirError(
-                f"the last run on {args.state_dir} was killed or stopped and not yet finished; run the same "
-                "command again first (or go on with --stream-line), so the savepoint has a definite stream "
-                "position"
-            )
-        keys = _keys(
-            manifest.pk,
-            manifest.upsert_key,
-            manifest.equalizer,
-            manifest.equalizer_fingerprint,
-            state.manifest_path,
-        )
-        settings = replace(base, strategy=Strategy(manifest.strategy), backend=Backend(manifest.backend))
-        if manifest.ttl is not None:
-            recorded = ttl_from_record(manifest.ttl)
-            if _explicit_ttl(args) and settings.ttl != recorded:
-                raise StateDirError(
-                    f"the TTL given is {ttl_text(settings.ttl)} but {args.state_dir} was written with "
-                    f"{ttl_text(recorded)}; omit the TTL options (the state directory's are used)"
-                )
-            settings = replace(settings, ttl=recorded)
-        if settings.backend is not Backend.HEAP:
-            settings = replace(settings, state_dir=state.path)
-        materializer = _create(keys, settings)
+    with StateSession.existing(args.state_dir, _settings(args), ttl_given=_explicit_ttl(args)) as session:
+        materializer = _create(session.keys, session.settings)
         try:
-            if settings.backend is Backend.HEAP:
-                from .impls.lifecycle import import_state
-
-                import_state(materializer, state.load_snapshot(manifest, keys), manifest.now)
-            elif manifest.now:
-                materializer.advance_time(manifest.now)
+            position = _attach(session, materializer)
+            if not position.done:
+                raise StateDirError(
+                    f"the last run on {args.state_dir} was killed or stopped and not yet finished; run the "
+                    "same command again first (or go on with --stream-line), so the savepoint has a definite "
+                    "stream position"
+                )
+            manifest = session.manifest
+            assert manifest is not None
             try:
                 written = write_savepoint(
                     args.output,
                     export_state(materializer),
-                    keys=keys,
-                    now=manifest.now,
-                    ttl=settings.ttl,
+                    keys=session.keys,
+                    now=position.now,
+                    ttl=session.settings.ttl,
                     max_parallelism=args.max_parallelism,
-                    retract_misses=manifest.retract_misses,
+                    retract_misses=position.misses,
                     source={"strategy": manifest.strategy, "backend": manifest.backend, "parallelism": 1},
                     extra={
-                        "lines": manifest.lines,
-                        "arity": manifest.arity,
+                        "lines": position.lines,
+                        "arity": session.arity,
                         "runs": [run.to_json() for run in manifest.runs],
                     },
                 )
@@ -222,10 +196,20 @@ def run_savepoint(args: argparse.Namespace) -> int:
             materializer.close()
     print(
         f"upsertmat savepoint: wrote {args.output}: {written.key_count} key(s), {written.element_count} "
-        f"element(s) in {len(written.files)} key group file(s), stream line {manifest.lines}",
+        f"element(s) in {len(written.files)} key group file(s), stream line {position.lines}",
         file=sys.stderr,
     )
     return int(ExitCode.OK)
+
+
+def _attach(session: StateSession, materializer: Materializer) -> Position:
+    """``session.attach(materializer)``, with a storage engine's refusal as a CLI error."""
+    try:
+        return session.attach(materializer)
+    except StorageError as error:
+        raise CliError(f"{error}; free space (or fix the device) and try again", ExitCode.IO) from None
+    except StateError as error:
+        raise StateDirError(str(error)) from None
 
 
 def _extra_int(extra: dict[str, Any], name: str, default: int | None) -> int | None:
@@ -269,54 +253,36 @@ def run_restore(args: argparse.Namespace) -> int:
     lines = _extra_int(sp.extra, "lines", 0) or 0
     arity = _extra_int(sp.extra, "arity", None)
     runs = _extra_runs(sp.extra)
-    with StateDir(args.state_dir) as state:
-        if state.load_manifest() is not None:
+    with StateSession(args.state_dir, keys, settings, arity) as session:
+        if not session.fresh:
             raise StateDirError(f"{args.state_dir} already holds replay state; restore into a new directory")
-        if settings.backend is not Backend.HEAP:
-            settings = replace(settings, state_dir=state.path)
+        settings = session.settings
         materializer = _create(keys, settings)
         with contextlib.ExitStack() as stack:
             stack.callback(materializer.close)
+            _attach(session, materializer)
             try:
                 restored = savepoint.load_into(
                     materializer, keys, ttl=settings.ttl, parallelism=args.parallelism, index=args.index
                 )
             except SavepointError as error:
                 raise _savepoint_error(error) from None
-            histories = list(export_state(materializer)) if settings.backend is Backend.HEAP else None
-            state_id = secrets.token_hex(8)
-            record = PositionRecord.attach(materializer)
-            if record is not None:  # a byte backend: its committed position is the restored one
-                record.commit(
-                    Position(
-                        run_id=0,
-                        lines=lines,
-                        now=sp.now,
-                        misses=sp.retract_misses if args.index == 0 else 0,
-                        output_bytes=None,
-                        input_bytes=0,
-                        input_sha256=EMPTY_SHA256,
-                        dead_letter_bytes=None,
-                        done=True,
-                        state_id=state_id,
-                    )
-                )
-        manifest = Manifest(
-            pk=keys.pk,
-            upsert_key=keys.upsert_key,
-            strategy=settings.strategy.value,
-            backend=settings.backend.value,
-            equalizer=sp.equalizer.spec,
-            equalizer_fingerprint=sp.equalizer.fingerprint,
-            arity=arity,
-            lines=lines,
-            now=sp.now,
-            retract_misses=sp.retract_misses if args.index == 0 else 0,
-            ttl=ttl_record(settings.ttl),
-            state_id=state_id,
-            runs=runs,
-        )
-        state.save(manifest, histories)
+            session.restored(
+                materializer,
+                Position(
+                    run_id=0,
+                    lines=lines,
+                    now=sp.now,
+                    misses=sp.retract_misses if args.index == 0 else 0,
+                    output_bytes=None,
+                    input_bytes=0,
+                    input_sha256=EMPTY_SHA256,
+                    dead_letter_bytes=None,
+                    done=True,
+                    state_id=None,
+                ),
+                runs,
+            )
     print(
         f"upsertmat restore: {args.state_dir} holds {restored} key(s) of {args.savepoint} "
         f"(instance {args.index} of {args.parallelism}, {settings.strategy.value}/{settings.backend.value}); "

@@ -9,6 +9,12 @@ caller hands it positions: :meth:`start_run`, :meth:`commit`, :meth:`finish`. He
 saved as a snapshot named by the manifest; byte backends commit the position inside their own
 database (atomically with the state) and the manifest is brought up to date when a run starts
 and ends. The rules a restart follows are in docs/operations.md ("Crash recovery").
+
+The front ends are thin shells over it: ``replay`` opens a session with its own keys and
+settings; ``savepoint`` opens an existing one with :meth:`StateSession.existing` (keys and
+settings come from the manifest) and exports the attached state; ``restore`` opens a new one,
+loads a savepoint into the attached materializer and seals it with :meth:`restored`. Whether
+the state lives in a heap snapshot or in a database is this module's business only.
 """
 
 from __future__ import annotations
@@ -20,10 +26,11 @@ from pathlib import Path
 from .errors import CliError, StateDirError
 from .impls.config import BACKEND, CONFLICT_STRATEGY, STRATEGY, TTL
 from .impls.lifecycle import export_state, import_state, supports_transfer
-from .impls.settings import Backend, Settings
+from .impls.settings import Backend, Settings, Strategy
 from .impls.state import backend_database
 from .recovery import EMPTY_SHA256, Position, PositionRecord
-from .spec import Keys, Materializer, equalizer_spec
+from .spec import Keys, Materializer, equalizer_spec, parse_equalizer
+from .spec.conflict import ConflictBehavior
 from .statedir import Manifest, RunRecord, StateDir, ttl_from_record, ttl_record, ttl_text
 
 
@@ -36,14 +43,39 @@ class StateSession:
     """An open, locked state directory for one run. Use as a context manager."""
 
     def __init__(self, path: Path, keys: Keys, settings: Settings, arity: int | None) -> None:
+        """A session for ``keys`` and ``settings`` (the manifest must agree, or is created).
+
+        ``settings`` is taken as given except ``state_dir``, which this session sets to
+        ``path`` for a backend that keeps its database there: create the materializer from
+        :attr:`settings`.
+        """
         self.directory = StateDir(path)
         self.keys = keys
-        self.settings = settings
+        self.settings = _in_directory(settings, path)
         self.arity = arity
         self.manifest: Manifest | None = None
         self.fresh = False  # no manifest yet: a new state directory
         self.record: PositionRecord | None = None
         self.position: Position | None = None  # the committed position to go on from
+        self._adopt_ttl: bool | None = None  # existing(): None; else whether a TTL was given
+
+    @classmethod
+    def existing(cls, path: Path, settings: Settings, *, ttl_given: bool) -> StateSession:
+        """A session on the state directory ``path`` as it is: keys, strategy, backend,
+        conflict strategy and TTL come from its manifest (the rest of ``settings`` is used).
+
+        Entering it refuses a directory without replay state, and a TTL that was given
+        (``ttl_given``) and differs from the recorded one.
+        """
+        session = cls(path, Keys(pk=(0,)), settings, None)
+        session._adopt_ttl = ttl_given
+        return session
+
+    @property
+    def in_database(self) -> bool:
+        """True once :meth:`attach` found the state in a byte backend's database (its
+        position committed with it); False for heap state kept as snapshots."""
+        return self.record is not None
 
     @property
     def path(self) -> Path:
@@ -81,8 +113,10 @@ class StateSession:
 
     def _load(self) -> None:
         """Load the manifest (or start a new one); refuse one that does not match this run."""
-        wanted = self._identity()
         found = self.directory.load_manifest()
+        if self._adopt_ttl is not None:
+            self._adopt(found, self._adopt_ttl)
+        wanted = self._identity()
         if found is None:
             self.manifest, self.fresh = wanted, True
             return
@@ -135,6 +169,37 @@ class StateSession:
             state_id=found.state_id or wanted.state_id,
             conflict=found.conflict or wanted.conflict,
         )
+
+    def _adopt(self, found: Manifest | None, ttl_given: bool) -> None:
+        """Take keys and settings from ``found`` (:meth:`existing`)."""
+        if found is None:
+            raise StateDirError(f"{self.path} holds no replay state (no manifest.json)")
+        where = self.directory.manifest_path
+        try:
+            keys = Keys(pk=found.pk, upsert_key=found.upsert_key, equalizer=parse_equalizer(found.equalizer))
+            settings = replace(
+                self.settings,
+                strategy=Strategy(found.strategy),
+                backend=Backend(found.backend),
+                conflict=ConflictBehavior(found.conflict or "DEDUPLICATE"),
+            )
+        except ValueError as error:
+            raise StateDirError(f"{where}: {error}") from None
+        if keys.equalizer.fingerprint != found.equalizer_fingerprint:
+            raise StateDirError(
+                f"{where} records equalizer {found.equalizer} with fingerprint "
+                f"{found.equalizer_fingerprint}, but this upsertmat's {found.equalizer} has fingerprint "
+                f"{keys.equalizer.fingerprint}; refusing to mix them"
+            )
+        if found.ttl is not None:
+            recorded = ttl_from_record(found.ttl)
+            if ttl_given and settings.ttl != recorded:
+                raise StateDirError(
+                    f"the TTL given is {ttl_text(settings.ttl)} but {self.path} was written with "
+                    f"{ttl_text(recorded)}; omit the TTL options (the state directory's are used)"
+                )
+            settings = replace(settings, ttl=recorded)
+        self.keys, self.settings, self.arity = keys, _in_directory(settings, self.path), found.arity
 
     def attach(self, materializer: Materializer) -> Position:
         """Load the state into ``materializer`` and return the committed position to go on from.
@@ -268,6 +333,20 @@ class StateSession:
                 manifest = self._finished(manifest, position)
             self.manifest = self.directory.save(manifest, None)
 
+    def restored(self, materializer: Materializer, position: Position, runs: tuple[RunRecord, ...]) -> None:
+        """Seal a new directory whose attached ``materializer`` was loaded from a savepoint:
+        ``position`` (a finished one) and ``runs`` (the savepoint's completed runs, so reruns
+        of them stay recognisable) become the committed state. Only on a fresh session."""
+        assert self.manifest is not None and self.fresh and position.done
+        position = replace(position, run_id=0, state_id=self.manifest.state_id)
+        manifest = replace(with_position(self.manifest, position), arity=self.arity, runs=runs)
+        if self.record is not None:
+            self.record.commit(position)
+            self.manifest = self.directory.save(manifest, None)
+        else:
+            self.manifest = self.directory.save(manifest, export_state(materializer))
+        self.fresh = False
+
     def _finished(self, manifest: Manifest, position: Position) -> Manifest:
         """``manifest`` with run ``position.run_id`` completed at ``position``."""
         run = RunRecord(
@@ -285,6 +364,13 @@ class StateSession:
             output_bytes=None,
             runs=(*manifest.runs, run),
         )
+
+
+def _in_directory(settings: Settings, path: Path) -> Settings:
+    """``settings`` with ``state_dir`` = ``path`` for a backend that keeps a database there."""
+    if settings.backend in (Backend.ROCKSDB, Backend.LMDB):
+        return replace(settings, state_dir=path)
+    return settings
 
 
 def position_of(manifest: Manifest) -> Position:
