@@ -22,8 +22,8 @@ from upsertmat import __version__
 from upsertmat.cli import main
 from upsertmat.errors import ExitCode
 from upsertmat.impls import available
+from upsertmat.impls.persistence import MANIFEST_NAME
 from upsertmat.impls.settings import Backend
-from upsertmat.statedir import MANIFEST_NAME
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "out-of-order.jsonl"

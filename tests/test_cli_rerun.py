@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from upsertmat.errors import ExitCode
-from upsertmat.statedir import MANIFEST_NAME
+from upsertmat.impls.persistence import MANIFEST_NAME
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "out-of-order.jsonl"

@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from . import __version__, conformance_command, replay, savepoints
 from .bench import command as bench
 from .demo import command as demo
-from .errors import CliError, ExitCode
+from .errors import CliError, ExitCode, StateDirError, exit_code_of
 from .jobs import command as run_job
 from .plan import command as plan
 
@@ -66,6 +66,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CliError as error:
         print(f"upsertmat {args.command}: {error.message}", file=sys.stderr)
         return int(error.code)
+    except StateDirError as error:
+        print(f"upsertmat {args.command}: {error.message}", file=sys.stderr)
+        return int(exit_code_of(error))
     except Exception:
         traceback.print_exc()
         print(f"upsertmat {args.command}: internal error (a bug; please report it)", file=sys.stderr)

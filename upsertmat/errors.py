@@ -1,6 +1,7 @@
 """Exit codes of the command line and the error type that carries one.
 
-Every command reports a :class:`CliError` as one line ``upsertmat COMMAND: MESSAGE`` on
+Every command reports a :class:`CliError` (or a refused state directory,
+:class:`~upsertmat.impls.persistence.errors.StateDirError`) as one line ``upsertmat COMMAND: MESSAGE`` on
 stderr and exits with the error's code. The codes are part of the CLI's contract
 (``docs/cli.md``).
 """
@@ -8,6 +9,17 @@ stderr and exits with the error's code. The codes are part of the CLI's contract
 from __future__ import annotations
 
 import enum
+
+from .impls.persistence.errors import StateDirError, StateDirWriteError, UnsupportedStateDir
+
+__all__ = [
+    "CliError",
+    "ExitCode",
+    "StateDirError",
+    "StateDirWriteError",
+    "UnsupportedStateDir",
+    "exit_code_of",
+]
 
 
 class ExitCode(enum.IntEnum):
@@ -37,15 +49,11 @@ class CliError(Exception):
         self.code = code
 
 
-class StateDirError(CliError):
-    """A problem with ``--state-dir``: locked, mismatched, damaged or unusable."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message, ExitCode.STATE_DIR)
-
-
-class StateDirWriteError(CliError):
-    """Writing a file of ``--state-dir`` failed (a full disk, an I/O error): exit code 4."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message, ExitCode.IO)
+def exit_code_of(error: StateDirError) -> ExitCode:
+    """The exit code of a refused state directory: 4 for a failed write, 2 for an
+    implementation that cannot use one, 3 otherwise."""
+    if isinstance(error, StateDirWriteError):
+        return ExitCode.IO
+    if isinstance(error, UnsupportedStateDir):
+        return ExitCode.USAGE
+    return ExitCode.STATE_DIR

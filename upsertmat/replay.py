@@ -3,7 +3,7 @@
 One input line at a time: parse it (:mod:`upsertmat.jsonl`), check its row's shape, feed it to
 the materializer (or advance the clock), write the emitted change. Per line the cost is the
 materializer's plus O(length of the line). With ``--state-dir`` the state and the stream
-position persist (:mod:`upsertmat.session`), so a stream split over several runs produces,
+position persist (:mod:`upsertmat.impls.persistence.session`), so a stream split over several runs produces,
 concatenated, exactly the output of one run, and rerunning any command is safe.
 
 Commit points (with ``--state-dir``): every ``--checkpoint-every`` lines, at the end of the
@@ -41,11 +41,7 @@ from .errors import CliError, ExitCode, StateDirError
 from .impls import ConfigError, Settings, UnknownImplementation, create
 from .impls.config import CHECKPOINT_INTERVAL
 from .impls.conflict import Compacting
-from .impls.settings import Backend, TimeDomain
-from .impls.state.errors import BackendUnavailableError, CorruptStateError, StateError, StorageError
-from .jsonl import BadLine, ChangeLine, RowShape, format_change, format_dead_letter, parse_line
-from .progress import Progress
-from .recovery import (
+from .impls.persistence.recovery import (
     EMPTY_SHA256,
     ConsumedInput,
     Position,
@@ -54,9 +50,13 @@ from .recovery import (
     reopen_truncated,
     size_or_none,
 )
-from .session import StateSession
+from .impls.persistence.session import StateSession
+from .impls.persistence.statedir import DEAD_LETTER_NAME, is_json_value
+from .impls.settings import Backend, TimeDomain
+from .impls.state.errors import BackendUnavailableError, CorruptStateError, StateError, StorageError
+from .jsonl import BadLine, ChangeLine, RowShape, format_change, format_dead_letter, parse_line
+from .progress import Progress
 from .spec import Change, ConflictError, Keys, Materializer, parse_equalizer
-from .statedir import DEAD_LETTER_NAME, is_json_value
 
 NAME = "replay"
 PREFIX = f"upsertmat {NAME}"
@@ -257,7 +257,7 @@ def _say(message: str) -> None:
 class _Run:
     """One invocation: owns the materializer, the streams, the counters and the run's position.
 
-    With ``--state-dir`` (a :class:`~upsertmat.session.StateSession`) a run goes through:
+    With ``--state-dir`` (a :class:`~upsertmat.impls.persistence.session.StateSession`) a run goes through:
     :meth:`restore` (load the state and its committed position), :meth:`plan` (is this input a
     resume of an unfinished run, a rerun of a finished one, or a continuation of the stream?),
     :meth:`begin`, the loop with a commit every ``interval`` lines, and :meth:`finish`.
@@ -732,7 +732,7 @@ def _reader_gone(sink: IO[bytes]) -> bool:
         return False
 
 
-def _state_failure(error: StateError, state: StateSession | None) -> CliError:
+def _state_failure(error: StateError, state: StateSession | None) -> CliError | StateDirError:
     """A state error of a running run, with what it means and what to do (docs/operations.md)."""
     at = f"the state directory {state.path} is at its last commit" if state else "nothing was saved"
     if isinstance(error, CorruptStateError):

@@ -27,11 +27,11 @@ from .cliconfig import add_config_arguments, positive_int, settings_from_args
 from .errors import CliError, ExitCode, StateDirError
 from .impls import ConfigError, Settings, UnknownImplementation, create
 from .impls.lifecycle import DEFAULT_MAX_PARALLELISM, Savepoint, SavepointError, export_state, write_savepoint
+from .impls.persistence.recovery import EMPTY_SHA256, Position
+from .impls.persistence.session import StateSession
+from .impls.persistence.statedir import RunRecord
 from .impls.state.errors import BackendUnavailableError, StateError, StorageError
-from .recovery import EMPTY_SHA256, Position
-from .session import StateSession
 from .spec import Keys, Materializer, parse_equalizer
-from .statedir import RunRecord
 
 EXIT_CODES = (
     "exit codes: 0 ok, 2 usage or configuration error, 3 state directory or savepoint refused, 4 I/O error."

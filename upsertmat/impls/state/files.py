@@ -6,7 +6,7 @@
 - :func:`open_regular`: open a state file for reading only if it is a regular file of a sane
   size, without blocking (a FIFO) and without reading a device (a symlink to ``/dev/zero``).
 
-Used by the replay state directory (``upsertmat.statedir``), the byte backends' database
+Used by the replay state directory (``upsertmat.impls.persistence.statedir``), the byte backends' database
 directories (:mod:`.directory`) and savepoints (``impls.lifecycle.savepoint``).
 """
 

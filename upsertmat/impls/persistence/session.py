@@ -4,7 +4,7 @@ persisted state.
 :class:`StateSession` holds the directory's lock and its manifest, checks that the manifest
 describes the state the caller is about to run (keys, strategy, backend, equalizer, TTL,
 arity) and that a byte backend's database belongs to it, loads the state into a materializer,
-and finds the committed :class:`~upsertmat.recovery.Position` to go on from. From then on the
+and finds the committed :class:`~.recovery.Position` to go on from. From then on the
 caller hands it positions: :meth:`start_run`, :meth:`commit`, :meth:`finish`. Heap state is
 saved as a snapshot named by the manifest; byte backends commit the position inside their own
 database (atomically with the state) and the manifest is brought up to date when a run starts
@@ -23,14 +23,14 @@ import secrets
 from dataclasses import replace
 from pathlib import Path
 
-from .errors import CliError, StateDirError
-from .impls.config import BACKEND, CONFLICT_STRATEGY, STRATEGY, TTL
-from .impls.lifecycle import export_state, import_state, supports_transfer
-from .impls.settings import Backend, Settings, Strategy
-from .impls.state import backend_database
+from ...spec import Keys, Materializer, equalizer_spec, parse_equalizer
+from ...spec.conflict import ConflictBehavior
+from ..config import BACKEND, CONFLICT_STRATEGY, STRATEGY, TTL
+from ..lifecycle import export_state, import_state, supports_transfer
+from ..settings import Backend, Settings, Strategy
+from ..state import backend_database
+from .errors import StateDirError, UnsupportedStateDir
 from .recovery import EMPTY_SHA256, Position, PositionRecord
-from .spec import Keys, Materializer, equalizer_spec, parse_equalizer
-from .spec.conflict import ConflictBehavior
 from .statedir import Manifest, RunRecord, StateDir, ttl_from_record, ttl_record, ttl_text
 
 
@@ -216,7 +216,7 @@ class StateSession:
                 what = f"{self.settings.strategy.value}/heap"
                 if self.settings.conflict.compacting:
                     what = f"ON CONFLICT DO {self.settings.conflict.value} on heap"
-                raise CliError(
+                raise UnsupportedStateDir(
                     f"{what} cannot export its state, so it cannot be used with --state-dir; use "
                     "--backend rocksdb or lmdb"
                 )
@@ -225,7 +225,7 @@ class StateSession:
         else:
             self.record = PositionRecord.attach(materializer)
             if self.record is None:
-                raise CliError(
+                raise UnsupportedStateDir(
                     f"{self.settings.strategy.value}/{self.settings.backend.value} cannot commit the "
                     "replay position with its state, so it cannot be used with --state-dir"
                 )

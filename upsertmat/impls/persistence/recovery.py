@@ -10,7 +10,7 @@ input it consumed together with their SHA-256. It is committed atomically with t
   ``n``" and "``n`` lines consumed, output ``B`` bytes long" become durable together. The
   record of a run that finished carries ``done``.
 - Heap state is saved as a snapshot with a manifest holding the same position
-  (:mod:`upsertmat.statedir`): at ``--checkpoint-every`` lines and when the run stops.
+  (:mod:`.statedir`): at ``--checkpoint-every`` lines and when the run stops.
 
 After a SIGKILL the last committed position tells a restarted run exactly where to go on: it
 checks that its input begins with the consumed bytes (same SHA-256), skips them, truncates the
@@ -27,9 +27,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Literal, Protocol
 
+from ...spec import Materializer
+from ..state import StateBackend, ValueState
 from .errors import StateDirError
-from .impls.state import StateBackend, ValueState
-from .spec import Materializer
 from .statedir import RunRecord
 
 RECORD_STATE = "upsertmat.replay"

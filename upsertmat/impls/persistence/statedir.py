@@ -37,11 +37,11 @@ from typing import IO, Any
 
 import msgpack
 
+from ...spec import Element, Keys, Row, TimeDomain, TtlSettings, UpdateType
+from ..state import files
+from ..state.errors import CorruptStateError, StateError
+from ..state.locking import DirectoryLock
 from .errors import StateDirError, StateDirWriteError
-from .impls.state import files
-from .impls.state.errors import CorruptStateError, StateError
-from .impls.state.locking import DirectoryLock
-from .spec import Element, Keys, Row, TimeDomain, TtlSettings, UpdateType
 
 MANIFEST_NAME = "manifest.json"
 LOCK_NAME = "lock"

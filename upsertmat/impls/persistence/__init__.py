@@ -1,0 +1,37 @@
+"""How state reaches disk: the one persistence layer of upsertmat (I/O only, no CLI).
+
+- :mod:`.statedir`: the state directory (lock, manifest, heap snapshots), written atomically.
+- :mod:`.recovery`: the committed stream position (inside a byte backend's database, with
+  the state), what a run consumed (size and SHA-256), and telling a rerun from a continuation.
+- :mod:`.session`: :class:`StateSession`, the API the front ends use: open a directory with
+  keys and settings (or take them from it), attach a materializer (state loaded, position
+  found), commit positions, finish a run, seal a restored state.
+- :mod:`.errors`: what a refused directory raises.
+
+File primitives (atomic writes, directory fsync, the lock, regular-file reads) are in
+:mod:`upsertmat.impls.state.files` and :mod:`upsertmat.impls.state.locking`, shared with the
+byte backends' own directories; savepoints are in :mod:`upsertmat.impls.lifecycle`.
+"""
+
+from __future__ import annotations
+
+from .errors import StateDirError, StateDirWriteError, UnsupportedStateDir
+from .recovery import EMPTY_SHA256, ConsumedInput, Position, PositionRecord
+from .session import StateSession
+from .statedir import DEAD_LETTER_NAME, MANIFEST_NAME, Manifest, RunRecord, StateDir
+
+__all__ = [
+    "DEAD_LETTER_NAME",
+    "EMPTY_SHA256",
+    "MANIFEST_NAME",
+    "ConsumedInput",
+    "Manifest",
+    "Position",
+    "PositionRecord",
+    "RunRecord",
+    "StateDir",
+    "StateDirError",
+    "StateDirWriteError",
+    "StateSession",
+    "UnsupportedStateDir",
+]
