@@ -195,3 +195,53 @@ def test_savepoint_completes_a_run_killed_after_its_final_commit_as_a_rerun_woul
                    "-o", tmp_path / "out2.jsonl", EXAMPLE)  # fmt: skip
     assert again.returncode == 0, again.stderr
     assert "was already applied completely by run 1" in again.stderr
+
+
+def test_heap_snapshots_keep_big_integers_and_version_2_snapshots_still_open(tmp_path: Path) -> None:
+    """Version 3 heap snapshots encode values as the byte backends do (extension type 1 = two's
+    complement); a version 2 snapshot (extension type 1 = decimal text) is still read."""
+    import msgpack
+
+    big = 3**70  # beyond 64 bits
+    changes = [{"op": "+I", "row": [1, big, "a"]}, {"op": "+I", "row": [2, -big, "b"]},
+               {"op": "-U", "row": [1, big, "a"]}, {"op": "+U", "row": [1, big + 1, "c"]}]  # fmt: skip
+    lines = [json.dumps(change) + "\n" for change in changes]
+    (tmp_path / "all.jsonl").write_text("".join(lines))
+    (tmp_path / "p1.jsonl").write_text("".join(lines[:2]))
+    (tmp_path / "p2.jsonl").write_text("".join(lines[2:]))
+    whole = replay("--pk", "0", "-q", tmp_path / "all.jsonl")
+    assert whole.returncode == 0, whole.stderr
+    for version in (3, 2):
+        state = tmp_path / f"st{version}"
+        assert (
+            replay(
+                "--pk", "0", "-q", "--state-dir", state, "-o", tmp_path / "o1", tmp_path / "p1.jsonl"
+            ).returncode
+            == 0
+        )
+        snapshot = next(state.glob("snapshot-*.msgpack"))
+        items = list(
+            msgpack.Unpacker(snapshot.open("rb"), raw=False, ext_hook=lambda code, data: (code, data))
+        )
+        assert items[0]["version"] == 3
+        assert items[1][1][0][1] == (1, big.to_bytes((big.bit_length() + 8) // 8, "big", signed=True))
+        if version == 2:
+
+            def decimal(value: object) -> object:
+                if isinstance(value, tuple):  # the (code, data) pairs read above
+                    return msgpack.ExtType(1, str(int.from_bytes(value[1], "big", signed=True)).encode())
+                return [decimal(item) for item in value] if isinstance(value, list) else value
+
+            data = b"".join(
+                msgpack.packb(decimal(item), use_bin_type=True)
+                for item in [{**items[0], "version": 2}, *items[1:]]
+            )
+            snapshot.write_bytes(data)
+            manifest = json.loads((state / MANIFEST_NAME).read_text())
+            manifest["snapshot_sha256"] = hashlib.sha256(data).hexdigest()
+            (state / MANIFEST_NAME).write_text(json.dumps(manifest))
+        second = replay("--pk", "0", "-q", "--state-dir", state, "-o", tmp_path / "o2", tmp_path / "p2.jsonl")
+        assert second.returncode == 0, second.stderr
+        both = [json.loads(line) for line in (tmp_path / "o1").read_text().splitlines()]
+        both += [json.loads(line) for line in (tmp_path / "o2").read_text().splitlines()]
+        assert both == [json.loads(line) for line in whole.stdout.splitlines()]

@@ -20,7 +20,10 @@ The snapshot is msgpack (never pickle), streamed: a header map, one ``[context k
 stamps]`` array per context key in the implementation's order (``stamps[i]`` is the TTL
 stamp of ``rows[i]``), and a trailer ``{"end": count}``.
 JSON values map to msgpack types one to one (so ``1``, ``1.0``, ``true`` stay apart and
-object key order is kept); integers beyond 64 bits use extension type 1 (decimal text).
+object key order is kept). Since version 3 values are encoded exactly as the byte backends
+store them (:mod:`upsertmat.impls.state.codec`: integers beyond 64 bits as extension type 1,
+two's complement), so msgpack extension type 1 has one meaning in every file upsertmat
+writes; version 2 snapshots (extension type 1 as decimal text) are still read.
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ from typing import IO, Any
 import msgpack
 
 from ...spec import Element, Keys, Row, TimeDomain, TtlSettings, UpdateType
-from ..state import files
+from ..state import codec, files
 from ..state.errors import CorruptStateError, StateError
 from ..state.locking import DirectoryLock
 from .errors import StateDirError, StateDirWriteError
@@ -49,8 +52,8 @@ DEAD_LETTER_NAME = "dead-letter.jsonl"
 MANIFEST_FORMAT = "upsertmat-replay-state"
 MANIFEST_VERSION = 1
 SNAPSHOT_FORMAT = "upsertmat-heap-histories"
-SNAPSHOT_VERSION = 2
-_BIG_INT = 1  # msgpack extension type: an integer as decimal ASCII
+SNAPSHOT_VERSION = 3
+_DECIMAL_SNAPSHOT_VERSION = 2  # extension type 1 held an integer as decimal ASCII
 _SNAPSHOT_PREFIX = "snapshot-"
 _SNAPSHOT_SUFFIX = ".msgpack"
 _IGNORABLE = frozenset({LOCK_NAME, DEAD_LETTER_NAME})
@@ -261,14 +264,9 @@ def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _pack_default(value: object) -> object:
-    if isinstance(value, int):  # only called for integers msgpack cannot hold natively
-        return msgpack.ExtType(_BIG_INT, str(value).encode("ascii"))
-    raise TypeError(f"cannot store a value of type {type(value).__name__} in a snapshot")
-
-
-def _ext_hook(code: int, data: bytes) -> int:
-    if code != _BIG_INT:
+def _decimal_ext_hook(code: int, data: bytes) -> int:
+    """Version 2 snapshots: extension type 1 is an integer as decimal ASCII."""
+    if code != codec.BIG_INT:
         raise ValueError(f"unknown msgpack extension type {code}")
     return int(data.decode("ascii"))
 
@@ -483,7 +481,7 @@ def _write_snapshot(
     manifest: Manifest,
     histories: Iterable[tuple[bytes, list[Element]]],
 ) -> None:
-    packer = msgpack.Packer(default=_pack_default, use_bin_type=True)
+    packer = msgpack.Packer(default=codec.pack_default, use_bin_type=True)
 
     def emit(value: object) -> None:
         data = packer.pack(value)
@@ -499,16 +497,28 @@ def _write_snapshot(
 
 
 def _read_snapshot(stream: IO[bytes], manifest: Manifest, keys: Keys) -> list[tuple[bytes, list[Element]]]:
+    version: int | None = None
+
+    def ext_hook(code: int, data: bytes) -> int:  # the header (no extensions) comes first
+        if version == _DECIMAL_SNAPSHOT_VERSION:
+            return _decimal_ext_hook(code, data)
+        value: int = codec.ext_hook(code, data)
+        return value
+
     unpacker = msgpack.Unpacker(
-        stream, raw=False, strict_map_key=True, ext_hook=_ext_hook, max_buffer_size=1 << 31
+        stream, raw=False, strict_map_key=True, ext_hook=ext_hook, max_buffer_size=1 << 31
     )
     entries: Iterator[Any] = iter(unpacker)
     header = next(entries, None)
     if not isinstance(header, dict) or header.get("format") != SNAPSHOT_FORMAT:
         raise ValueError(f"not an upsertmat heap snapshot (expected format {SNAPSHOT_FORMAT!r})")
-    if header.get("version") != SNAPSHOT_VERSION:
-        raise ValueError(f"format version {header.get('version')!r}; this upsertmat reads {SNAPSHOT_VERSION}")
-    if header != _header(manifest):
+    version = header.get("version")
+    if version not in (_DECIMAL_SNAPSHOT_VERSION, SNAPSHOT_VERSION):
+        raise ValueError(
+            f"format version {version!r}; this upsertmat reads versions {_DECIMAL_SNAPSHOT_VERSION} "
+            f"and {SNAPSHOT_VERSION}"
+        )
+    if header != {**_header(manifest), "version": version}:
         raise ValueError("its header (keys or equalizer) disagrees with the manifest")
     histories: list[tuple[bytes, list[Element]]] = []
     for entry in entries:

@@ -53,14 +53,16 @@ def decode_seq(data: bytes) -> int:
     return value - _SEQ_OFFSET
 
 
-def _default(value: Any) -> Any:
+def pack_default(value: Any) -> Any:
+    """The msgpack ``default`` hook of state: an int beyond 64 bits as ``BIG_INT``."""
     if isinstance(value, int):  # only reached when the int does not fit 64 bits
         length = (value.bit_length() + 8) // 8
         return msgpack.ExtType(BIG_INT, value.to_bytes(length, "big", signed=True))
     raise TypeError(f"cannot store a {type(value).__name__} in state: {value!r}")
 
 
-def _ext_hook(code: int, data: bytes) -> Any:
+def ext_hook(code: int, data: bytes) -> Any:
+    """The msgpack ``ext_hook`` of state: ``BIG_INT`` back to an int; any other type refused."""
     if code == BIG_INT:
         return int.from_bytes(data, "big", signed=True)
     raise ValueError(f"unknown msgpack extension type {code}")
@@ -70,12 +72,12 @@ class ValueCodec:
     """msgpack encoder/decoder of values with one reused ``Packer`` (not thread-safe)."""
 
     def __init__(self) -> None:
-        self.pack = msgpack.Packer(use_bin_type=True, default=_default).pack
+        self.pack = msgpack.Packer(use_bin_type=True, default=pack_default).pack
 
     def unpack(self, data: bytes, state: str, key: bytes) -> Value:
         """Decode one stored value; CorruptStateError naming ``state`` and ``key`` on failure."""
         try:
-            return msgpack.unpackb(data, raw=False, strict_map_key=False, ext_hook=_ext_hook)
+            return msgpack.unpackb(data, raw=False, strict_map_key=False, ext_hook=ext_hook)
         except Exception as error:
             raise CorruptStateError(
                 f"damaged state: state {state!r}: the value stored under key {key!r} cannot be "
