@@ -3,7 +3,8 @@
 Layers, lowest first (later layers win, key by key): the shipped defaults
 (``upsertmat/data/defaults.yaml``) < ``--config FILE`` < ``--set KEY=VALUE`` (in the order
 given) < the shortcuts ``--strategy``, ``--backend``, ``--ttl``. Parsing and validation are
-``upsertmat.impls.config``'s; this module only gathers the layers from the command line.
+``upsertmat.impls.config``'s; this module only gathers the layers from the command line,
+and creates the materializer they select (:func:`create_materializer`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 
 import yaml
 
+from .errors import CliError, ExitCode, StateDirError
 from .impls.config import (
     BACKEND,
     STRATEGY,
@@ -26,7 +28,10 @@ from .impls.config import (
     load_config_file,
     parse_set_option,
 )
+from .impls.registry import UnknownImplementation, create
 from .impls.settings import Settings
+from .impls.state.errors import BackendUnavailableError, StateError, StorageError
+from .spec import Keys, Materializer
 
 DEFAULTS_SOURCE = "built-in defaults (upsertmat/data/defaults.yaml)"
 _SHORTCUTS = (("strategy", STRATEGY), ("backend", BACKEND), ("ttl", TTL))
@@ -98,3 +103,19 @@ def config_layers(args: argparse.Namespace) -> list[tuple[str, Mapping[str, Any]
 def settings_from_args(args: argparse.Namespace) -> Settings:
     """The settings a command line selects. Raises ConfigError naming the key and its source."""
     return build_settings(config_layers(args))
+
+
+def create_materializer(keys: Keys, settings: Settings) -> Materializer:
+    """``upsertmat.impls.create(keys, settings)`` for a command: what can go wrong as a
+    :class:`CliError` (exit 2; 4 for a full disk) or a refused state directory (exit 3)."""
+    try:
+        return create(keys, settings)
+    except (ConfigError, UnknownImplementation, BackendUnavailableError) as error:
+        raise CliError(str(error)) from None
+    except StorageError as error:  # e.g. no space for a new database
+        raise CliError(f"{error}; free space and run the same command again", ExitCode.IO) from None
+    except StateError as error:  # locked or damaged backend state under --state-dir
+        raise StateDirError(str(error)) from None
+    except ImportError as error:
+        name = f"{settings.strategy.value}/{settings.backend.value}"
+        raise CliError(f"{name} needs {error.name or error}, which is not installed") from None

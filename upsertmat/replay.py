@@ -36,9 +36,15 @@ from pathlib import Path
 from types import FrameType
 from typing import IO, Any
 
-from .cliconfig import add_config_arguments, non_negative_int, positive_int, settings_from_args
+from .cliconfig import (
+    add_config_arguments,
+    create_materializer,
+    non_negative_int,
+    positive_int,
+    settings_from_args,
+)
 from .errors import CliError, ExitCode, StateDirError
-from .impls import ConfigError, Settings, UnknownImplementation, create
+from .impls import ConfigError, Settings
 from .impls.config import CHECKPOINT_INTERVAL
 from .impls.conflict import Compacting
 from .impls.persistence.recovery import (
@@ -53,7 +59,7 @@ from .impls.persistence.recovery import (
 from .impls.persistence.session import StateSession
 from .impls.persistence.statedir import DEAD_LETTER_NAME, is_json_value
 from .impls.settings import Backend, TimeDomain
-from .impls.state.errors import BackendUnavailableError, CorruptStateError, StateError, StorageError
+from .impls.state.errors import CorruptStateError, StateError, StorageError
 from .jsonl import BadLine, ChangeLine, RowShape, format_change, format_dead_letter, parse_line
 from .progress import Progress
 from .spec import Change, ConflictError, Keys, Materializer, parse_equalizer
@@ -767,20 +773,6 @@ def _finish_after_error(job: _Run, materializer: Materializer) -> None:
         ) from None
 
 
-def _create(keys: Keys, settings: Settings) -> Materializer:
-    try:
-        return create(keys, settings)
-    except (ConfigError, UnknownImplementation, BackendUnavailableError) as error:
-        raise CliError(str(error)) from None
-    except StorageError as error:  # e.g. no space for a new database
-        raise CliError(f"{error}; free space and run the same command again", ExitCode.IO) from None
-    except StateError as error:  # locked or damaged backend state under --state-dir
-        raise StateDirError(str(error)) from None
-    except ImportError as error:
-        name = f"{settings.strategy.value}/{settings.backend.value}"
-        raise CliError(f"{name} needs {error.name or error}, which is not installed") from None
-
-
 def run(args: argparse.Namespace) -> int:
     """Execute ``upsertmat replay`` for parsed arguments; return the exit code."""
     try:
@@ -811,7 +803,7 @@ def run(args: argparse.Namespace) -> int:
             settings = state.settings
         job = _Run(args, settings, keys, state)
         stack.callback(job.close)
-        materializer = _create(keys, settings)
+        materializer = create_materializer(keys, settings)
         stack.callback(_close_materializer, materializer)
         if state is not None:
             try:

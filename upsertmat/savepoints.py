@@ -23,14 +23,14 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from .cliconfig import add_config_arguments, positive_int, settings_from_args
+from .cliconfig import add_config_arguments, create_materializer, positive_int, settings_from_args
 from .errors import CliError, ExitCode, StateDirError
-from .impls import ConfigError, Settings, UnknownImplementation, create
+from .impls import ConfigError, Settings
 from .impls.lifecycle import DEFAULT_MAX_PARALLELISM, Savepoint, SavepointError, export_state, write_savepoint
 from .impls.persistence.recovery import EMPTY_SHA256, Position
 from .impls.persistence.session import StateSession
 from .impls.persistence.statedir import RunRecord
-from .impls.state.errors import BackendUnavailableError, StateError, StorageError
+from .impls.state.errors import StateError, StorageError
 from .spec import Keys, Materializer, parse_equalizer
 
 EXIT_CODES = (
@@ -110,17 +110,6 @@ def _settings(args: argparse.Namespace) -> Settings:
         raise CliError(str(error)) from None
 
 
-def _create(keys: Keys, settings: Settings) -> Materializer:
-    try:
-        return create(keys, settings)
-    except (ConfigError, UnknownImplementation, BackendUnavailableError) as error:
-        raise CliError(str(error)) from None
-    except StorageError as error:  # e.g. no space for a new database
-        raise CliError(f"{error}; free space and run the same command again", ExitCode.IO) from None
-    except StateError as error:
-        raise StateDirError(str(error)) from None
-
-
 def _keys(
     pk: tuple[int, ...], upsert_key: tuple[int, ...], equalizer: str, fingerprint: str, where: Path
 ) -> Keys:
@@ -148,7 +137,7 @@ def _explicit_ttl(args: argparse.Namespace) -> bool:
 def run_savepoint(args: argparse.Namespace) -> int:
     """Execute ``upsertmat savepoint``."""
     with StateSession.existing(args.state_dir, _settings(args), ttl_given=_explicit_ttl(args)) as session:
-        materializer = _create(session.keys, session.settings)
+        materializer = create_materializer(session.keys, session.settings)
         try:
             position = _attach(session, materializer)
             if not position.done:
@@ -257,7 +246,7 @@ def run_restore(args: argparse.Namespace) -> int:
         if not session.fresh:
             raise StateDirError(f"{args.state_dir} already holds replay state; restore into a new directory")
         settings = session.settings
-        materializer = _create(keys, settings)
+        materializer = create_materializer(keys, settings)
         with contextlib.ExitStack() as stack:
             stack.callback(materializer.close)
             _attach(session, materializer)
