@@ -34,7 +34,8 @@ from pathlib import Path
 from typing import Any
 
 from ...spec import Element, Equalizer, Keys, Materializer, equalizer_spec
-from ..settings import TimeDomain, TtlSettings, UpdateType
+from ..documents import Fields, check_header, is_natural, ttl_settings_of
+from ..settings import TtlSettings
 from ..state.files import fsync_directory
 from . import codec
 from .errors import SavepointError, SavepointMismatch
@@ -286,51 +287,36 @@ def save_savepoint(
 # -- reading ---------------------------------------------------------------------------------
 
 
-def _is_int(value: object, minimum: int = 0) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= minimum
-
-
 def _parse_manifest(data: object, where: Path) -> SavepointManifest:
     def bad(what: str) -> SavepointError:
         return SavepointError(f"damaged savepoint manifest {where}: {what}; refusing to restore from it")
 
-    if not isinstance(data, dict) or data.get("format") != FORMAT:
-        raise SavepointError(f"{where} is not an upsertmat savepoint manifest (expected format {FORMAT!r})")
-    if data.get("version") != VERSION:
-        raise SavepointError(
-            f"savepoint {where} has format version {data.get('version')!r}; "
-            f"this upsertmat reads version {VERSION} only"
-        )
-    for name in ("pk", "upsert_key"):
-        if not isinstance(data.get(name), list) or not all(_is_int(column) for column in data[name]):
-            raise bad(f"{name!r} must be a list of column indexes")
-    if not data["pk"]:
-        raise bad("'pk' is empty")
+    data = check_header(
+        data,
+        FORMAT,
+        VERSION,
+        lambda: SavepointError(
+            f"{where} is not an upsertmat savepoint manifest (expected format {FORMAT!r})"
+        ),
+        lambda found: SavepointError(
+            f"savepoint {where} has format version {found!r}; this upsertmat reads version {VERSION} only"
+        ),
+    )
+    read = Fields(data, bad)
+    pk, upsert_key = read.columns("pk", non_empty=True), read.columns("upsert_key")
     equalizer = data.get("equalizer")
     if not (isinstance(equalizer, dict) and set(equalizer) == {"name", "spec", "fingerprint"}) or not all(
         isinstance(value, str) for value in equalizer.values()
     ):
         raise bad("'equalizer' must be {name, spec, fingerprint} strings")
-    ttl = data.get("ttl")
     try:
-        if not (isinstance(ttl, dict) and _is_int(ttl.get("ttl_ms"))):
-            raise ValueError
-        ttl_settings = TtlSettings(
-            ttl["ttl_ms"], TimeDomain(ttl.get("time_domain")), UpdateType(ttl.get("update_type"))
-        )
+        ttl_settings = ttl_settings_of(data.get("ttl"), "")
     except ValueError:
         raise bad("'ttl' must be {ttl_ms, time_domain, update_type} with known values") from None
-    for name in ("now", "retract_misses"):
-        if not _is_int(data.get(name)):
-            raise bad(f"{name!r} must be a non-negative integer")
-    if not _is_int(data.get("max_parallelism"), 1):
-        raise bad("'max_parallelism' must be a positive integer")
-    for name in ("source", "extra"):
-        if not isinstance(data.get(name), dict):
-            raise bad(f"{name!r} must be an object")
-    raw_files = data.get("files")
-    if not isinstance(raw_files, list):
-        raise bad("'files' must be a list")
+    now, retract_misses = read.natural("now"), read.natural("retract_misses")
+    max_parallelism = read.natural("max_parallelism", minimum=1)
+    source, extra = read.mapping("source"), read.mapping("extra")
+    raw_files = read.sequence("files")
     files: list[DataFile] = []
     groups: set[int] = set()
     for raw in raw_files:
@@ -340,9 +326,9 @@ def _parse_manifest(data: object, where: Path) -> SavepointManifest:
         match = _DATA_NAME.match(name) if isinstance(name, str) else None
         if match is None:
             raise bad(f"file name {name!r} is not kg-NNNNN.msgpack")
-        if not all(_is_int(raw[n]) for n in ("key_group", "keys", "elements", "bytes")):
+        if not all(is_natural(raw[n]) for n in ("key_group", "keys", "elements", "bytes")):
             raise bad(f"file {name}: counts must be non-negative integers")
-        if raw["key_group"] != int(match.group(1)) or raw["key_group"] >= data["max_parallelism"]:
+        if raw["key_group"] != int(match.group(1)) or raw["key_group"] >= max_parallelism:
             raise bad(
                 f"file {name}: key group {raw['key_group']} does not fit its name or the max parallelism"
             )
@@ -353,16 +339,16 @@ def _parse_manifest(data: object, where: Path) -> SavepointManifest:
         groups.add(raw["key_group"])
         files.append(DataFile(**raw))
     return SavepointManifest(
-        pk=tuple(data["pk"]),
-        upsert_key=tuple(data["upsert_key"]),
+        pk=pk,
+        upsert_key=upsert_key,
         equalizer=EqualizerIdentity(**equalizer),
         ttl=ttl_settings,
-        now=data["now"],
-        max_parallelism=data["max_parallelism"],
+        now=now,
+        max_parallelism=max_parallelism,
         files=tuple(files),
-        retract_misses=data["retract_misses"],
-        source=data["source"],
-        extra=data["extra"],
+        retract_misses=retract_misses,
+        source=source,
+        extra=extra,
     )
 
 

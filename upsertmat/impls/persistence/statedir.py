@@ -40,7 +40,8 @@ from typing import IO, Any
 
 import msgpack
 
-from ...spec import Element, Keys, Row, TimeDomain, TtlSettings, UpdateType
+from ...spec import Element, Keys, Row, TtlSettings
+from ..documents import Fields, check_header, is_integer, ttl_settings_of
 from ..state import codec, files
 from ..state.errors import CorruptStateError, StateError
 from ..state.locking import DirectoryLock
@@ -86,13 +87,15 @@ class RunRecord:
             raise ValueError(
                 f"a 'runs' entry must have exactly the fields {', '.join(cls.__dataclass_fields__)}"
             )
-        for name in ("run", "first_line", "lines", "input_bytes"):
-            if not _is_int(data[name]) or data[name] < 0:
-                raise ValueError(f"a 'runs' entry's {name!r} must be a non-negative integer")
-        for name in ("input", "input_sha256"):
-            if not isinstance(data[name], str):
-                raise ValueError(f"a 'runs' entry's {name!r} must be a string")
-        return cls(**data)
+        read = Fields(data, lambda what: ValueError(f"a 'runs' entry's {what}"))
+        return cls(
+            run=read.natural("run"),
+            first_line=read.natural("first_line"),
+            lines=read.natural("lines"),
+            input=read.text("input"),
+            input_bytes=read.natural("input_bytes"),
+            input_sha256=read.text("input_sha256"),
+        )
 
 
 @dataclass(frozen=True)
@@ -166,69 +169,62 @@ class Manifest:
         def bad(what: str) -> StateDirError:
             return StateDirError(f"damaged manifest {path}: {what}; refusing to start from it")
 
-        if not isinstance(data, dict) or data.get("format") != MANIFEST_FORMAT:
-            raise bad(f"not an upsertmat state manifest (expected format {MANIFEST_FORMAT!r})")
-        if data.get("version") != MANIFEST_VERSION:
-            raise StateDirError(
-                f"manifest {path} has format version {data.get('version')!r}; this upsertmat "
-                f"reads version {MANIFEST_VERSION} only"
-            )
-        fields: dict[str, Any] = {name: data.get(name) for name in cls.__dataclass_fields__}
-        fields["run_start"] = data.get("run_start", 0)  # absent in manifests before recovery
-        # Absent in manifests written before reruns were recognised (format 1 all the same).
-        for name, default in (("run_id", 0), ("input_bytes", 0), ("runs", [])):
-            fields[name] = data.get(name, default)
-        for name in ("run_id", "input_bytes"):
-            if not _is_int(fields[name]) or fields[name] < 0:
-                raise bad(f"{name!r} must be a non-negative integer")
-        for name in ("input", "input_sha256", "state_id", "conflict"):
-            if fields[name] is not None and not isinstance(fields[name], str):
-                raise bad(f"{name!r} must be a string or null")
-        if fields["dead_letter_bytes"] is not None and not (
-            _is_int(fields["dead_letter_bytes"]) and fields["dead_letter_bytes"] >= 0
-        ):
-            raise bad("'dead_letter_bytes' must be a non-negative integer or null")
-        if not isinstance(fields["runs"], list):
-            raise bad("'runs' must be a list")
-        try:
-            fields["runs"] = tuple(RunRecord.from_json(run) for run in fields["runs"])
-        except ValueError as error:
-            raise bad(str(error)) from None
-        if not _is_int(fields["run_start"]) or fields["run_start"] < 0:
-            raise bad("'run_start' must be a non-negative integer")
-        if fields["output_bytes"] is not None and not (
-            _is_int(fields["output_bytes"]) and fields["output_bytes"] >= 0
-        ):
-            raise bad("'output_bytes' must be a non-negative integer or null")
-        for name in ("pk", "upsert_key"):
-            value = fields[name]
-            if not isinstance(value, list) or not all(_is_int(column) for column in value):
-                raise bad(f"{name!r} must be a list of integers")
-            fields[name] = tuple(value)
-        for name in ("strategy", "backend", "equalizer", "equalizer_fingerprint"):
-            if not isinstance(fields[name], str):
-                raise bad(f"{name!r} must be a string")
-        for name in ("lines", "now", "retract_misses", "generation"):
-            if not _is_int(fields[name]) or fields[name] < 0:
-                raise bad(f"{name!r} must be a non-negative integer")
-        if fields["arity"] is not None and not (_is_int(fields["arity"]) and fields["arity"] > 0):
-            raise bad("'arity' must be a positive integer or null")
-        if not isinstance(fields["in_progress"], bool):
-            raise bad("'in_progress' must be true or false")
-        for name in ("snapshot", "snapshot_sha256"):
-            if fields[name] is not None and not isinstance(fields[name], str):
-                raise bad(f"{name!r} must be a string or null")
-        snapshot = fields["snapshot"]
+        document = check_header(
+            data,
+            MANIFEST_FORMAT,
+            MANIFEST_VERSION,
+            lambda: bad(f"not an upsertmat state manifest (expected format {MANIFEST_FORMAT!r})"),
+            lambda found: StateDirError(
+                f"manifest {path} has format version {found!r}; this upsertmat reads version "
+                f"{MANIFEST_VERSION} only"
+            ),
+        )
+        read = Fields(document, bad)
+        snapshot = read.text("snapshot", nullable=True)
         if snapshot is not None and (os.sep in snapshot or not snapshot.startswith(_SNAPSHOT_PREFIX)):
             raise bad(f"'snapshot' must name a {_SNAPSHOT_PREFIX}*{_SNAPSHOT_SUFFIX} file, got {snapshot!r}")
-        if (snapshot is None) != (fields["snapshot_sha256"] is None):
+        snapshot_sha256 = read.text("snapshot_sha256", nullable=True)
+        if (snapshot is None) != (snapshot_sha256 is None):
             raise bad("'snapshot' and 'snapshot_sha256' must be both set or both null")
-        if fields["ttl"] is not None:
+        ttl = document.get("ttl")
+        if ttl is not None:
             try:
-                ttl_from_record(fields["ttl"])
+                ttl_from_record(ttl)
             except ValueError as error:
                 raise bad(str(error)) from None
-        return cls(**fields)
+        try:
+            runs = tuple(RunRecord.from_json(run) for run in read.sequence("runs", default=[]))
+        except ValueError as error:
+            raise bad(str(error)) from None
+        return cls(
+            pk=read.columns("pk"),
+            upsert_key=read.columns("upsert_key"),
+            strategy=read.text("strategy"),
+            backend=read.text("backend"),
+            equalizer=read.text("equalizer"),
+            equalizer_fingerprint=read.text("equalizer_fingerprint"),
+            arity=read.natural("arity", minimum=1, nullable=True),
+            lines=read.natural("lines"),
+            now=read.natural("now"),
+            retract_misses=read.natural("retract_misses"),
+            generation=read.natural("generation"),
+            snapshot=snapshot,
+            snapshot_sha256=snapshot_sha256,
+            in_progress=read.flag("in_progress"),
+            # Absent in manifests written before recovery, or before reruns were recognised
+            # (format 1 all the same).
+            run_start=read.natural("run_start", default=0),
+            output_bytes=read.natural("output_bytes", nullable=True),
+            ttl=ttl,
+            run_id=read.natural("run_id", default=0),
+            input=read.text("input", nullable=True),
+            input_bytes=read.natural("input_bytes", default=0),
+            input_sha256=read.text("input_sha256", nullable=True),
+            dead_letter_bytes=read.natural("dead_letter_bytes", nullable=True),
+            state_id=read.text("state_id", nullable=True),
+            conflict=read.text("conflict", nullable=True),
+            runs=runs,
+        )
 
 
 def ttl_record(ttl: TtlSettings) -> dict[str, Any]:
@@ -238,19 +234,7 @@ def ttl_record(ttl: TtlSettings) -> dict[str, Any]:
 
 def ttl_from_record(record: object) -> TtlSettings:
     """The TTL settings of a manifest record; ValueError when it is not one."""
-    if not (
-        isinstance(record, dict)
-        and set(record) == {"ttl_ms", "time_domain", "update_type"}
-        and _is_int(record["ttl_ms"])
-        and record["ttl_ms"] >= 0
-    ):
-        raise ValueError("'ttl' must be {ttl_ms, time_domain, update_type} or null")
-    try:
-        return TtlSettings(
-            record["ttl_ms"], TimeDomain(record["time_domain"]), UpdateType(record["update_type"])
-        )
-    except ValueError:
-        raise ValueError("'ttl' has an unknown time domain or update type") from None
+    return ttl_settings_of(record, "'ttl' must be {ttl_ms, time_domain, update_type} or null")
 
 
 def ttl_text(ttl: TtlSettings) -> str:
@@ -258,10 +242,6 @@ def ttl_text(ttl: TtlSettings) -> str:
     if not ttl.enabled:
         return "off"
     return f"{ttl.ttl_ms} ms ({ttl.time_domain.value}, {ttl.update_type.value})"
-
-
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _decimal_ext_hook(code: int, data: bytes) -> int:
@@ -537,7 +517,7 @@ def _history(entry: object, manifest: Manifest, keys: Keys) -> tuple[bytes, list
     if not isinstance(rows, list) or not rows or not all(isinstance(row, list) for row in rows):
         raise ValueError("an entry's rows are not a non-empty list of rows")
     if not (
-        isinstance(stamps, list) and len(stamps) == len(rows) and all(_is_int(stamp) for stamp in stamps)
+        isinstance(stamps, list) and len(stamps) == len(rows) and all(is_integer(stamp) for stamp in stamps)
     ):
         raise ValueError("an entry's stamps are not one integer per row")
     history: list[Row] = []

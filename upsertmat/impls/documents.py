@@ -1,0 +1,121 @@
+"""Checked reads of the JSON documents upsertmat writes next to state (manifests).
+
+A state directory's manifest and a savepoint's manifest are JSON objects read back from disk,
+possibly damaged or hostile. Both are validated field by field through :class:`Fields`, so a
+field of one kind is checked the same way (and refused with the same words) in both: the
+first deviation raises the caller's error, built by its ``bad(what)`` from a message such as
+``'lines' must be a non-negative integer``. Booleans are never integers here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ..spec import TimeDomain, TtlSettings, UpdateType
+
+
+def is_integer(value: object) -> bool:
+    """True for an ``int`` that is not a ``bool``."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def is_natural(value: object, minimum: int = 0) -> bool:
+    """True for an ``int`` (not a ``bool``) of at least ``minimum``."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= minimum
+
+
+def ttl_settings_of(record: object, shape: str) -> TtlSettings:
+    """TTL settings from their JSON record ``{ttl_ms, time_domain, update_type}``; ValueError
+    (``shape`` when the record is not of that shape) otherwise."""
+    if not (
+        isinstance(record, dict)
+        and set(record) == {"ttl_ms", "time_domain", "update_type"}
+        and is_natural(record["ttl_ms"])
+    ):
+        raise ValueError(shape)
+    try:
+        return TtlSettings(
+            record["ttl_ms"], TimeDomain(record["time_domain"]), UpdateType(record["update_type"])
+        )
+    except ValueError:
+        raise ValueError("'ttl' has an unknown time domain or update type") from None
+
+
+def check_header(
+    data: object,
+    format_name: str,
+    version: int,
+    foreign: Callable[[], Exception],
+    unsupported: Callable[[object], Exception],
+) -> dict[str, Any]:
+    """``data`` as a dict if it is an object of ``format_name`` at ``version``.
+
+    Raises ``foreign()`` for anything else than such an object, ``unsupported(found)`` for
+    another version (the message should name both versions).
+    """
+    if not isinstance(data, dict) or data.get("format") != format_name:
+        raise foreign()
+    if data.get("version") != version:
+        raise unsupported(data.get("version"))
+    return data
+
+
+class Fields:
+    """Typed reads of the fields of one JSON object; ``bad(what)`` builds the error raised."""
+
+    def __init__(self, data: dict[str, Any], bad: Callable[[str], Exception]) -> None:
+        self.data = data
+        self.bad = bad
+
+    def natural(self, name: str, *, minimum: int = 0, nullable: bool = False, default: object = None) -> Any:
+        """An integer >= ``minimum`` (None allowed when ``nullable``; ``default`` when absent
+        and not None)."""
+        value = self.data.get(name, default)
+        if value is None and nullable:
+            return None
+        if not is_natural(value, minimum):
+            what = "a non-negative integer" if minimum == 0 else f"an integer >= {minimum}"
+            if minimum == 1:
+                what = "a positive integer"
+            raise self.bad(f"{name!r} must be {what}{' or null' if nullable else ''}")
+        return value
+
+    def text(self, name: str, *, nullable: bool = False) -> Any:
+        """A string (or None when ``nullable``)."""
+        value = self.data.get(name)
+        if value is None and nullable:
+            return None
+        if not isinstance(value, str):
+            raise self.bad(f"{name!r} must be a string{' or null' if nullable else ''}")
+        return value
+
+    def flag(self, name: str) -> bool:
+        """``true`` or ``false``."""
+        value = self.data.get(name)
+        if not isinstance(value, bool):
+            raise self.bad(f"{name!r} must be true or false")
+        return value
+
+    def columns(self, name: str, *, non_empty: bool = False) -> tuple[int, ...]:
+        """A list of column indexes (non-negative integers)."""
+        value = self.data.get(name)
+        if not isinstance(value, list) or not all(is_natural(column) for column in value):
+            raise self.bad(f"{name!r} must be a list of integers")
+        if non_empty and not value:
+            raise self.bad(f"{name!r} is empty")
+        return tuple(value)
+
+    def mapping(self, name: str) -> dict[str, Any]:
+        """A JSON object."""
+        value = self.data.get(name)
+        if not isinstance(value, dict):
+            raise self.bad(f"{name!r} must be an object")
+        return value
+
+    def sequence(self, name: str, *, default: list[Any] | None = None) -> list[Any]:
+        """A JSON array (``default`` when absent and not None)."""
+        value = self.data.get(name, default)
+        if not isinstance(value, list):
+            raise self.bad(f"{name!r} must be a list")
+        return value
