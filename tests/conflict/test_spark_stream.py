@@ -14,9 +14,6 @@ from __future__ import annotations
 import json
 import os
 import random
-import signal
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from dataclasses import replace
@@ -34,6 +31,8 @@ from upsertmat.spark.pipeline import read_table, run_pipeline
 from upsertmat.spark.processor import ProcessorSpec
 from upsertmat.spark.session import build_session
 from upsertmat.spec import ConflictBehavior, Keys
+
+from ..spark.harness import kill_after_batches
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -199,36 +198,6 @@ def test_the_pipeline_runs_the_compacting_behaviour_into_the_sink(
         assert [row for row in table if row[0] == 4] in ([], [(4, 1, "y")])
     with pytest.raises(PipelineConfigError, match="set ts_column"):
         run_pipeline(replace(config, ts_column=None, checkpoint_dir=tmp_path / "other"), spark)
-
-
-def kill_after_batches(config: PipelineConfig, workdir: Path, batches: int) -> int:
-    """Run ``config`` in a subprocess (``python -m upsertmat.spark``); SIGKILL its process group
-    after ``batches`` batch reports. Returns the reports seen."""
-    path = workdir / "config.json"
-    path.write_text(config.to_json())
-    process = subprocess.Popen(
-        [sys.executable, "-m", "upsertmat.spark", str(path)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        start_new_session=True,
-        env={**os.environ, "PYSPARK_PYTHON": sys.executable},
-    )
-    reports = 0
-    deadline = time.monotonic() + 240
-    try:
-        assert process.stdout is not None
-        for line in process.stdout:
-            if line.startswith("{") and "batch_id" in line:
-                reports += 1
-                if reports >= batches:
-                    break
-            if time.monotonic() > deadline:
-                break
-    finally:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
-    return reports
 
 
 def test_a_pipeline_killed_mid_stream_ends_with_the_uninterrupted_table(

@@ -11,13 +11,9 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
 import random
 import shutil
-import signal
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -25,6 +21,7 @@ import pytest
 from upsertmat.impls import available
 from upsertmat.impls.settings import Backend, Strategy
 
+from .processes import run_and_kill, run_to_end
 from .support import UPSERT_KEY, mixed_stream
 
 SCRIPT = shutil.which("upsertmat") or str(Path(sys.executable).with_name("upsertmat"))
@@ -52,28 +49,6 @@ def stream_lines(seed: int, length: int) -> list[str]:
 def replay_args(config: str, state: Path, source: Path, output: Path) -> list[str]:
     return [SCRIPT, "replay", "--pk", "0", "--upsert-key", "1", "-q", *CONFIGS[config],
             "--state-dir", str(state), "-o", str(output), str(source)]  # fmt: skip
-
-
-def run_to_end(args: list[str]) -> None:
-    result = subprocess.run(args, capture_output=True, text=True, timeout=120)
-    assert result.returncode == 0, result.stderr
-
-
-def run_and_kill(args: list[str], output: Path, at_bytes: int) -> bool:
-    """Start ``args``; SIGKILL it once ``output`` reaches ``at_bytes``. True if it was killed."""
-    process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 120
-    while process.poll() is None and time.monotonic() < deadline:
-        if output.exists() and output.stat().st_size >= at_bytes:
-            os.kill(process.pid, signal.SIGKILL)
-            process.wait()
-            return True
-        time.sleep(0.0005)
-    assert process.stderr is not None
-    stderr = process.stderr.read().decode()
-    process.wait()
-    assert process.returncode == 0, stderr
-    return False
 
 
 def uninterrupted(tmp_path: Path, config: str, source: Path) -> bytes:

@@ -21,7 +21,7 @@ import pytest
 from upsertmat.errors import ExitCode
 
 if TYPE_CHECKING:
-    from conftest import Tmpfs  # the fixture's type (tests/conftest.py)
+    from ..conftest import Tmpfs  # the fixture's type (tests/conftest.py)
 
 SCRIPT = shutil.which("upsertmat") or str(Path(sys.executable).with_name("upsertmat"))
 BACKENDS = {"heap": "MAP", "rocksdb": "MAP", "lmdb": "SORTED"}

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import subprocess
+import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -18,6 +21,7 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 
 from upsertmat.impls.settings import Settings
+from upsertmat.spark import PipelineConfig
 from upsertmat.spark.processor import OUTPUT_SCHEMA, MaterializerProcessor, ProcessorSpec
 from upsertmat.spec import Change, Keys, RowKind
 
@@ -88,3 +92,34 @@ def run_streams(
         number, index = owner[position]
         results[number].append((index, Change(RowKind.parse(op), tuple(json.loads(row)))))
     return results
+
+
+def kill_after_batches(config: PipelineConfig, workdir: Path, batches: int) -> int:
+    """Run ``config`` in a subprocess (``python -m upsertmat.spark``); SIGKILL its process group
+    after ``batches`` batch reports (each must be a JSON line). Returns the reports seen."""
+    path = workdir / "config.json"
+    path.write_text(config.to_json())
+    process = subprocess.Popen(
+        [sys.executable, "-m", "upsertmat.spark", str(path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        start_new_session=True,
+        env={**os.environ, "PYSPARK_PYTHON": sys.executable},
+    )
+    reports = 0
+    deadline = time.monotonic() + 240
+    try:
+        assert process.stdout is not None
+        for line in process.stdout:
+            if line.startswith("{") and "batch_id" in line:
+                reports += 1
+                json.loads(line)
+                if reports >= batches:
+                    break
+            if time.monotonic() > deadline:
+                break
+    finally:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+    return reports

@@ -3,12 +3,6 @@ an uninterrupted run: no batch lost, none applied twice (SQLite and PostgreSQL).
 
 from __future__ import annotations
 
-import json
-import os
-import signal
-import subprocess
-import sys
-import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -19,6 +13,7 @@ from upsertmat.spark import PipelineConfig
 from upsertmat.spark.pipeline import read_table, run_pipeline
 from upsertmat.spark.sink import BATCHES_TABLE
 
+from .harness import kill_after_batches
 from .workload import SCHEMA, changelog, model_table, normalized, records, write_files
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -28,36 +23,8 @@ KILL_AFTER = 3
 
 
 def kill_mid_stream(config: PipelineConfig, workdir: Path) -> int:
-    """Run ``config`` in a subprocess; SIGKILL its process group after KILL_AFTER batches.
-
-    Returns how many batch reports it printed before dying.
-    """
-    path = workdir / "config.json"
-    path.write_text(config.to_json())
-    process = subprocess.Popen(
-        [sys.executable, "-m", "upsertmat.spark", str(path)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        start_new_session=True,
-        env={**os.environ, "PYSPARK_PYTHON": sys.executable},
-    )
-    reports = 0
-    deadline = time.monotonic() + 240
-    try:
-        assert process.stdout is not None
-        for line in process.stdout:
-            if line.startswith("{") and "batch_id" in line:
-                reports += 1
-                json.loads(line)
-                if reports >= KILL_AFTER:
-                    break
-            if time.monotonic() > deadline:
-                break
-    finally:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
-    return reports
+    """Run ``config`` in a subprocess; SIGKILL it after KILL_AFTER batches (the reports seen)."""
+    return kill_after_batches(config, workdir, KILL_AFTER)
 
 
 def count_batches(config: PipelineConfig, spark: SparkSession) -> int:

@@ -25,7 +25,7 @@ from .test_recovery import count_batches
 from .workload import SCHEMA, changelog, model_table, normalized, records, write_files
 
 if TYPE_CHECKING:
-    from conftest import Tmpfs  # the fixture's type (tests/conftest.py)
+    from ..conftest import Tmpfs  # the fixture's type (tests/conftest.py)
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
