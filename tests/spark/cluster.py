@@ -82,11 +82,14 @@ def _alive(pid: int) -> bool:
 
 
 def alive_workers(web_port: int) -> int:
-    """Workers the master's JSON status page lists as ALIVE (0 while it is not up)."""
+    """Workers the master's JSON status page lists as ALIVE (0 while it is not up, or while the
+    port answers with something else than the status: an HTML page while the UI starts)."""
     try:
         with urllib.request.urlopen(f"http://{HOST}:{web_port}/json/", timeout=2) as page:
             status = json.loads(page.read())
-    except OSError:
+    except (OSError, ValueError):
+        return 0
+    if not isinstance(status, dict):
         return 0
     return sum(1 for worker in status.get("workers", []) if worker.get("state") == "ALIVE")
 
