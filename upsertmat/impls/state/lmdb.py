@@ -675,16 +675,13 @@ class LmdbSortedMapState(LmdbMapState):
             raise _collision(self.name, storage_key)
         return self._unpack(data[len(header) :], self.name, storage_key)
 
-    def _fits(self, prefix: bytes, key: bytes) -> bytes:
-        storage_key = prefix + key
-        if len(storage_key) > self._limit:
-            raise ValueError(
-                f"LMDB keys are limited to {self._limit} bytes: sorted map state {self.name!r} cannot "
-                f"hold a {len(key)}-byte user key under this {len(self._last_context or b'')}-byte "
-                f"context (at most {max(0, self._limit - len(prefix))} bytes fit; the rocksdb and heap "
-                "backends have no such limit)"
-            )
-        return storage_key
+    def _too_long(self, key: bytes) -> ValueError:
+        room = self._limit - len(self._last_prefix)
+        return ValueError(
+            f"LMDB keys are limited to {self._limit} bytes: sorted map state {self.name!r} cannot "
+            f"hold a {len(key)}-byte user key under this {len(self._last_context or b'')}-byte "
+            f"context (at most {room} bytes fit; the rocksdb and heap backends have no such limit)"
+        )
 
     def get(self, context: bytes, key: bytes) -> Value | None:
         """One B-tree lookup."""
@@ -692,7 +689,11 @@ class LmdbSortedMapState(LmdbMapState):
         if len(storage_key) > self._limit:
             return None  # never stored
         data = self._backend.txn.get(storage_key)
-        return None if data is None else self._value(storage_key, data)
+        if data is None:
+            return None
+        if self._last_header is None:
+            return self._unpack(data, self.name, storage_key)
+        return self._value(storage_key, data)
 
     def get_many(self, pairs: Sequence[tuple[bytes, bytes]]) -> list[Value | None]:
         """``[get(c, k) for c, k in pairs]``, sorted by storage key like the map state's."""
@@ -714,7 +715,9 @@ class LmdbSortedMapState(LmdbMapState):
 
     def put(self, context: bytes, key: bytes, value: Value) -> None:
         """One B-tree insert."""
-        storage_key = self._fits(self._context_prefix(context), key)
+        storage_key = self._context_prefix(context) + key
+        if len(storage_key) > self._limit:
+            raise self._too_long(key)
         header = self._last_header
         if header is None:
             self._backend.put(storage_key, self._pack(value))
@@ -753,6 +756,8 @@ class LmdbSortedMapState(LmdbMapState):
         if not storage_key.startswith(prefix):
             return None
         data: bytes = cursor.value()  # type: ignore[assignment]
+        if self._last_header is None:
+            return storage_key[len(prefix) :], self._unpack(data, self.name, storage_key)
         return storage_key[len(prefix) :], self._value(storage_key, data)
 
     def _below(self, prefix: bytes, bound: bytes | None) -> tuple[bytes, Value] | None:
