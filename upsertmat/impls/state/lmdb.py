@@ -402,7 +402,7 @@ def _damaged(state: str, key: bytes, problem: str) -> CorruptStateError:
 def _collision(state: str, key: bytes) -> CorruptStateError:
     return CorruptStateError(
         f"state {state!r}: the entry under key {key!r} belongs to another context or user key with the "
-        "same SHA-256 digest (a digest collision); refusing to mix them up"
+        "same SHA-256 digest (a digest collision) or is damaged; refusing to mix them up"
     )
 
 
