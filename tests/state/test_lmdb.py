@@ -1,13 +1,17 @@
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 import pytest
 
 from upsertmat.conformance.backends import PersistentBackendTests, StateBackendTests, machine_for
 from upsertmat.impls.settings import LmdbDurability
-from upsertmat.impls.state import StateBackend
-from upsertmat.impls.state.lmdb import LmdbBackend
+from upsertmat.impls.state import CorruptStateError, StateBackend
+from upsertmat.impls.state import lmdb as lmdb_state
+from upsertmat.impls.state.codec import META_PREFIX, context_prefix, encode_seq, state_prefix
+from upsertmat.impls.state.lmdb import LONG_CONTEXT, LONG_ENTRY, LmdbBackend
+from upsertmat.impls.state.rocksdb import RocksdbBackend
 
 
 def open_lmdb(path: Path | None) -> StateBackend:
@@ -17,12 +21,13 @@ def open_lmdb(path: Path | None) -> StateBackend:
 class TestLmdbBackend(StateBackendTests, PersistentBackendTests):
     persistent = True
     engine = "lmdb"
+    long_sorted_user_keys = False
 
     def open(self, path: Path | None) -> StateBackend:
         return open_lmdb(path)
 
 
-TestLmdbMachine = machine_for(open_lmdb, persistent=True).TestCase
+TestLmdbMachine = machine_for(open_lmdb, persistent=True, long_sorted_user_keys=False).TestCase
 
 
 def test_map_grows_at_commit_boundaries(tmp_path: Path) -> None:
@@ -51,12 +56,185 @@ def test_every_durability_mode_persists(tmp_path: Path, durability: LmdbDurabili
         backend.close()
 
 
-def test_keys_beyond_the_lmdb_limit_are_a_clear_error(tmp_path: Path) -> None:
+def test_a_sorted_user_key_that_does_not_fit_is_a_clear_error(tmp_path: Path) -> None:
     backend = LmdbBackend(tmp_path / "db")
     try:
-        with pytest.raises(ValueError, match="LMDB keys are limited to 511 bytes"):
-            backend.map_state("m").put(b"c" * 300, b"k" * 300, 1)
-        backend.map_state("m").put(b"c" * 200, b"k" * 200, 1)  # fits
+        state = backend.sorted_map_state("s")
+        with pytest.raises(ValueError, match=r"LMDB keys are limited to 511 bytes: sorted map state 's'"):
+            state.put(b"c" * 300, b"k" * 300, 1)
+        with pytest.raises(ValueError, match=r"at most 472 bytes fit"):
+            state.put(b"c" * 5000, b"k" * 473, 1)
+        state.put(b"c" * 5000, b"k" * 472, 1)  # fits beside the digest of the context
+        state.put(b"c", b"k" * 503, 2)  # fits beside a short context
+        assert state.get(b"c" * 300, b"k" * 300) is None  # never stored
+        state.delete(b"c" * 300, b"k" * 300)  # no-op
         backend.commit()
+        assert list(state.items(b"c" * 5000)) == [(b"k" * 472, 1)]
+        assert sorted(state.contexts()) == [b"c", b"c" * 5000]
+    finally:
+        backend.close()
+
+
+def _stored_keys(backend: LmdbBackend) -> list[bytes]:
+    return [bytes(key) for key in backend.txn.cursor().iternext(keys=True, values=False)]
+
+
+def test_keys_that_fit_keep_the_plain_layout(tmp_path: Path) -> None:
+    """Exactly the codec.py keys (no layout change for keys that fit); long ones are digests."""
+    backend = LmdbBackend(tmp_path / "db")
+    try:
+        backend.value_state("v").put(b"c" * 508, 1)  # 3 + 508 = 511 bytes: fits
+        backend.map_state("m").put(b"c" * 500, b"k" * 4, 2)  # 3 + 4 + 500 + 4 = 511
+        backend.sorted_map_state("s").put(b"c" * 496, b"\x00" * 8, 3)  # 3 + 4 + 496 + 8 = 511
+        backend.sorted_map_state("s").put(b"d", b"k" * 100, 4)
+        plain = {
+            META_PREFIX + b"format",
+            state_prefix(b"v", "v") + b"c" * 508,
+            context_prefix(state_prefix(b"m", "m"), b"c" * 500) + b"k" * 4,
+            context_prefix(state_prefix(b"s", "s"), b"c" * 496) + b"\x00" * 8,
+            context_prefix(state_prefix(b"s", "s"), b"d") + b"k" * 100,
+        }
+        assert set(_stored_keys(backend)) == plain
+        backend.value_state("v").put(b"c" * 509, 5)
+        backend.map_state("m").put(b"c" * 500, b"k" * 5, 6)
+        backend.sorted_map_state("s").put(b"c" * 497, b"\x00" * 8, 7)
+        digest = {
+            b"V\x01v" + hashlib.sha256(b"c" * 509).digest(),
+            b"m\x01m" + LONG_ENTRY + hashlib.sha256(b"c" * 500).digest() + hashlib.sha256(b"k" * 5).digest(),
+            b"s\x01s" + LONG_CONTEXT + hashlib.sha256(b"c" * 497).digest() + b"\x00" * 8,
+        }
+        assert set(_stored_keys(backend)) == plain | digest
+    finally:
+        backend.close()
+
+
+def test_a_directory_of_plain_keys_reads_as_before(tmp_path: Path) -> None:
+    """Keys written raw in the codec.py layout (what every earlier version wrote) up to the limit."""
+    backend = LmdbBackend(tmp_path / "db")
+    pack = backend.codec.pack
+    v, m, s = state_prefix(b"v", "v"), state_prefix(b"m", "m"), state_prefix(b"s", "s")
+    backend.put(v + b"c" * 508, pack(1))
+    backend.put(context_prefix(m, b"c" * 504), pack(2))  # an empty user key under a 504-byte context
+    backend.put(context_prefix(m, b"c" * 200) + b"k" * 304, pack(3))
+    backend.put(context_prefix(s, b"c" * 496) + encode_seq(1), pack(4))
+    backend.put(context_prefix(s, b"c" * 496) + encode_seq(2), pack(5))
+    backend.commit()
+    backend.close()
+    backend = LmdbBackend(tmp_path / "db")
+    try:
+        assert backend.value_state("v").get(b"c" * 508) == 1
+        assert list(backend.value_state("v").contexts()) == [b"c" * 508]
+        state = backend.map_state("m")
+        assert state.get(b"c" * 504, b"") == 2
+        assert list(state.items(b"c" * 200)) == [(b"k" * 304, 3)]
+        assert list(state.contexts()) == [b"c" * 200, b"c" * 504]
+        assert not state._has_long  # no digest keys: items and clear take one scan, as before
+        state.put(b"c" * 200, b"k" * 305, 6)  # does not fit: a digest key beside the plain one
+        assert dict(state.items(b"c" * 200)) == {b"k" * 304: 3, b"k" * 305: 6}
+        sorted_state = backend.sorted_map_state("s")
+        assert sorted_state.last(b"c" * 496) == (encode_seq(2), 5)
+        assert sorted_state.before(b"c" * 496, encode_seq(2)) == (encode_seq(1), 4)
+        sorted_state.put(b"c" * 496, encode_seq(3), 7)
+        assert [value for _, value in sorted_state.items(b"c" * 496)] == [4, 5, 7]
+    finally:
+        backend.close()
+
+
+def test_contexts_keep_the_order_of_the_plain_layout(tmp_path: Path) -> None:
+    """Long contexts are listed where their plain keys would sort: value states in byte order
+    (RocksDB's order too), map states by length, then bytes."""
+    contexts = [b"b", b"a" * 600, b"", b"a" * 509, b"b" * 509, b"\xff" * 300, b"a" * 1000, b"z"]
+    orders = []
+    for backend in (LmdbBackend(tmp_path / "lmdb"), RocksdbBackend(tmp_path / "rocksdb")):
+        try:
+            for index, context in enumerate(contexts):
+                backend.value_state("v").put(context, index)
+                backend.map_state("m").put(context, b"k" * (index * 100), index)
+                backend.sorted_map_state("s").put(context, encode_seq(index), index)
+            backend.commit()
+            orders.append(
+                [
+                    list(backend.value_state("v").contexts()),
+                    list(backend.map_state("m").contexts()),
+                    list(backend.sorted_map_state("s").contexts()),
+                ]
+            )
+        finally:
+            backend.close()
+    lmdb_orders, rocksdb_orders = orders
+    assert lmdb_orders[0] == rocksdb_orders[0] == sorted(contexts)
+    assert lmdb_orders[1] == lmdb_orders[2] == sorted(contexts, key=lambda c: (len(c), c))
+
+
+def test_a_digest_collision_is_an_error_not_wrong_data(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(lmdb_state, "_digest", lambda data: b"\x00" * 32)  # every key collides
+    backend = LmdbBackend(tmp_path / "db")
+    first, second = b"c" * 600, b"d" * 600
+    try:
+        values = backend.value_state("v")
+        values.put(first, 1)
+        with pytest.raises(CorruptStateError, match="digest collision"):
+            values.get(second)
+        with pytest.raises(CorruptStateError, match="digest collision"):
+            values.put(second, 2)
+        with pytest.raises(CorruptStateError, match="digest collision"):
+            values.delete(second)
+        assert values.get(first) == 1  # untouched
+        maps = backend.map_state("m")
+        maps.put(first, b"k" * 600, 1)
+        for call in (
+            lambda: maps.get(second, b"k" * 600),
+            lambda: maps.get(first, b"j" * 600),
+            lambda: maps.put(second, b"k" * 600, 2),
+            lambda: maps.delete(first, b"j" * 600),
+            lambda: list(maps.items(second)),
+            lambda: maps.clear(second),
+        ):
+            with pytest.raises(CorruptStateError, match="digest collision"):
+                call()
+        assert list(maps.items(first)) == [(b"k" * 600, 1)]
+        ordered = backend.sorted_map_state("s")
+        ordered.put(first, b"1", 1)
+        for call in (
+            lambda: ordered.get(second, b"1"),
+            lambda: ordered.last(second),
+            lambda: ordered.ceiling(second, b""),
+            lambda: ordered.put(second, b"1", 2),
+            lambda: ordered.delete(second, b"1"),
+            lambda: ordered.clear(second),
+            lambda: list(ordered.items(second)),
+            lambda: ordered.get_many([(second, b"1")]),
+        ):
+            with pytest.raises(CorruptStateError, match="digest collision"):
+                call()
+        assert list(ordered.items(first)) == [(b"1", 1)]
+        backend.commit()
+        assert list(ordered.contexts()) == [first]
+    finally:
+        backend.close()
+
+
+def test_get_many_routes_long_keys(tmp_path: Path) -> None:
+    backend = LmdbBackend(tmp_path / "db")
+    try:
+        contexts = [b"a", b"c" * 600, b"b", b"c" * 509]
+        for index, context in enumerate(contexts):
+            backend.value_state("v").put(context, index)
+            backend.map_state("m").put(context, b"k" * (index * 200), index)
+            backend.sorted_map_state("s").put(context, b"k", index)
+        backend.commit()
+        assert backend.value_state("v").get_many([*contexts, b"x" * 700]) == [0, 1, 2, 3, None]
+        pairs = [(context, b"k" * (index * 200)) for index, context in enumerate(contexts)]
+        assert backend.map_state("m").get_many([*pairs, (b"a", b"k" * 600)]) == [0, 1, 2, 3, None]
+        sorted_pairs = [(context, b"k") for context in contexts]
+        assert backend.sorted_map_state("s").get_many([*sorted_pairs, (b"a", b"k" * 600)]) == [
+            0,
+            1,
+            2,
+            3,
+            None,
+        ]
     finally:
         backend.close()

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from upsertmat.impls.settings import Backend, Settings
-from upsertmat.impls.state import StateBackend, open_backend
+from upsertmat.impls.state import CorruptStateError, StateBackend, open_backend
+from upsertmat.impls.state.codec import encode_seq
 from upsertmat.impls.state.counting import CountingBackend
-from upsertmat.impls.strategies.timers import Timers
+from upsertmat.impls.strategies.timers import LONG_CONTEXT, Timers
 
 
 @pytest.fixture(params=[Backend.HEAP, Backend.ROCKSDB, Backend.LMDB], ids=lambda backend: backend.value)
@@ -80,3 +82,53 @@ def test_each_fired_timer_costs_one_seek_and_one_delete() -> None:
         assert (counting.counters.reads, counting.counters.writes) == (11, 10)
     finally:
         counting.close()
+
+
+def test_long_contexts_are_hashed_and_fire_with_their_real_context(backend: StateBackend) -> None:
+    """Contexts beyond LONG_CONTEXT bytes (and any starting with 0xff) get fixed-size keys on
+    every backend; shorter ones keep the plain key ``expiry + seq + context -> 0``."""
+    timers = Timers(backend)
+    contexts = [b"a", b"c" * LONG_CONTEXT, b"c" * (LONG_CONTEXT + 1), b"d" * 5000, b"\xff", b"\xffx"]
+    for seq, context in enumerate(contexts):
+        timers.add(10, context, seq)
+        timers.add(20 + seq, context, seq)
+    backend.commit()
+    state = backend.sorted_map_state("ttl_timers")
+    keys = dict(state.items(b""))
+    prefix = encode_seq(10)
+    assert keys[prefix + encode_seq(0) + b"a"] == 0
+    assert keys[prefix + encode_seq(1) + b"c" * LONG_CONTEXT] == 0
+    for seq in (2, 3, 4, 5):
+        assert (
+            keys[prefix + encode_seq(seq) + b"\xff" + hashlib.sha256(contexts[seq]).digest()] == contexts[seq]
+        )
+    assert max(len(key) for key in keys) == 16 + LONG_CONTEXT
+    assert sorted(timers.pop_due(10)) == sorted((context, seq) for seq, context in enumerate(contexts))
+    assert list(timers.pop_due(100)) == [(context, seq) for seq, context in enumerate(contexts)]
+    assert timers.count() == 0
+
+
+def test_a_damaged_hashed_timer_is_an_error(backend: StateBackend) -> None:
+    backend.sorted_map_state("ttl_timers").put(
+        b"", encode_seq(1) + encode_seq(0) + b"\xff" + b"\x00" * 32, b"x"
+    )
+    with pytest.raises(CorruptStateError, match="ttl_timers"):
+        list(Timers(backend).pop_due(5))
+
+
+def test_plain_timers_written_before_hashing_still_fire(tmp_path: Path) -> None:
+    """A context longer than LONG_CONTEXT under a plain key (written by an earlier version) is
+    the key's tail, as before; its new timers are hashed, and both fire with the real context."""
+    settings = Settings(backend=Backend.LMDB, state_dir=tmp_path)
+    first = open_backend(settings)
+    context = b"p" * 400
+    first.sorted_map_state("ttl_timers").put(b"", encode_seq(5) + encode_seq(1) + context, 0)
+    first.commit()
+    first.close()
+    second = open_backend(settings)
+    try:
+        timers = Timers(second)
+        timers.add(6, context, 2)
+        assert list(timers.pop_due(10)) == [(context, 1), (context, 2)]
+    finally:
+        second.close()

@@ -4,9 +4,13 @@ Shipped with the package (``from upsertmat.conformance.backends import StateBack
 a third-party ``StateBackend`` is tested the way the built-in heap, RocksDB and LMDB backends are.
 
 A subclass sets ``persistent`` and implements ``open(path)``. Persistent (byte) backends also
-run the reopen, durability and codec checks. The Hypothesis machine (``machine_for``) compares
-a backend with a pure-dict model through puts, deletes, clears, commits and (persistent
-backends) close-and-reopen, where uncommitted writes must vanish.
+run the reopen, durability and codec checks. Contexts and user keys of any length must work
+(the long-key checks cross LMDB's 511-byte key limit); a backend whose sorted maps only hold
+short user keys under long contexts (LMDB: the strategies store 8-byte sequence numbers and
+timer keys of at most 272 bytes there) sets ``long_sorted_user_keys = False``. The Hypothesis
+machine (``machine_for``) compares a backend with a pure-dict model through puts, deletes,
+clears, commits and (persistent backends) close-and-reopen, where uncommitted writes must
+vanish.
 """
 
 from __future__ import annotations
@@ -53,12 +57,31 @@ def same(left: Any, right: Any) -> bool:
 # Keys chosen to be prefixes of each other, to hold 0x00 and 0xff, and to be empty.
 TRICKY_KEYS = [b"", b"\x00", b"a", b"a\x00", b"a\xff", b"ab", b"b", b"\xff", b"\xff\xff"]
 TRICKY_CONTEXTS = [b"", b"a", b"a\x00", b"ab", b"\x00", b"\xff", b"[1]", b'["1"]']
+# Lengths around LMDB's 511-byte key limit (one-letter state names: a 3-byte state prefix, so
+# value keys fit up to 508 bytes of context, map keys up to 504 bytes of context + user key,
+# sorted maps keep a context plain up to 496 bytes) and far beyond it.
+LONG_LENGTHS = [300, 496, 497, 504, 505, 508, 509, 511, 512, 5000]
+
+
+def long_keys(letter: bytes, lengths: list[int] = LONG_LENGTHS) -> list[bytes]:
+    """Keys of each length, plus pairs that differ only in the last or the first byte."""
+    keys = [letter * length for length in lengths]
+    keys += [letter * 599 + b"\x00", letter * 599 + b"\xff", b"\x00" + letter * 599, letter * 600]
+    return keys
+
+
+LONG_CONTEXTS = long_keys(b"c")
+MIXED_CONTEXTS = [b"", b"c", *LONG_CONTEXTS]
+LONG_USER_KEYS = [b"", b"k", b"k" * 8, *long_keys(b"k", [200, 300, 504, 505, 511, 512, 5000])]
+SHORT_SORTED_KEYS = [b"", b"\x00", b"a", b"a\x00", b"a\xff", b"ab", b"b", b"\xff", b"\xff" * 8, b"\x00" * 8]
 
 
 class StateBackendTests:
     """Behaviour every ``StateBackend`` must have; subclasses supply ``open``."""
 
     persistent: ClassVar[bool] = False
+    long_sorted_user_keys: ClassVar[bool] = True
+    """False: sorted maps need only hold user keys of up to 8 bytes under contexts of any length."""
 
     def open(self, path: Path | None) -> StateBackend:
         """A backend on ``path`` (None: a temporary or in-memory one)."""
@@ -261,6 +284,146 @@ class StateBackendTests:
         assert state.get(b"c", b"k") == {"x": [1, 2.5]}
         assert state.get(b"c", b"j") is None
 
+    # ---- long contexts and user keys (LMDB's key limit is 511 bytes)
+
+    def test_long_contexts_in_value_states(self, backend: StateBackend) -> None:
+        state = backend.value_state("v")
+        for index, context in enumerate(MIXED_CONTEXTS):
+            state.put(context, [index, len(context)])
+        for commit in (False, True):
+            if commit:
+                backend.commit()
+            for index, context in enumerate(MIXED_CONTEXTS):
+                assert state.get(context) == [index, len(context)]
+                assert state.get(context + b"\x00") is None
+            assert sorted(state.contexts()) == sorted(MIXED_CONTEXTS)
+        for context in MIXED_CONTEXTS[::2]:
+            state.put(context, "again")
+            state.delete(context)
+            state.delete(context)  # absent: no-op
+        assert sorted(state.contexts()) == sorted(MIXED_CONTEXTS[1::2])
+        backend.rollback()
+        assert sorted(state.contexts()) == sorted(MIXED_CONTEXTS)
+        assert [state.get(context) for context in MIXED_CONTEXTS[:3]] == [[0, 0], [1, 1], [2, 300]]
+
+    def test_long_keys_in_map_states(self, backend: StateBackend) -> None:
+        state = backend.map_state("m")
+        contexts = MIXED_CONTEXTS
+        for ci, context in enumerate(contexts):
+            for ki, key in enumerate(LONG_USER_KEYS):
+                state.put(context, key, [ci, ki])
+        for commit in (False, True):
+            if commit:
+                backend.commit()
+            for ci, context in enumerate(contexts):
+                items = list(state.items(context))
+                assert len(items) == len(LONG_USER_KEYS)  # every entry exactly once
+                assert dict(items) == {key: [ci, ki] for ki, key in enumerate(LONG_USER_KEYS)}
+                for ki, key in enumerate(LONG_USER_KEYS):
+                    assert state.get(context, key) == [ci, ki]
+                    assert state.get(context, key + b"\x00") is None
+            assert sorted(state.contexts()) == sorted(contexts)
+        context = contexts[-1]
+        for key in LONG_USER_KEYS[::2]:
+            state.delete(context, key)
+            state.delete(context, key)
+        assert {key for key, _ in state.items(context)} == set(LONG_USER_KEYS[1::2])
+        state.clear(contexts[-2])
+        assert list(state.items(contexts[-2])) == []
+        assert sorted(state.contexts()) == sorted(contexts[:-2] + contexts[-1:])
+        backend.rollback()
+        assert sorted(state.contexts()) == sorted(contexts)
+        assert len(list(state.items(context))) == len(LONG_USER_KEYS)
+        for context in contexts:
+            state.clear(context)
+        assert list(state.contexts()) == []
+        backend.commit()
+        assert list(state.contexts()) == []
+
+    def test_a_context_with_long_and_short_user_keys_is_listed_once(self, backend: StateBackend) -> None:
+        state = backend.map_state("m")
+        state.put(b"c", b"short", 1)
+        state.put(b"c", b"k" * 600, 2)
+        state.put(b"d", b"k" * 600, 3)
+        assert list(state.contexts()) in ([b"c", b"d"], [b"d", b"c"])
+        state.delete(b"c", b"short")
+        assert sorted(state.contexts()) == [b"c", b"d"]
+        state.clear(b"c")
+        assert list(state.contexts()) == [b"d"]
+        assert list(state.items(b"d")) == [(b"k" * 600, 3)]
+
+    def test_long_contexts_in_sorted_maps(self, backend: StateBackend) -> None:
+        if not backend.supports_ordered:
+            pytest.skip("no ordered iteration")
+        state = backend.sorted_map_state("s")
+        keys = list(SHORT_SORTED_KEYS)
+        if self.long_sorted_user_keys:
+            keys += [b"k" * 300, b"k" * 300 + b"\x00", b"k" * 5000, b"\xff" * 600]
+        expected = sorted(keys)
+        for ci, context in enumerate(MIXED_CONTEXTS):
+            for key in reversed(keys):
+                state.put(context, key, [ci, key])
+        for commit in (False, True):
+            if commit:
+                backend.commit()
+            assert sorted(state.contexts()) == sorted(MIXED_CONTEXTS)
+            for ci, context in enumerate(MIXED_CONTEXTS):
+                assert [key for key, _ in state.items(context)] == expected
+                assert state.first(context) == (expected[0], [ci, expected[0]])
+                assert state.last(context) == (expected[-1], [ci, expected[-1]])
+                for position, key in enumerate(expected):
+                    assert state.get(context, key) == [ci, key]
+                    below = state.before(context, key)
+                    assert (below[0] if below else None) == (expected[position - 1] if position else None)
+                    assert state.ceiling(context, key) == (key, [ci, key])
+                    above = state.ceiling(context, key + b"\x00")
+                    following = expected[position + 1] if position + 1 < len(expected) else None
+                    assert (above[0] if above else None) == following
+                    # bounds longer than any key LMDB can store
+                    for far in (key + b"\x00" * 600, key + b"\xff" * 600):
+                        above_far = state.ceiling(context, far)
+                        assert (above_far[0] if above_far else None) == min(
+                            (k for k in expected if k >= far), default=None
+                        )
+                        below_far = state.before(context, far)
+                        assert (below_far[0] if below_far else None) == max(k for k in expected if k < far)
+        context = MIXED_CONTEXTS[-1]
+        for key in expected[::2]:
+            state.delete(context, key)
+        assert [key for key, _ in state.items(context)] == expected[1::2]
+        assert state.first(context) == (expected[1], [len(MIXED_CONTEXTS) - 1, expected[1]])
+        state.clear(MIXED_CONTEXTS[-2])
+        assert state.last(MIXED_CONTEXTS[-2]) is None and list(state.items(MIXED_CONTEXTS[-2])) == []
+        assert sorted(state.contexts()) == sorted(MIXED_CONTEXTS[:-2] + MIXED_CONTEXTS[-1:])
+        backend.rollback()
+        assert [key for key, _ in state.items(MIXED_CONTEXTS[-2])] == expected
+        assert sorted(state.contexts()) == sorted(MIXED_CONTEXTS)
+
+    def test_long_keys_survive_a_reopen(self, tmp_path: Path) -> None:
+        if not self.persistent:
+            pytest.skip("not persistent")
+        long_context, long_key = b"c" * 5000, b"k" * 5000
+        backend = self.open(tmp_path / "db")
+        backend.value_state("v").put(long_context, 1)
+        backend.map_state("m").put(long_context, long_key, 2)
+        backend.map_state("m").put(b"c", long_key, 3)
+        backend.sorted_map_state("s").put(long_context, b"\x01", 4)
+        backend.commit()
+        backend.value_state("v").put(long_context, "lost")  # never committed
+        backend.map_state("m").put(long_context, long_key + b"!", "lost")
+        backend.sorted_map_state("s").put(long_context, b"\x02", "lost")
+        backend.close()
+        backend = self.open(tmp_path / "db")
+        try:
+            assert list(backend.value_state("v").contexts()) == [long_context]
+            assert backend.value_state("v").get(long_context) == 1
+            assert list(backend.map_state("m").items(long_context)) == [(long_key, 2)]
+            assert list(backend.map_state("m").items(b"c")) == [(long_key, 3)]
+            assert sorted(backend.map_state("m").contexts()) == [b"c", long_context]
+            assert backend.sorted_map_state("s").last(long_context) == (b"\x01", 4)
+        finally:
+            backend.close()
+
     # ---- persistence (byte backends)
 
     def test_reopen_sees_committed_writes_only(self, tmp_path: Path) -> None:
@@ -309,6 +472,7 @@ class BackendMachine(RuleBasedStateMachine):
     """Compares a backend with a dict model; subclasses set ``persistent`` and define ``open``."""
 
     persistent: ClassVar[bool] = False
+    long_sorted_user_keys: ClassVar[bool] = True
 
     def open(self, path: Path) -> StateBackend:
         raise NotImplementedError
@@ -325,8 +489,10 @@ class BackendMachine(RuleBasedStateMachine):
         self.backend.close()
         shutil.rmtree(self.directory, ignore_errors=True)
 
-    contexts = st.sampled_from([b"", b"a", b"a\x00", b"ab", b"b"])
+    contexts = st.sampled_from([b"", b"a", b"a\x00", b"ab", b"b", b"L" * 600, b"L" * 599 + b"M", b"L" * 500])
     keys = st.sampled_from([b"", b"\x00", b"1", b"1\x00", b"2", b"\xff"])
+    long_keys = st.sampled_from([b"K" * 600, b"K" * 599 + b"\x00", b"2" + b"K" * 520])
+    any_keys = st.one_of(keys, long_keys)
     values = st.one_of(st.integers(-3, 3), st.booleans(), st.none(), st.text(max_size=2), st.floats(0, 1))
     kinds = st.sampled_from(["map", "sorted"])
 
@@ -341,7 +507,13 @@ class BackendMachine(RuleBasedStateMachine):
         self._map(kind).put(context, key, value)
         self._entries(kind, context)[key] = value
 
-    @rule(kind=kinds, context=contexts, key=keys)
+    @rule(kind=kinds, context=contexts, key=long_keys, value=values)
+    def put_long_key(self, kind: str, context: bytes, key: bytes, value: Any) -> None:
+        if kind == "sorted" and not self.long_sorted_user_keys:
+            kind = "map"
+        self.put(kind, context, key, value)
+
+    @rule(kind=kinds, context=contexts, key=any_keys)
     def delete(self, kind: str, context: bytes, key: bytes) -> None:
         self._map(kind).delete(context, key)
         self._entries(kind, context).pop(key, None)
@@ -380,11 +552,11 @@ class BackendMachine(RuleBasedStateMachine):
         self.backend = self.open(self.directory / "db")
         self.model = {slot: dict(entries) for slot, entries in self.committed.items()}
 
-    @rule(kind=kinds, context=contexts, key=keys)
+    @rule(kind=kinds, context=contexts, key=any_keys)
     def get(self, kind: str, context: bytes, key: bytes) -> None:
         assert same(self._map(kind).get(context, key), self.model.get((kind, context), {}).get(key))
 
-    @rule(context=contexts, key=keys)
+    @rule(context=contexts, key=any_keys)
     def seek(self, context: bytes, key: bytes) -> None:
         state = self.backend.sorted_map_state("s")
         entries = sorted(self.model.get(("sorted", context), {}).items())
@@ -416,12 +588,18 @@ class BackendMachine(RuleBasedStateMachine):
                     assert [key for key, _ in items] == sorted(wanted)
 
 
-def machine_for(opener: Opener, *, persistent: bool) -> type[BackendMachine]:
-    """A ``BackendMachine`` subclass for one backend (use its ``TestCase`` in a test file)."""
-    reopens = persistent
+def machine_for(
+    opener: Opener, *, persistent: bool, long_sorted_user_keys: bool = True
+) -> type[BackendMachine]:
+    """A ``BackendMachine`` subclass for one backend (use its ``TestCase`` in a test file).
+
+    ``long_sorted_user_keys=False``: long user keys go to map states only (see
+    ``StateBackendTests.long_sorted_user_keys``)."""
+    reopens, long_sorted = persistent, long_sorted_user_keys
 
     class Machine(BackendMachine):
         persistent = reopens
+        long_sorted_user_keys = long_sorted
 
         def open(self, path: Path) -> StateBackend:
             return opener(path)

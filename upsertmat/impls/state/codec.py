@@ -18,6 +18,9 @@ Storage keys of byte backends (one flat, byte-ordered key space per database)::
 bytes. Because the context is length-prefixed, the *context prefix* (everything before the
 user key) of one context is never a prefix of another's, so one context's entries form one
 contiguous key range, ordered by user key, that never interleaves with another context's.
+
+LMDB limits keys to 511 bytes and replaces a context or user key that does not fit by its
+SHA-256 digest (layout and cost in lmdb.py); RocksDB stores every key as above.
 """
 
 from __future__ import annotations

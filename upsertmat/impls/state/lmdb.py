@@ -20,11 +20,35 @@ seen, and ``close`` syncs to disk. They differ on an OS crash or power loss:
 - ``full``: ``sync=True``: every commit is flushed to disk; a crash loses nothing. Costs a
   disk flush per commit.
 
-Limits: LMDB keys are at most 511 bytes, so state prefix + context + user key must fit (a
-clear ValueError otherwise — use rocksdb for very long keys). The map (a sparse file of that
-apparent size) starts at ``map_size`` and doubles at a commit boundary whenever it is more
-than half full (checked every 256 commits and at open); a single batch larger than the free
-half raises a StateError that says so.
+Limits: LMDB keys are at most 511 bytes (``max_key_size``). Keys that fit are stored exactly
+as codec.py lays them out; longer ones are replaced by SHA-256 digests, so contexts and user
+keys of any length work, with the same results as the other backends:
+
+- a value state whose state prefix + context is too long keys the entry by ``b"V"`` + name +
+  SHA-256(context) (``LONG_VALUE_KIND``);
+- a map state entry whose key is too long (a long context, a long user key or both) goes
+  under state prefix + ``LONG_ENTRY`` + SHA-256(context) + SHA-256(user key);
+- a sorted map state keys *every* entry of a context that would not leave room for an 8-byte
+  user key (``SEQ_SIZE``) by state prefix + ``LONG_CONTEXT`` + SHA-256(context) + user key:
+  fixed size, so the context's entries still form one range ordered by user key. A user key
+  that does not fit beside its context (more than 511 - 38 - len(name) bytes under a long
+  context) is refused with a ValueError naming the limit: the strategies' sorted maps only
+  hold 8-byte sequence numbers and timer keys of at most 272 bytes (timers.py).
+
+The replaced context (and user key) is kept framed (``len32 + bytes``) at the head of the
+value, so ``contexts`` and ``items`` return the real keys, and every read, put and delete
+checks it: two keys with one digest are a CorruptStateError, never each other's data.
+``contexts`` lists a long context where its plain key would sort (byte order for value states;
+length, then bytes for maps), so the order of keys that fit is as before. Cost: keys that fit
+pay one length check per access and nothing else; a long key costs a SHA-256 of it, its framed
+copy in the value, and a read-before-write (``replace``/``pop``) on put and delete; once a map
+state holds a long entry, its ``items`` and ``clear`` take one more seek. A state directory
+written before keys were hashed holds only keys that fit, which are read as before (same
+format marker).
+
+The map (a sparse file of that apparent size) starts at ``map_size`` and doubles at a commit
+boundary whenever it is more than half full (checked every 256 commits and at open); a single
+batch larger than the free half raises a StateError that says so.
 
 A full disk is an error, not a crash: with ``writemap`` a page written into a sparse file on a
 full file system kills the process with SIGBUS, so the ``fast`` mode reserves real disk blocks
@@ -35,7 +59,9 @@ The other modes write through write(2), which reports ENOSPC as an LMDB error.
 
 from __future__ import annotations
 
+import hashlib
 import os
+import struct
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -56,6 +82,17 @@ RESERVE_BYTES = 16 << 20
 """Disk blocks reserved ahead of the used pages in ``fast`` mode (far more than the pages
 ``_RESERVE_EVERY`` commits of small values allocate)."""
 _RESERVE_EVERY = 16
+
+LONG_ENTRY = b"\xff\xff\xff\xfe"
+"""In place of len32(context) in a map state: the entry is keyed by SHA-256(context) +
+SHA-256(user key). No real context is that long, and it sorts after every real one."""
+LONG_CONTEXT = b"\xff\xff\xff\xff"
+"""In place of len32(context) in a sorted map state: the context is SHA-256(context)."""
+LONG_VALUE_KIND = b"V"
+"""The state kind byte of value-state entries keyed by SHA-256(context)."""
+SEQ_SIZE = 8
+"""A sorted map keeps a context's keys plain while they leave room for a user key this long."""
+_LEN32 = struct.Struct(">I")
 
 
 def _environment(
@@ -170,6 +207,64 @@ class LmdbBackend:
         if self.txn.delete(storage_key):
             self._dirty = True
 
+    def replace_long(self, state: str, storage_key: bytes, header: bytes, packed: bytes) -> None:
+        """Put ``header + packed`` under a digest key; if the entry there starts with another
+        header (a digest collision), put it back and raise CorruptStateError."""
+        try:
+            old = self.txn.replace(storage_key, header + packed)
+        except lmdb.MapFullError:
+            raise self._full() from None
+        self._dirty = True
+        if old is not None and not old.startswith(header):
+            self.txn.put(storage_key, old)
+            raise _collision(state, storage_key)
+
+    def pop_long(self, state: str, storage_key: bytes, header: bytes) -> None:
+        """Delete the entry under a digest key if it starts with ``header``; CorruptStateError
+        (and nothing deleted) if it is another key's (a digest collision)."""
+        old = self.txn.pop(storage_key)
+        if old is None:
+            return
+        self._dirty = True
+        if not old.startswith(header):
+            self.txn.put(storage_key, old)
+            raise _collision(state, storage_key)
+
+    def scan(
+        self, prefix: bytes, *, start: bytes | None = None, values: bool = True
+    ) -> list[tuple[bytes, bytes]]:
+        """(storage key, data) of every key starting with ``prefix`` (from ``start`` on), in key
+        order; data is ``b""`` unless ``values``. A snapshot: callers may write afterwards."""
+        cursor = self.cursor()
+        found: list[tuple[bytes, bytes]] = []
+        if not cursor.set_range(prefix if start is None else start):
+            return found
+        key: bytes
+        if not values:
+            for key in cursor.iternext(keys=True, values=False):  # type: ignore[assignment]
+                if not key.startswith(prefix):
+                    break
+                found.append((key, b""))
+            return found
+        data: bytes
+        for key, data in cursor:  # type: ignore[assignment]
+            if not key.startswith(prefix):
+                break
+            found.append((key, data))
+        return found
+
+    def any_under(self, prefix: bytes) -> bool:
+        """Whether some key starts with ``prefix``: one seek."""
+        cursor = self.cursor()
+        return bool(cursor.set_range(prefix)) and bytes(cursor.key()).startswith(prefix)
+
+    def framed_context(self, state: str, storage_key: bytes, data: bytes, offset: int) -> bytes:
+        """The context framed at ``offset`` of a long entry's data; CorruptStateError if cut."""
+        try:
+            return _unframe(data, offset)[0]
+        except ValueError as error:
+            raise _damaged(state, storage_key, f"has a damaged key header ({error})") from None
+
     def value_state(self, name: str) -> LmdbValueState:
         """The value state ``name``."""
         return self._states.get(name, LmdbValueState)
@@ -280,71 +375,143 @@ class LmdbBackend:
             self._dir.close()
 
 
+def _digest(data: bytes) -> bytes:
+    """SHA-256 of ``data``: the fixed-size stand-in of a context or user key too long for a key."""
+    return hashlib.sha256(data).digest()
+
+
+def _frame(data: bytes) -> bytes:
+    """``len32(data) + data``: how a long key is kept, unambiguously, at the head of its value."""
+    return _LEN32.pack(len(data)) + data
+
+
+def _unframe(data: bytes, offset: int) -> tuple[bytes, int]:
+    """The framed bytes at ``offset`` of ``data`` and the offset just past them; ValueError if cut."""
+    if len(data) < offset + 4:
+        raise ValueError("truncated length")
+    end = offset + 4 + _LEN32.unpack_from(data, offset)[0]
+    if end > len(data):
+        raise ValueError("truncated key")
+    return data[offset + 4 : end], end
+
+
+def _damaged(state: str, key: bytes, problem: str) -> CorruptStateError:
+    return CorruptStateError(f"damaged state: state {state!r}: the entry under key {key!r} {problem}")
+
+
+def _collision(state: str, key: bytes) -> CorruptStateError:
+    return CorruptStateError(
+        f"state {state!r}: the entry under key {key!r} belongs to another context or user key with the "
+        "same SHA-256 digest (a digest collision) or is damaged; refusing to mix them up"
+    )
+
+
 class LmdbValueState:
-    """``ValueState``: storage key = state prefix + context. One LMDB get/put per call."""
+    """``ValueState``: storage key = state prefix + context. One LMDB get/put per call.
+
+    A context too long for that key is stored under ``b"V"`` + name + SHA-256(context), the
+    framed context at the head of the value (checked on every access).
+    """
 
     def __init__(self, backend: LmdbBackend, name: str) -> None:
         self._backend = backend
         self.name = name
         self._prefix = state_prefix(b"v", name)
+        self._long_prefix = LONG_VALUE_KIND + self._prefix[1:]
+        self._limit = backend.max_key_size
         self._pack = backend.codec.pack
         self._unpack = backend.codec.unpack
 
     def get(self, context: bytes) -> Value | None:
         """One B-tree lookup in the open transaction."""
-        data = self._backend.txn.get(self._prefix + context)
+        key = self._prefix + context
+        if len(key) > self._limit:
+            return self._get_long(context)
+        data = self._backend.txn.get(key)
         return None if data is None else self._unpack(data, self.name, context)
+
+    def _get_long(self, context: bytes) -> Value | None:
+        key = self._long_prefix + _digest(context)
+        data = self._backend.txn.get(key)
+        return None if data is None else self._open(key, data, _frame(context))
+
+    def _open(self, key: bytes, data: bytes, header: bytes) -> Value:
+        """The value of a long entry whose data must start with ``header``."""
+        if not data.startswith(header):
+            raise _collision(self.name, key)
+        return self._unpack(data[len(header) :], self.name, key)
 
     def get_many(self, contexts: Sequence[bytes]) -> list[Value | None]:
         """``[get(c) for c in contexts]``: ordered lookups in the one open transaction (async
         state), sorted by storage key so neighbouring lookups share B-tree pages."""
         txn_get, prefix, unpack, name = self._backend.txn.get, self._prefix, self._unpack, self.name
+        limit = self._limit
         found: list[Value | None] = [None] * len(contexts)
         for position in sorted(range(len(contexts)), key=contexts.__getitem__):
-            data = txn_get(prefix + contexts[position])
+            context = contexts[position]
+            key = prefix + context
+            if len(key) > limit:
+                found[position] = self._get_long(context)
+                continue
+            data = txn_get(key)
             if data is not None:
-                found[position] = unpack(data, name, contexts[position])
+                found[position] = unpack(data, name, context)
         return found
 
     def put(self, context: bytes, value: Value) -> None:
         """One B-tree insert in the open transaction."""
-        self._backend.put(self._prefix + context, self._pack(value))
+        key = self._prefix + context
+        if len(key) > self._limit:
+            header = _frame(context)
+            self._backend.replace_long(
+                self.name, self._long_prefix + _digest(context), header, self._pack(value)
+            )
+            return
+        self._backend.put(key, self._pack(value))
 
     def delete(self, context: bytes) -> None:
         """One B-tree delete in the open transaction."""
-        self._backend.delete(self._prefix + context)
+        key = self._prefix + context
+        if len(key) > self._limit:
+            self._backend.pop_long(self.name, self._long_prefix + _digest(context), _frame(context))
+            return
+        self._backend.delete(key)
 
     def contexts(self) -> Iterator[bytes]:
-        """Every context with a value: a prefix scan (snapshot)."""
-        found: list[bytes] = []
-        cursor = self._backend.cursor()
-        prefix = self._prefix
-        if cursor.set_range(prefix):
-            key: bytes  # py-lmdb hands out bytes unless buffers=True
-            for key in cursor.iternext(keys=True, values=False):  # type: ignore[assignment]
-                if not key.startswith(prefix):
-                    break
-                found.append(key[len(prefix) :])
-        return iter(found)
+        """Every context with a value, in ascending byte order: prefix scans (snapshot)."""
+        found = [key[len(self._prefix) :] for key, _ in self._backend.scan(self._prefix, values=False)]
+        long = [
+            self._backend.framed_context(self.name, key, data, 0)
+            for key, data in self._backend.scan(self._long_prefix)
+        ]
+        return iter(sorted(found + long) if long else found)
 
 
 class LmdbMapState:
     """``MapState`` (and, with the seeks of the subclass, ``SortedMapState``).
 
     Storage key = context prefix (state prefix + len32(context) + context) + user key: one
-    LMDB get/put/delete per point call.
+    LMDB get/put/delete per point call. An entry whose storage key would exceed LMDB's limit
+    goes under state prefix + ``LONG_ENTRY`` + SHA-256(context) + SHA-256(user key), with the
+    framed context and user key at the head of its value (checked on every access); ``items``
+    and ``clear`` scan that range too once the state holds such an entry.
     """
 
     _kind = b"m"
+    _hashes_user_keys = True
 
     def __init__(self, backend: LmdbBackend, name: str) -> None:
         self._backend = backend
         self.name = name
         self._prefix = state_prefix(self._kind, name)
+        self._limit = backend.max_key_size
         self._pack = backend.codec.pack
         self._unpack = backend.codec.unpack
         self._last_context: bytes | None = None
         self._last_prefix = b""
+        self._long_entries = self._prefix + LONG_ENTRY
+        # May the state hold an entry under a digest? (one seek now; set by every such put)
+        self._has_long = self._hashes_user_keys and backend.any_under(self._long_entries)
 
     def _context_prefix(self, context: bytes) -> bytes:
         if context != self._last_context:
@@ -352,88 +519,256 @@ class LmdbMapState:
             self._last_context = context
         return self._last_prefix
 
+    def _long_key(self, context: bytes, key: bytes) -> tuple[bytes, bytes]:
+        """(storage key, value header) of an entry too long for a plain key."""
+        return self._long_entries + _digest(context) + _digest(key), _frame(context) + _frame(key)
+
     def get(self, context: bytes, key: bytes) -> Value | None:
         """One B-tree lookup."""
         storage_key = self._context_prefix(context) + key
+        if len(storage_key) > self._limit:
+            return self._get_long(context, key)
         data = self._backend.txn.get(storage_key)
         return None if data is None else self._unpack(data, self.name, storage_key)
+
+    def _get_long(self, context: bytes, key: bytes) -> Value | None:
+        storage_key, header = self._long_key(context, key)
+        data = self._backend.txn.get(storage_key)
+        if data is None:
+            return None
+        if not data.startswith(header):
+            raise _collision(self.name, storage_key)
+        return self._unpack(data[len(header) :], self.name, storage_key)
 
     def get_many(self, pairs: Sequence[tuple[bytes, bytes]]) -> list[Value | None]:
         """``[get(c, k) for c, k in pairs]``: ordered lookups in the one open transaction
         (async state), sorted by storage key so neighbouring lookups share B-tree pages."""
         storage_keys = [context_prefix(self._prefix, context) + key for context, key in pairs]
-        txn_get, unpack, name = self._backend.txn.get, self._unpack, self.name
+        txn_get, unpack, name, limit = self._backend.txn.get, self._unpack, self.name, self._limit
         found: list[Value | None] = [None] * len(pairs)
         for position in sorted(range(len(pairs)), key=storage_keys.__getitem__):
-            data = txn_get(storage_keys[position])
+            storage_key = storage_keys[position]
+            if len(storage_key) > limit:
+                found[position] = self._get_long(*pairs[position])
+                continue
+            data = txn_get(storage_key)
             if data is not None:
-                found[position] = unpack(data, name, storage_keys[position])
+                found[position] = unpack(data, name, storage_key)
         return found
 
     def put(self, context: bytes, key: bytes, value: Value) -> None:
         """One B-tree insert."""
-        self._backend.put(self._context_prefix(context) + key, self._pack(value))
+        storage_key = self._context_prefix(context) + key
+        if len(storage_key) > self._limit:
+            long_key, header = self._long_key(context, key)
+            self._has_long = True
+            self._backend.replace_long(self.name, long_key, header, self._pack(value))
+            return
+        self._backend.put(storage_key, self._pack(value))
 
     def delete(self, context: bytes, key: bytes) -> None:
         """One B-tree delete."""
-        self._backend.delete(self._context_prefix(context) + key)
+        storage_key = self._context_prefix(context) + key
+        if len(storage_key) > self._limit:
+            self._backend.pop_long(self.name, *self._long_key(context, key))
+            return
+        self._backend.delete(storage_key)
 
-    def _raw_items(self, prefix: bytes) -> list[tuple[bytes, bytes]]:
-        cursor = self._backend.cursor()
-        found: list[tuple[bytes, bytes]] = []
-        if cursor.set_range(prefix):
-            storage_key: bytes
-            data: bytes
-            for storage_key, data in cursor:  # type: ignore[assignment]
-                if not storage_key.startswith(prefix):
-                    break
-                found.append((storage_key, data))
+    def _plain_items(self, context: bytes) -> list[tuple[bytes, bytes]]:
+        """(storage key, data) of the entries of ``context`` under plain keys."""
+        prefix = self._context_prefix(context)
+        return self._backend.scan(prefix) if len(prefix) <= self._limit else []
+
+    def _long_items(self, context: bytes) -> list[tuple[bytes, bytes, int]]:
+        """(storage key, data, offset of the value) of ``context``'s entries under digests,
+        each checked to be ``context``'s."""
+        if not self._has_long:
+            return []
+        header = _frame(context)
+        found = []
+        for storage_key, data in self._backend.scan(self._long_entries + _digest(context)):
+            if not data.startswith(header):
+                raise _collision(self.name, storage_key)
+            try:
+                _, offset = _unframe(data, len(header))
+            except ValueError as error:
+                raise _damaged(self.name, storage_key, f"has a damaged key header ({error})") from None
+            found.append((storage_key, data, offset))
         return found
+
+    def items(self, context: bytes) -> Iterator[tuple[bytes, Value]]:
+        """Every entry: one range scan (snapshot), two once the state holds long entries."""
+        start = len(self._context_prefix(context))
+        unpack, name = self._unpack, self.name
+        found = [(key[start:], unpack(data, name, key)) for key, data in self._plain_items(context)]
+        for storage_key, data, offset in self._long_items(context):
+            user_key = data[len(context) + 8 : offset]
+            found.append((user_key, unpack(data[offset:], name, storage_key)))
+        return iter(found)
+
+    def clear(self, context: bytes) -> None:
+        """Delete every entry of ``context``: range scans and one delete per entry."""
+        doomed = [key for key, _, _ in self._long_items(context)]
+        doomed += [key for key, _ in self._plain_items(context)]
+        for storage_key in doomed:
+            self._backend.delete(storage_key)
+
+    def contexts(self) -> Iterator[bytes]:
+        """Contexts with an entry, ordered by (length, bytes) like their plain keys: one seek
+        per context under plain keys, then a scan of the entries under digests (snapshot)."""
+        found: list[bytes] = []
+        cursor = self._backend.cursor()
+        prefix = self._prefix
+        digests = prefix + LONG_ENTRY  # LONG_ENTRY and LONG_CONTEXT sort after every real length
+        positioned = cursor.set_range(prefix)
+        while positioned:
+            storage_key: bytes = cursor.key()  # type: ignore[assignment]
+            if not storage_key.startswith(prefix) or storage_key >= digests:
+                break
+            context, _ = split_context(prefix, storage_key)
+            found.append(context)
+            following = successor(context_prefix(prefix, context))
+            positioned = following is not None and cursor.set_range(following)
+        long = {
+            self._backend.framed_context(self.name, key, data, 0)
+            for key, data in self._backend.scan(prefix, start=digests)
+        }
+        if not long:
+            return iter(found)
+        return iter(sorted(long.union(found), key=lambda context: (len(context), context)))
+
+
+class LmdbSortedMapState(LmdbMapState):
+    """``SortedMapState``: cursor seeks in the open transaction.
+
+    A context too long to leave room for an 8-byte user key (a sequence number) is replaced,
+    for all of its entries, by ``LONG_CONTEXT`` + SHA-256(context) — fixed size, so its entries
+    still form one range ordered by user key — with the framed context at the head of each
+    value (checked on every access). A user key that does not fit beside the context is
+    refused (ValueError): sorted maps hold no digests of user keys, which would lose the order.
+    """
+
+    _kind = b"s"
+    _hashes_user_keys = False
+
+    def __init__(self, backend: LmdbBackend, name: str) -> None:
+        super().__init__(backend, name)
+        self._last_header: bytes | None = None  # None: the last context's keys are plain
+
+    def _context_prefix(self, context: bytes) -> bytes:
+        if context != self._last_context:
+            if len(self._prefix) + 4 + len(context) + SEQ_SIZE > self._limit:
+                self._last_prefix = self._prefix + LONG_CONTEXT + _digest(context)
+                self._last_header = _frame(context)
+            else:
+                self._last_prefix = context_prefix(self._prefix, context)
+                self._last_header = None
+            self._last_context = context
+        return self._last_prefix
+
+    def _value(self, storage_key: bytes, data: bytes) -> Value:
+        """The value of an entry of the last context (checked to be its own if long)."""
+        header = self._last_header
+        if header is None:
+            return self._unpack(data, self.name, storage_key)
+        if not data.startswith(header):
+            raise _collision(self.name, storage_key)
+        return self._unpack(data[len(header) :], self.name, storage_key)
+
+    def _too_long(self, key: bytes) -> ValueError:
+        room = self._limit - len(self._last_prefix)
+        return ValueError(
+            f"LMDB keys are limited to {self._limit} bytes: sorted map state {self.name!r} cannot "
+            f"hold a {len(key)}-byte user key under this {len(self._last_context or b'')}-byte "
+            f"context (at most {room} bytes fit; the rocksdb and heap backends have no such limit)"
+        )
+
+    def get(self, context: bytes, key: bytes) -> Value | None:
+        """One B-tree lookup."""
+        storage_key = self._context_prefix(context) + key
+        if len(storage_key) > self._limit:
+            return None  # never stored
+        data = self._backend.txn.get(storage_key)
+        if data is None:
+            return None
+        if self._last_header is None:
+            return self._unpack(data, self.name, storage_key)
+        return self._value(storage_key, data)
+
+    def get_many(self, pairs: Sequence[tuple[bytes, bytes]]) -> list[Value | None]:
+        """``[get(c, k) for c, k in pairs]``, sorted by storage key like the map state's."""
+        keyed = [(self._context_prefix(context) + key, self._last_header) for context, key in pairs]
+        txn_get, unpack, name, limit = self._backend.txn.get, self._unpack, self.name, self._limit
+        found: list[Value | None] = [None] * len(pairs)
+        for position in sorted(range(len(pairs)), key=lambda index: keyed[index][0]):
+            storage_key, header = keyed[position]
+            data = None if len(storage_key) > limit else txn_get(storage_key)
+            if data is None:
+                continue
+            if header is None:
+                found[position] = unpack(data, name, storage_key)
+            elif data.startswith(header):
+                found[position] = unpack(data[len(header) :], name, storage_key)
+            else:
+                raise _collision(name, storage_key)
+        return found
+
+    def put(self, context: bytes, key: bytes, value: Value) -> None:
+        """One B-tree insert."""
+        storage_key = self._context_prefix(context) + key
+        if len(storage_key) > self._limit:
+            raise self._too_long(key)
+        header = self._last_header
+        if header is None:
+            self._backend.put(storage_key, self._pack(value))
+        else:
+            self._backend.replace_long(self.name, storage_key, header, self._pack(value))
+
+    def delete(self, context: bytes, key: bytes) -> None:
+        """One B-tree delete."""
+        storage_key = self._context_prefix(context) + key
+        if len(storage_key) > self._limit:
+            return  # never stored
+        header = self._last_header
+        if header is None:
+            self._backend.delete(storage_key)
+        else:
+            self._backend.pop_long(self.name, storage_key, header)
 
     def items(self, context: bytes) -> Iterator[tuple[bytes, Value]]:
         """Entries in ascending user-key order: one range scan (snapshot)."""
         prefix = self._context_prefix(context)
         start = len(prefix)
-        return iter(
-            [(key[start:], self._unpack(data, self.name, key)) for key, data in self._raw_items(prefix)]
-        )
+        return iter([(key[start:], self._value(key, data)) for key, data in self._backend.scan(prefix)])
 
     def clear(self, context: bytes) -> None:
         """Delete every entry of ``context``: a range scan and one delete per entry."""
-        for storage_key, _ in self._raw_items(self._context_prefix(context)):
+        prefix = self._context_prefix(context)
+        header = self._last_header
+        doomed = self._backend.scan(prefix, values=header is not None)
+        if header is not None and any(not data.startswith(header) for _, data in doomed):
+            raise _collision(self.name, prefix)
+        for storage_key, _ in doomed:
             self._backend.delete(storage_key)
-
-    def contexts(self) -> Iterator[bytes]:
-        """Contexts with an entry: one seek per context (snapshot)."""
-        found: list[bytes] = []
-        cursor = self._backend.cursor()
-        positioned = cursor.set_range(self._prefix)
-        while positioned:
-            storage_key: bytes = cursor.key()  # type: ignore[assignment]
-            if not storage_key.startswith(self._prefix):
-                break
-            context, _ = split_context(self._prefix, storage_key)
-            found.append(context)
-            following = successor(context_prefix(self._prefix, context))
-            positioned = following is not None and cursor.set_range(following)
-        return iter(found)
-
-
-class LmdbSortedMapState(LmdbMapState):
-    """``SortedMapState``: cursor seeks in the open transaction."""
-
-    _kind = b"s"
 
     def _entry(self, cursor: lmdb.Cursor, prefix: bytes) -> tuple[bytes, Value] | None:
         storage_key: bytes = cursor.key()  # type: ignore[assignment]
         if not storage_key.startswith(prefix):
             return None
         data: bytes = cursor.value()  # type: ignore[assignment]
-        return storage_key[len(prefix) :], self._unpack(data, self.name, storage_key)
+        if self._last_header is None:
+            return storage_key[len(prefix) :], self._unpack(data, self.name, storage_key)
+        return storage_key[len(prefix) :], self._value(storage_key, data)
 
     def _below(self, prefix: bytes, bound: bytes | None) -> tuple[bytes, Value] | None:
         """The greatest entry of ``prefix`` strictly below ``bound`` (None: the end of the database)."""
         cursor = self._backend.cursor()
+        if bound is not None and len(bound) > self._limit:
+            # Every stored key is at most the limit long: below ``bound`` = at or below its head.
+            head = bound[: self._limit]
+            if cursor.set_range(head) and cursor.key() == head:
+                return self._entry(cursor, prefix)
+            bound = head
         positioned = cursor.prev() if bound is not None and cursor.set_range(bound) else cursor.last()
         return self._entry(cursor, prefix) if positioned else None
 
@@ -450,7 +785,16 @@ class LmdbSortedMapState(LmdbMapState):
         """The smallest entry at or above ``key``: one seek."""
         prefix = self._context_prefix(context)
         cursor = self._backend.cursor()
-        return self._entry(cursor, prefix) if cursor.set_range(prefix + key) else None
+        bound = prefix + key
+        if len(bound) > self._limit:
+            # Every stored key is at most the limit long: at or above ``bound`` = above its head.
+            head = bound[: self._limit]
+            if not cursor.set_range(head):
+                return None
+            if cursor.key() == head and not cursor.next():
+                return None
+            return self._entry(cursor, prefix)
+        return self._entry(cursor, prefix) if cursor.set_range(bound) else None
 
     def before(self, context: bytes, key: bytes) -> tuple[bytes, Value] | None:
         """The greatest entry below ``key``: one seek and one step back."""

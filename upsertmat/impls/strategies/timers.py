@@ -1,10 +1,18 @@
-"""The TTL timer index: when each stored stamp expires, in expiry order, over any backend.
+r"""The TTL timer index: when each stored stamp expires, in expiry order, over any backend.
 
 One ordered map state ``ttl_timers`` under the empty context key holds one entry per write
 of a stamp: ``encode_seq(expiry) + encode_seq(seq) + context -> 0`` where ``expiry = stamp +
 ttl``, ``seq`` names the element inside its key (0 where a strategy has no element ids: VALUE
 records, LEGACY's per-key stamp). Entries iterate in expiry order, so the due ones are a
-prefix. A timer is a hint, never a fact: when it fires the strategy re-checks the element's
+prefix. A context longer than ``LONG_CONTEXT`` bytes (or starting with 0xff, which no UTF-8
+context does) is written as ``encode_seq(expiry) + encode_seq(seq) + b"\xff" + SHA-256(context)
+-> context`` instead, so timer keys stay short enough for every backend (LMDB limits keys to
+511 bytes); a stored value of 0 still means the context is the key's tail, so timers written
+before keep working. Only the order among timers of one expiry and seq differs between the two
+forms, and it does not matter: a fired timer only removes expired elements of its own
+context and emits nothing.
+
+A timer is a hint, never a fact: when it fires the strategy re-checks the element's
 *current* stamp (it may have been re-stamped, removed, or its seq reused) and removes only
 what is really expired — so stale timers are harmless and need no deletion.
 
@@ -18,12 +26,16 @@ timer not yet compacted away, making each seek O(timers fired so far).
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator
 
-from ..state import StateBackend
+from ..state import CorruptStateError, StateBackend
 from ..state.codec import decode_seq, encode_seq
 
 _GLOBAL = b""
+LONG_CONTEXT = 256
+"""Contexts up to this many bytes are the tail of their timer key; longer ones are hashed."""
+_HASHED = b"\xff"  # the tail of a hashed timer key starts with this byte; no plain tail does
 
 
 class Timers:
@@ -37,8 +49,13 @@ class Timers:
 
     def add(self, expiry: int, context: bytes, seq: int = 0) -> None:
         """Fire at ``expiry`` for element ``seq`` of ``context``. One write."""
-        key = encode_seq(expiry) + encode_seq(seq) + context
-        self._state.put(_GLOBAL, key, 0)
+        key = encode_seq(expiry) + encode_seq(seq)
+        if len(context) <= LONG_CONTEXT and not context.startswith(_HASHED):
+            key += context
+            self._state.put(_GLOBAL, key, 0)
+        else:
+            key += _HASHED + hashlib.sha256(context).digest()
+            self._state.put(_GLOBAL, key, context)
         if self._next_due is not None and expiry < self._next_due:
             self._next_due = expiry
         if self._resume is not None and key < self._resume:
@@ -61,10 +78,11 @@ class Timers:
             if first is None or decode_seq(first[0][:8]) > now:
                 self._next_due = 2**63 - 1 if first is None else decode_seq(first[0][:8])
                 return
-            key = first[0]
+            key, stored = first
+            context = _context(key, stored)
             self._state.delete(_GLOBAL, key)
             self._resume = key + b"\x00"  # the smallest key above the one just deleted
-            yield key[16:], decode_seq(key[8:16])
+            yield context, decode_seq(key[8:16])
 
     def forget_hints(self) -> None:
         """Drop the in-memory hints (after a rollback they may describe writes that were undone)."""
@@ -80,3 +98,12 @@ class Timers:
         self._state.clear(_GLOBAL)
         self._next_due = None
         self._resume = None
+
+
+def _context(key: bytes, stored: object) -> bytes:
+    """The context of a timer: the key's tail (value 0), or the stored one of a hashed key."""
+    if stored == 0:
+        return key[16:]
+    if isinstance(stored, bytes) and key[16:] == _HASHED + hashlib.sha256(stored).digest():
+        return stored
+    raise CorruptStateError(f"damaged state: state 'ttl_timers': timer {key!r} holds {stored!r}")
