@@ -41,7 +41,7 @@ from .errors import CliError, ExitCode, StateDirError
 from .impls import ConfigError, Settings, UnknownImplementation, create
 from .impls.config import CHECKPOINT_INTERVAL
 from .impls.conflict import Compacting
-from .impls.settings import Backend, TimeDomain
+from .impls.settings import DEFAULT_CHECKPOINT_INTERVAL, Backend, TimeDomain
 from .impls.state.errors import BackendUnavailableError, CorruptStateError, StateError, StorageError
 from .jsonl import BadLine, ChangeLine, RowShape, format_change, format_dead_letter, parse_line
 from .progress import Progress
@@ -62,7 +62,7 @@ NAME = "replay"
 PREFIX = f"upsertmat {NAME}"
 DEFAULT_DEAD_LETTER = "upsertmat-dead-letter.jsonl"
 SHOWN_MESSAGES = 10  # per kind (bad lines, retraction misses); the rest are only counted
-DEFAULT_BYTE_INTERVAL = 1000
+DEFAULT_BYTE_INTERVAL = DEFAULT_CHECKPOINT_INTERVAL
 """Lines between two commits on rocksdb/lmdb unless set (docs/operations.md: measured)."""
 
 EPILOG = """\
