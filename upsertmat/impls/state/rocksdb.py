@@ -501,9 +501,68 @@ class RocksMapState:
 
 
 class RocksSortedMapState(RocksMapState):
-    """``SortedMapState``: seeks on the RocksDB iterator merged with the overlay."""
+    """``SortedMapState``: seeks on the RocksDB iterator merged with the overlay.
+
+    ``last`` needs the greatest pending put of the context; with a commit interval the overlay
+    of one context holds up to N inputs' entries, so that maximum is kept per context prefix
+    (``_tops``: known, or absent = recompute once with a scan of the pending entries). A put
+    raises it, a deletion of the maximum forgets it; SORTED's appends (ascending seqs) and
+    retractions of old nodes keep it known, so ``last`` stays O(1) overlay work per call.
+    """
 
     _kind = b"s"
+
+    def __init__(self, backend: RocksdbBackend, name: str) -> None:
+        super().__init__(backend, name)
+        self._tops: dict[bytes, bytes | None] = {}
+
+    def put(self, context: bytes, key: bytes, value: Value) -> None:
+        """Pending until commit. O(1)."""
+        prefix = self._context_prefix(context)
+        pending = self._pending_of(prefix)
+        journal = self._backend.journal
+        if journal is not None:
+            journal.append((self, prefix, key, pending.get(key, _ABSENT)))
+        pending[key] = value
+        tops = self._tops
+        top = tops.get(prefix, _MISSING)
+        if top is not _MISSING and (top is None or key > top):
+            tops[prefix] = key
+
+    def delete(self, context: bytes, key: bytes) -> None:
+        """Pending until commit. O(1) (a deletion mark even if the key is absent)."""
+        prefix = self._context_prefix(context)
+        pending = self._pending_of(prefix)
+        journal = self._backend.journal
+        if journal is not None:
+            journal.append((self, prefix, key, pending.get(key, _ABSENT)))
+        pending[key] = _DELETED
+        if self._tops.get(prefix) == key:
+            del self._tops[prefix]
+
+    def undo(self, prefix: bytes, key: bytes, previous: Value) -> None:
+        """As ``RocksMapState.undo``; the context's greatest pending put is recomputed."""
+        self._tops.pop(prefix, None)
+        super().undo(prefix, key, previous)
+
+    def flush(self, batch: WriteBatch) -> None:
+        """Move the overlay into ``batch``."""
+        super().flush(batch)
+        self._tops = {}
+
+    def discard(self) -> None:
+        """Forget the pending writes (rollback)."""
+        super().discard()
+        self._tops = {}
+
+    def _top(self, prefix: bytes, pending: dict[bytes, Value]) -> bytes | None:
+        """The greatest pending put (not a deletion mark) of ``prefix``, or None."""
+        tops = self._tops
+        if prefix in tops:
+            return tops[prefix]
+        top = max((key for key, value in pending.items() if value is not _DELETED), default=None)
+        tops[prefix] = top
+        return top
 
     def _walk(
         self, prefix: bytes, pending: dict[bytes, Value] | None, forward: bool
@@ -547,9 +606,7 @@ class RocksSortedMapState(RocksMapState):
             if iterator.valid() and iterator.key() == end:
                 iterator.prev()
         found = self._walk(prefix, pending, forward=False)
-        candidate = None
-        if pending:
-            candidate = max((key for key, value in pending.items() if value is not _DELETED), default=None)
+        candidate = self._top(prefix, pending) if pending else None
         return self._best(prefix, found, candidate, greater=True)
 
     def first(self, context: bytes) -> tuple[bytes, Value] | None:
