@@ -159,9 +159,10 @@ class LmdbBackend(DeferredCommits):
         """One put in the open transaction, with clear errors for LMDB's limits."""
         try:
             journal = self.journal
-            if journal is not None:
-                journal.append((self, storage_key, None, self.txn.get(storage_key)))
-            self.txn.put(storage_key, data)
+            if journal is None:
+                self.txn.put(storage_key, data)
+            else:  # one lookup: replace hands back the bytes it overwrites (None: a new key)
+                journal.append((self, storage_key, None, self.txn.replace(storage_key, data)))
         except lmdb.BadValsizeError:
             raise ValueError(
                 f"LMDB keys are limited to {self.max_key_size} bytes; this state key has "
@@ -175,10 +176,11 @@ class LmdbBackend(DeferredCommits):
         """One delete in the open transaction."""
         journal = self.journal
         if journal is not None:
-            previous = self.txn.get(storage_key)
-            if previous is None:
-                return
-            journal.append((self, storage_key, None, previous))
+            previous = self.txn.pop(storage_key)  # one lookup: the bytes deleted, or None
+            if previous is not None:
+                journal.append((self, storage_key, None, previous))
+                self._dirty = True
+            return
         if self.txn.delete(storage_key):
             self._dirty = True
 

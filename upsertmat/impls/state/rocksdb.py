@@ -366,7 +366,8 @@ class RocksMapState:
 
     def get(self, context: bytes, key: bytes) -> Value | None:
         """Overlay, then one RocksDB point get."""
-        prefix = self._context_prefix(context)
+        # _context_prefix, inlined (the hot path)
+        prefix = self._last_prefix if context == self._last_context else self._context_prefix(context)
         pending = self._pending.get(prefix)
         if pending is not None:
             value = pending.get(key, _MISSING)
@@ -403,8 +404,11 @@ class RocksMapState:
 
     def put(self, context: bytes, key: bytes, value: Value) -> None:
         """Pending until commit. O(1)."""
-        prefix = self._context_prefix(context)
-        pending = self._pending_of(prefix)
+        # _context_prefix and _pending_of, inlined (the hot path)
+        prefix = self._last_prefix if context == self._last_context else self._context_prefix(context)
+        pending = self._pending.get(prefix)
+        if pending is None:
+            pending = self._pending_of(prefix)
         journal = self._backend.journal
         if journal is not None:
             journal.append((self, prefix, key, pending.get(key, _ABSENT)))
@@ -412,8 +416,11 @@ class RocksMapState:
 
     def delete(self, context: bytes, key: bytes) -> None:
         """Pending until commit. O(1) (a deletion mark even if the key is absent)."""
-        prefix = self._context_prefix(context)
-        pending = self._pending_of(prefix)
+        # _context_prefix and _pending_of, inlined (the hot path)
+        prefix = self._last_prefix if context == self._last_context else self._context_prefix(context)
+        pending = self._pending.get(prefix)
+        if pending is None:
+            pending = self._pending_of(prefix)
         journal = self._backend.journal
         if journal is not None:
             journal.append((self, prefix, key, pending.get(key, _ABSENT)))
@@ -518,8 +525,11 @@ class RocksSortedMapState(RocksMapState):
 
     def put(self, context: bytes, key: bytes, value: Value) -> None:
         """Pending until commit. O(1)."""
-        prefix = self._context_prefix(context)
-        pending = self._pending_of(prefix)
+        # _context_prefix and _pending_of, inlined (the hot path)
+        prefix = self._last_prefix if context == self._last_context else self._context_prefix(context)
+        pending = self._pending.get(prefix)
+        if pending is None:
+            pending = self._pending_of(prefix)
         journal = self._backend.journal
         if journal is not None:
             journal.append((self, prefix, key, pending.get(key, _ABSENT)))
@@ -531,8 +541,11 @@ class RocksSortedMapState(RocksMapState):
 
     def delete(self, context: bytes, key: bytes) -> None:
         """Pending until commit. O(1) (a deletion mark even if the key is absent)."""
-        prefix = self._context_prefix(context)
-        pending = self._pending_of(prefix)
+        # _context_prefix and _pending_of, inlined (the hot path)
+        prefix = self._last_prefix if context == self._last_context else self._context_prefix(context)
+        pending = self._pending.get(prefix)
+        if pending is None:
+            pending = self._pending_of(prefix)
         journal = self._backend.journal
         if journal is not None:
             journal.append((self, prefix, key, pending.get(key, _ABSENT)))
