@@ -15,6 +15,7 @@ import pytest
 
 from upsertmat.impls import Settings, Strategy, create
 from upsertmat.impls.settings import Backend, TtlSettings
+from upsertmat.impls.state.errors import StorageFullError
 from upsertmat.spec import Change, Keys, ModelMaterializer, delete, insert, update_after, update_before
 
 KEYS = Keys(pk=(0,), upsert_key=(1,))
@@ -178,3 +179,73 @@ def test_heap_ignores_the_interval() -> None:
     materializer.commit()
     assert histories(materializer) == model_after(stream)
     materializer.close()
+
+
+def test_a_failed_batch_write_leaves_the_last_durable_commit(tmp_path: Path) -> None:
+    """A storage failure while writing a batch raises (classified) from the call that wrote
+    it, and the state is at the previous durable commit: the batch's inputs are lost as in a
+    crash, never half of them."""
+    settings = settings_for(Strategy.MAP, Backend.ROCKSDB, tmp_path, 5)
+    materializer: Any = create(KEYS, settings)
+    stream = changes(12)
+    for change in stream[:5]:
+        materializer.process(change)  # durable after the fifth
+    state = materializer.backend
+    real = state.db
+
+    class FullDisk:
+        def write(self, *args: Any) -> None:
+            raise Exception("IO error: No space left on device")
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(real, name)
+
+    state.db = FullDisk()
+    for change in stream[5:9]:
+        materializer.process(change)  # pending, readable
+    with pytest.raises(StorageFullError, match="No space left"):
+        materializer.process(stream[9])  # the tenth input writes the batch
+    assert state.pending_units == 0 and histories(materializer) == model_after(stream[:5])
+    state.db = real
+    state.close()
+    reopened: Any = create(KEYS, settings_for(Strategy.MAP, Backend.ROCKSDB, tmp_path, None))
+    try:
+        assert histories(reopened) == model_after(stream[:5])
+    finally:
+        reopened.close()
+
+
+def test_a_failed_lmdb_batch_commit_leaves_the_last_durable_commit(tmp_path: Path) -> None:
+    """The same on LMDB: a transaction whose commit fails is gone (LMDB aborts it)."""
+    import lmdb
+
+    settings = settings_for(Strategy.MAP, Backend.LMDB, tmp_path, 5)
+    materializer: Any = create(KEYS, settings)
+    stream = changes(12)
+    for change in stream[:5]:
+        materializer.process(change)
+    state = materializer.backend
+
+    class FailingCommit:
+        def __init__(self, txn: Any) -> None:
+            self.txn = txn
+
+        def commit(self) -> None:
+            self.txn.abort()
+            raise lmdb.Error("mdb_txn_commit: No space left on device")
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self.txn, name)
+
+    for change in stream[5:9]:
+        materializer.process(change)
+    state.txn = FailingCommit(state.txn)
+    with pytest.raises(StorageFullError, match="No space left"):
+        materializer.process(stream[9])
+    assert state.pending_units == 0 and histories(materializer) == model_after(stream[:5])
+    materializer.close()
+    reopened: Any = create(KEYS, settings_for(Strategy.MAP, Backend.LMDB, tmp_path, None))
+    try:
+        assert histories(reopened) == model_after(stream[:5])
+    finally:
+        reopened.close()
