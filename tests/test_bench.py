@@ -6,13 +6,15 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import time
 from pathlib import Path
+from typing import Any
 
 import matplotlib.image
 import pytest
 
 from upsertmat import cli
-from upsertmat.bench import command
+from upsertmat.bench import command, runner
 from upsertmat.bench.goals import (
     EXACT,
     INCONCLUSIVE,
@@ -31,6 +33,7 @@ from upsertmat.bench.runner import CHUNK, PARTIAL, SKIPPED, Cell, CellResult, Pl
 from upsertmat.bench.stats import summarize
 from upsertmat.bench.workload import HistoryShape, WorkloadSpec, generate, keys_for
 from upsertmat.impls import Backend, Strategy
+from upsertmat.impls import create as create_materializer
 from upsertmat.spec import ModelMaterializer, RowKind
 
 # --- workload -------------------------------------------------------------------------------
@@ -492,3 +495,71 @@ def test_markdown_format(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     assert "#### heap" in out and "| strategy | upsert key | retract % | delay 2 | delay 10 |" in out
     assert out.count("| LEGACY | off | 75 |") == 1
     assert "| adaptive | - | - | 0.9 | NOT RUN | - |" in out
+
+
+# --- the commit interval of byte backends -----------------------------------------------------
+
+
+@pytest.mark.parametrize(("interval", "durable"), [(1000, 1), (1, 200)])
+def test_byte_backends_commit_per_interval_and_the_last_commit_is_timed(
+    monkeypatch: pytest.MonkeyPatch, interval: int, durable: int
+) -> None:
+    """The order of events in one repetition on rocksdb: the prefix, its (untimed) commit, the
+    clocks start, the timed inputs, the final commit, the clocks stop. Durable commits inside
+    the timed region: only the final one at interval 1000 (200 timed inputs), one per input
+    (and none left for the final commit) at interval 1. Counted, never timed."""
+    events: list[str] = []
+    real_create = create_materializer
+
+    class Spy:
+        def __init__(self, inner: Any) -> None:
+            self.inner = inner
+            self.backend = inner.backend
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self.inner, name)
+
+        def process_many(self, changes: Any, out: Any = None) -> Any:
+            events.append("process")
+            return self.inner.process_many(changes, out)
+
+        def commit(self) -> None:
+            self.inner.commit()
+            events.append(f"commit@{self.backend.durable_commits}")
+
+    spies: list[Spy] = []
+
+    def create(keys: Any, settings: Any) -> Any:
+        assert settings.checkpoint_interval == interval
+        spies.append(Spy(real_create(keys, settings)))
+        return spies[-1]
+
+    real_clock = time.process_time_ns
+
+    def clock() -> int:
+        events.append("clock")
+        return real_clock()
+
+    monkeypatch.setattr(runner, "create", create)
+    monkeypatch.setattr(time, "process_time_ns", clock)
+    plan = tiny_plan(pairs=[(Strategy.MAP, Backend.ROCKSDB)], repetitions=1, checkpoint_interval=interval)
+    cell = plan.cells()[0]
+    result = run_cell(plan, cell, generate(plan.workload_spec(cell)))
+    assert result.status == "ok", result.note
+    timed = events[events.index("clock") :]
+    assert timed[0] == "clock" and timed[-1] == "clock"
+    assert timed[-2].startswith("commit@")  # the final commit is inside the timed region
+    assert events[events.index("clock") - 1].startswith("commit@")  # the prefix's, untimed
+    start = int(events[events.index("clock") - 1].split("@")[1])
+    end = int(timed[-2].split("@")[1])
+    assert end - start == durable
+    assert spies[0].backend.durable_commits == end  # close() found nothing left to commit
+
+
+def test_checkpoint_interval_option() -> None:
+    parser = argparse.ArgumentParser()
+    command.configure(parser)
+    plan, _ = command.build_plan(parser.parse_args(["--quick"]))
+    assert plan.checkpoint_interval == 1000
+    plan, _ = command.build_plan(parser.parse_args(["--quick", "--checkpoint-interval", "1"]))
+    assert plan.checkpoint_interval == 1

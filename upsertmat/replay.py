@@ -58,7 +58,7 @@ from .impls.persistence.recovery import (
 )
 from .impls.persistence.session import StateSession
 from .impls.persistence.statedir import DEAD_LETTER_NAME, is_json_value
-from .impls.settings import Backend, TimeDomain
+from .impls.settings import DEFAULT_CHECKPOINT_INTERVAL, TimeDomain
 from .impls.state.errors import CorruptStateError, StateError, StorageError
 from .jsonl import BadLine, ChangeLine, RowShape, format_change, format_dead_letter, parse_line
 from .progress import Progress
@@ -68,8 +68,6 @@ NAME = "replay"
 PREFIX = f"upsertmat {NAME}"
 DEFAULT_DEAD_LETTER = "upsertmat-dead-letter.jsonl"
 SHOWN_MESSAGES = 10  # per kind (bad lines, retraction misses); the rest are only counted
-DEFAULT_BYTE_INTERVAL = 1000
-"""Lines between two commits on rocksdb/lmdb unless set (docs/operations.md: measured)."""
 
 EPILOG = """\
 input, one JSON object per line (blank lines are skipped but counted):
@@ -175,8 +173,8 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         type=positive_int,
         metavar="N",
         help="with --state-dir: commit state, position and output every N lines (shortcut for "
-        f"{CHECKPOINT_INTERVAL}; default {DEFAULT_BYTE_INTERVAL} on rocksdb/lmdb; heap: only when the run "
-        "stops, as a checkpoint is a full snapshot). A killed run resumes from the last commit",
+        f"{CHECKPOINT_INTERVAL}; default {DEFAULT_CHECKPOINT_INTERVAL} on rocksdb/lmdb; heap: only when "
+        "the run stops, as a checkpoint is a full snapshot). A killed run resumes from the last commit",
     )
     parser.add_argument(
         "--stream-line",
@@ -297,11 +295,8 @@ class _Run:
         self.input_name = "-" if args.input == "-" else os.path.abspath(args.input)
         self.input_regular = False  # a regular file can be read twice; stdin and pipes cannot
         self.sink: IO[bytes] | None = None
-        byte_backend = settings.backend is not Backend.HEAP
-        interval = args.checkpoint_every or settings.checkpoint_interval
-        if interval is None and byte_backend:
-            interval = DEFAULT_BYTE_INTERVAL
-        self.interval: int | None = interval if session is not None else None
+        requested = args.checkpoint_every or settings.checkpoint_interval
+        self.interval = None if session is None else session.checkpoint_interval(requested)
 
     def _dead_letter_path(self) -> Path:
         if self.args.dead_letter is not None:

@@ -5,11 +5,19 @@ with a failure injected at its 1st, 2nd, ... state access (until an attempt need
 accesses than the budget and succeeds). After every failed attempt the exported state, the
 clock and the rule-7 counter must equal the model's state *before* that input; in the end
 every emitted change must equal the model's, as if no attempt had ever failed.
+
+The byte backends run this at commit intervals 1, 7 and 1000 (``execution.checkpointing
+.interval``): with 7 the stream crosses durable commits, with 1000 every input stays in one
+pending batch, so a failed input must undo only its own writes, never the earlier inputs
+since the last durable commit. In the end the state is closed (which commits) and reopened:
+what was committed is the model's state after the whole stream.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -110,24 +118,31 @@ def export(materializer: Any, stamps: bool) -> list[tuple[bytes, list[Any]]]:
 
 CASES = [
     pytest.param(
-        strategy, backend, upsert, ttl, id=f"{strategy}-{backend.value}-{'uk' if upsert else 'row'}-{ttl}"
+        strategy,
+        backend,
+        upsert,
+        ttl,
+        interval,
+        id=f"{strategy}-{backend.value}-{'uk' if upsert else 'row'}-{ttl}-every{interval}",
     )
     for strategy in STRATEGIES
     for backend in BACKENDS
     for upsert, ttl in ((True, "off"), (False, "off"), (True, "ttl"))
+    for interval in ((1,) if backend is Backend.HEAP else (1, 7, 1000))
 ]
 
 
-@pytest.mark.parametrize(("strategy", "backend", "upsert", "ttl"), CASES)
+@pytest.mark.parametrize(("strategy", "backend", "upsert", "ttl", "interval"), CASES)
 def test_a_failure_at_any_state_access_leaves_no_trace(
-    strategy: str, backend: Backend, upsert: bool, ttl: str
+    strategy: str, backend: Backend, upsert: bool, ttl: str, interval: int, tmp_path: Path
 ) -> None:
     keys = Keys(pk=(0,), upsert_key=(1,) if upsert else ())
     ttl_settings = TtlSettings()
     if ttl == "ttl":
         ttl_settings = TtlSettings(15, TimeDomain.PROCESSING_TIME, UpdateType.ON_READ_AND_WRITE)
     settings = Settings(strategy=Strategy(strategy), backend=backend, ttl=ttl_settings,
-                        threshold_high=3, threshold_low=2)  # fmt: skip
+                        threshold_high=3, threshold_low=2, checkpoint_interval=interval,
+                        state_dir=None if backend is Backend.HEAP else tmp_path)  # fmt: skip
     counting = CountingBackend(open_backend(settings))
     counters = FailingCounters()
     counting.counters = counters
@@ -165,3 +180,10 @@ def test_a_failure_at_any_state_access_leaves_no_trace(
     finally:
         materializer.close()
     assert failures > len(stream())  # the injection really hit state accesses
+    if backend is Backend.HEAP:
+        return
+    reopened = STRATEGIES[strategy](keys, open_backend(replace(settings, checkpoint_interval=None)), settings)
+    try:
+        assert export(reopened, ttl_settings.enabled) == export(model, ttl_settings.enabled)
+    finally:
+        reopened.close()

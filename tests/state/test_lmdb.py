@@ -27,7 +27,15 @@ class TestLmdbBackend(StateBackendTests, PersistentBackendTests):
         return open_lmdb(path)
 
 
+def open_lmdb_every3(path: Path | None) -> StateBackend:
+    """A commit interval of 3 units: deferred commits, the per-unit undo journal."""
+    backend = LmdbBackend(path)
+    backend.commit_interval = 3
+    return backend
+
+
 TestLmdbMachine = machine_for(open_lmdb, persistent=True, long_sorted_user_keys=False).TestCase
+TestLmdbEvery3Machine = machine_for(open_lmdb_every3, persistent=True, long_sorted_user_keys=False).TestCase
 
 
 def test_map_grows_at_commit_boundaries(tmp_path: Path) -> None:

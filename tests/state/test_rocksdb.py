@@ -19,4 +19,12 @@ class TestRocksdbBackend(StateBackendTests, PersistentBackendTests):
         return open_rocksdb(path)
 
 
+def open_rocksdb_every3(path: Path | None) -> StateBackend:
+    """A commit interval of 3 units: deferred commits, the per-unit undo journal."""
+    backend = RocksdbBackend(path)
+    backend.commit_interval = 3
+    return backend
+
+
 TestRocksdbMachine = machine_for(open_rocksdb, persistent=True).TestCase
+TestRocksdbEvery3Machine = machine_for(open_rocksdb_every3, persistent=True).TestCase

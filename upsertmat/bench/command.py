@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 from ..cliconfig import positive_int
 from ..errors import CliError, ExitCode
 from ..impls import Backend, Strategy, available
+from ..impls.settings import DEFAULT_CHECKPOINT_INTERVAL
 from .goals import check_goals
 from .manykeys import ManyKeysSpec
 from .progress import Progress
@@ -251,6 +252,15 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     work.add_argument("--tmp-dir", type=Path, help="where byte backends keep their temporary state")
     work.add_argument(
+        "--checkpoint-interval",
+        type=positive_int,
+        default=DEFAULT_CHECKPOINT_INTERVAL,
+        metavar="N",
+        help="rocksdb/lmdb: inputs per durable commit (execution.checkpointing.interval), the "
+        f"commit after the last timed input timed too (default {DEFAULT_CHECKPOINT_INTERVAL}, "
+        "replay's; 1 = a commit per input, the library default)",
+    )
+    work.add_argument(
         "--clock",
         choices=CLOCKS,
         default=WALL,
@@ -343,6 +353,7 @@ def build_plan(args: argparse.Namespace) -> tuple[Plan, list[str]]:
         clock=args.clock,
         workloads=_flatten(args.workload) or preset.workloads,
         async_state=args.async_state,
+        checkpoint_interval=args.checkpoint_interval,
     )
     changes = args.changes or preset.many_keys_changes
     keys = args.keys or preset.many_keys_keys

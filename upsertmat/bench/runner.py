@@ -2,9 +2,11 @@
 
 For one cell, each repetition builds a fresh materializer through the registry
 (:func:`upsertmat.impls.create`; byte backends get a fresh temporary ``state_dir`` that is
-removed afterwards), feeds the untimed warm-up prefix, then times the ``timed`` changes with
-:func:`time.perf_counter_ns` around the processing loop only. Throughput = timed records /
-elapsed milliseconds (ops/ms). The process's CPU time over the same loop
+removed afterwards, and commit once per ``Plan.checkpoint_interval`` inputs), feeds the
+untimed warm-up prefix and commits it, then times the ``timed`` changes with
+:func:`time.perf_counter_ns` around the processing loop and the final ``commit()`` (so every
+timed input is durable inside the timed region). Throughput = timed records / elapsed
+milliseconds (ops/ms). The process's CPU time over the same loop
 (:func:`time.process_time_ns`) is recorded too, as a diagnostic of a busy machine.
 
 Budget: ``max_seconds_per_cell`` bounds a cell's wall time (warm-ups included). The loop
@@ -26,6 +28,7 @@ from pathlib import Path
 from typing import Protocol
 
 from ..impls import Backend, Settings, Strategy, create
+from ..impls.settings import DEFAULT_CHECKPOINT_INTERVAL
 from ..spec import Change, process_many
 from .manykeys import NAME, ManyKeysSpec, generate_many_keys
 from .stats import Summary, summarize
@@ -166,6 +169,9 @@ class Plan:
     many_keys: ManyKeysSpec | None = None
     """The many-keys workload's parameters (``None``: :class:`ManyKeysSpec`'s defaults with
     this plan's payload size and seed)."""
+    checkpoint_interval: int = DEFAULT_CHECKPOINT_INTERVAL
+    """Inputs per durable commit on rocksdb/lmdb (``execution.checkpointing.interval``; replay's
+    default). 1 measures a commit per input, the library default."""
 
     def cells(self) -> list[Cell]:
         """Every cell, grouped by backend and strategy, then upsert key, percentage, delay;
@@ -237,8 +243,12 @@ def run_repetition(
     deadline_ns: int,
     tmp_root: Path | None = None,
     async_state: bool = False,
+    checkpoint_interval: int = DEFAULT_CHECKPOINT_INTERVAL,
 ) -> tuple[int, int, int]:
     """One fresh materializer through the workload: (timed records, wall ns, process CPU ns).
+
+    The byte backends commit once per ``checkpoint_interval`` inputs; the prefix is committed
+    before the timing starts, the timed inputs by a ``commit()`` inside the timed region.
 
     Raises :class:`_OutOfBudget` past ``deadline_ns`` and RuntimeError if the implementation
     missed a retraction (its output would be wrong, so its speed is meaningless).
@@ -248,9 +258,14 @@ def run_repetition(
     with tempfile.TemporaryDirectory(prefix="upsertmat-bench-", dir=tmp_root) as tmp:
         state_dir = None if cell.backend is Backend.HEAP else Path(tmp)
         settings = Settings(
-            strategy=cell.strategy, backend=cell.backend, state_dir=state_dir, async_state=async_state
+            strategy=cell.strategy,
+            backend=cell.backend,
+            state_dir=state_dir,
+            async_state=async_state,
+            checkpoint_interval=checkpoint_interval,
         )
         materializer = create(keys_for(cell.upsert_key), settings)
+        commit = _commit_of(materializer)
 
         def feed(chunk: list[Change]) -> object:  # the batch entry point, where there is one
             return process_many(materializer, chunk)
@@ -258,10 +273,12 @@ def run_repetition(
         try:
             if _feed(feed, prefix, deadline_ns) < prefix_len:
                 raise _OutOfBudget(timed=False)
+            commit()
             gc.collect()
             cpu_start = time.process_time_ns()
             start = time.perf_counter_ns()
             done = _feed(feed, timed, deadline_ns)
+            commit()
             elapsed = time.perf_counter_ns() - start
             cpu = time.process_time_ns() - cpu_start
             if done < timed_len:
@@ -272,6 +289,16 @@ def run_repetition(
     if misses:
         raise RuntimeError(f"{misses} retractions matched no row: the implementation is wrong here")
     return done, elapsed, cpu
+
+
+def _commit_of(materializer: object) -> Callable[[], object]:
+    """The materializer's durability point (``commit()``), or a no-op for one without."""
+    commit: Callable[[], object] | None = getattr(materializer, "commit", None)
+    return commit if commit is not None else _nothing
+
+
+def _nothing() -> None:
+    return None
 
 
 def ops_per_ms(records: int, elapsed_ns: int) -> float:
@@ -301,7 +328,7 @@ def run_cell(plan: Plan, cell: Cell, workload: Workload, progress: ProgressSink 
             progress.repetition_started(repetition + 1, plan.repetitions)
         try:
             records, elapsed, cpu = run_repetition(
-                cell, prefix, timed, deadline, plan.tmp_root, plan.async_state
+                cell, prefix, timed, deadline, plan.tmp_root, plan.async_state, plan.checkpoint_interval
             )
         except _OutOfBudget as stop:
             if repetition:

@@ -12,7 +12,9 @@ workload ``flip544`` (100% retraction, upsert key on, the delay the history leng
 ``many-keys`` (``--changes``/``--keys``). The old build has no many-keys workload, so a
 many-keys cell compares the *new* build with itself: with ``async`` its "new" side runs
 with ``--async-state`` and its "old" side without (the async-state goal), else both sides
-run the same (a noise check).
+run the same (a noise check). ``--checkpoint-interval N`` passes the commit interval to
+every run of the new build (the old build commits after every input and has no such
+option); without it the new build runs at its ``bench`` default.
 """
 
 from __future__ import annotations
@@ -91,10 +93,21 @@ class Samples:
     cpu: list[float] = field(default_factory=list)
 
 
-def bench_argv(cell: CellSpec, records: int, changes: int, keys: int, new: bool, output: Path) -> list[str]:
-    """The ``upsertmat bench`` arguments of one run of ``cell``."""
+def bench_argv(
+    cell: CellSpec,
+    records: int,
+    changes: int,
+    keys: int,
+    new: bool,
+    output: Path,
+    checkpoint_interval: int | None = None,
+) -> list[str]:
+    """The ``upsertmat bench`` arguments of one run of ``cell`` (``checkpoint_interval``: the
+    new build's commit interval, None for its default)."""
     strategy, backend = cell.implementation.split("/")
     argv = ["bench", "--strategy", strategy, "--backend", backend, "--upsert-key", "on"]
+    if checkpoint_interval is not None and (new or cell.workload == "many-keys"):
+        argv += ["--checkpoint-interval", str(checkpoint_interval)]
     argv += ["--repetitions", "1", "--max-seconds-per-cell", "600", "--quiet", "--format", "json"]
     argv += ["--output-dir", str(output)]
     if cell.workload == "flip544":
@@ -199,6 +212,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--slow-records", type=int, default=1000, help="records of LEGACY at delay >= 1000")
     parser.add_argument("--changes", type=int, default=200_000, help="many-keys changes (default 200,000)")
     parser.add_argument("--keys", type=int, default=20_000, help="many-keys sink keys (default 20,000)")
+    parser.add_argument(
+        "--checkpoint-interval",
+        type=int,
+        help="the new build's rocksdb/lmdb commit interval (default: its bench default; 1 = a "
+        "commit per input, like the old build)",
+    )
     parser.add_argument("--output-dir", type=Path, default=Path("sidebyside"))
     args = parser.parse_args(argv)
     cells = [CellSpec.parse(text) for text in (args.cell or DEFAULT_CELLS)]
@@ -214,7 +233,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                     many = cell.workload == "many-keys"  # the old build lacks it: new vs new
                     command = args.old if build == "old" and not many else args.new
                     output = Path(tmp) / build
-                    run = bench_argv(cell, records, args.changes, args.keys, build == "new", output)
+                    interval = args.checkpoint_interval
+                    run = bench_argv(cell, records, args.changes, args.keys, build == "new", output, interval)
                     wall, cpu = run_once(command, run)
                     samples[(cell.label, build)].wall.append(wall)
                     samples[(cell.label, build)].cpu.append(cpu)

@@ -469,7 +469,14 @@ class StateBackendTests:
 
 
 class BackendMachine(RuleBasedStateMachine):
-    """Compares a backend with a dict model; subclasses set ``persistent`` and define ``open``."""
+    """Compares a backend with a dict model; subclasses set ``persistent`` and define ``open``.
+
+    Three copies of the model: ``model`` (every write), ``committed`` (at the last ``commit``:
+    the end of a unit, what ``rollback`` returns to) and ``durable`` (at the last durable
+    write, what ``reopen`` finds). A backend with a commit interval (``commit_interval`` > 1)
+    writes durably at every N-th ``commit`` (``pending_units`` back at 0) and at
+    ``checkpoint``; any other backend at every ``commit``.
+    """
 
     persistent: ClassVar[bool] = False
     long_sorted_user_keys: ClassVar[bool] = True
@@ -484,6 +491,10 @@ class BackendMachine(RuleBasedStateMachine):
         # model[(kind, context)] -> {key: value}; value states use key b"".
         self.model: dict[tuple[str, bytes], dict[bytes, Any]] = {}
         self.committed: dict[tuple[str, bytes], dict[bytes, Any]] = {}
+        self.durable: dict[tuple[str, bytes], dict[bytes, Any]] = {}
+
+    def _snapshot(self) -> dict[tuple[str, bytes], dict[bytes, Any]]:
+        return {slot: dict(entries) for slot, entries in self.model.items()}
 
     def teardown(self) -> None:
         self.backend.close()
@@ -536,7 +547,15 @@ class BackendMachine(RuleBasedStateMachine):
     @rule()
     def commit(self) -> None:
         self.backend.commit()
-        self.committed = {slot: dict(entries) for slot, entries in self.model.items()}
+        self.committed = self._snapshot()
+        if getattr(self.backend, "pending_units", 0) == 0:
+            self.durable = self._snapshot()
+
+    @rule()
+    def checkpoint(self) -> None:
+        """Every write so far becomes durable (and is no longer undone by ``rollback``)."""
+        self.backend.checkpoint()
+        self.committed = self.durable = self._snapshot()
 
     @rule()
     def rollback(self) -> None:
@@ -547,10 +566,11 @@ class BackendMachine(RuleBasedStateMachine):
     @precondition(lambda self: self.persistent)
     @rule()
     def reopen(self) -> None:
-        """Close without committing: only committed writes survive."""
+        """Close without committing: only durably committed writes survive."""
         self.backend.close()
         self.backend = self.open(self.directory / "db")
-        self.model = {slot: dict(entries) for slot, entries in self.committed.items()}
+        self.model = {slot: dict(entries) for slot, entries in self.durable.items()}
+        self.committed = self._snapshot()
 
     @rule(kind=kinds, context=contexts, key=any_keys)
     def get(self, kind: str, context: bytes, key: bytes) -> None:

@@ -15,6 +15,7 @@ from ..spec.conflict import ConflictBehavior
 from ..spec.ttl import Granularity, TimeDomain, TtlSettings, UpdateType
 
 __all__ = [
+    "DEFAULT_CHECKPOINT_INTERVAL",
     "Backend",
     "ConflictBehavior",
     "Granularity",
@@ -24,6 +25,11 @@ __all__ = [
     "TtlSettings",
     "UpdateType",
 ]
+
+
+DEFAULT_CHECKPOINT_INTERVAL = 1000
+"""Inputs per durable commit that ``replay --state-dir`` and ``bench`` use on rocksdb/lmdb
+unless set (a library materializer's default is 1: docs/strategies.md, Commit interval)."""
 
 
 class Strategy(enum.Enum):
@@ -72,8 +78,11 @@ class Settings:
     state_dir: Path | None = None
     lmdb_durability: LmdbDurability = LmdbDurability.FAST
     checkpoint_interval: int | None = None
-    """Inputs between two commits of state and replay position (``execution.checkpointing.interval``);
-    None: the runner's default. Used by ``replay --state-dir``, not by the materializers."""
+    """``execution.checkpointing.interval``: inputs per durable commit of rocksdb/lmdb state.
+    A materializer writes one batch per N inputs (and at ``commit()`` and ``close()``); None:
+    every input is durable when ``process`` returns (the library default). ``replay
+    --state-dir`` commits state and stream position together every N lines instead (None
+    there: :data:`DEFAULT_CHECKPOINT_INTERVAL` on rocksdb/lmdb)."""
     async_state: bool = False
     """``table.exec.async-state.enabled``: ``process_many`` reads the state of a batch of
     inputs together (docs/strategies.md, Async state); output and state format unchanged."""

@@ -5,10 +5,11 @@ misses, the length of its ``-o`` file and of the dead-letter file, and how many 
 input it consumed together with their SHA-256. It is committed atomically with the state:
 
 - Byte backends (rocksdb, lmdb) keep it in the value state ``upsertmat.replay`` of their own
-  database. ``replay`` holds the backend's commits (``defer_commits``) between two commit
-  points, flushes the output, writes the position and commits once, so "the state after line
-  ``n``" and "``n`` lines consumed, output ``B`` bytes long" become durable together. The
-  record of a run that finished carries ``done``.
+  database. ``replay`` holds the backend's commits (``defer_commits``: the commit-interval
+  mechanism of ``upsertmat.impls.state.deferred`` with the owner choosing the commit points)
+  between two commit points, flushes the output, writes the position and commits once
+  (``checkpoint``), so "the state after line ``n``" and "``n`` lines consumed, output ``B``
+  bytes long" become durable together. The record of a run that finished carries ``done``.
 - Heap state is saved as a snapshot with a manifest holding the same position
   (:mod:`.statedir`): at ``--checkpoint-every`` lines and when the run stops.
 
@@ -132,7 +133,7 @@ class PositionRecord:
         self._state.put(RECORD_KEY, position.to_record())
         backend: _Deferrable = self._backend  # type: ignore[assignment]
         backend.defer_commits = False
-        self._backend.commit()
+        self._backend.checkpoint()
 
 
 class ConsumedInput:

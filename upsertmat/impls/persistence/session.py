@@ -27,7 +27,7 @@ from ...spec import Keys, Materializer, equalizer_spec, parse_equalizer
 from ...spec.conflict import ConflictBehavior
 from ..config import BACKEND, CONFLICT_STRATEGY, STRATEGY, TTL
 from ..lifecycle import export_state, import_state, supports_transfer
-from ..settings import Backend, Settings, Strategy
+from ..settings import DEFAULT_CHECKPOINT_INTERVAL, Backend, Settings, Strategy
 from ..state import backend_database
 from .errors import StateDirError, UnsupportedStateDir
 from .recovery import EMPTY_SHA256, Position, PositionRecord
@@ -70,6 +70,15 @@ class StateSession:
         session = cls(path, Keys(pk=(0,)), settings, None)
         session._adopt_ttl = ttl_given
         return session
+
+    def checkpoint_interval(self, requested: int | None) -> int | None:
+        """Lines between two commit points of a run: ``requested`` if given, else the default
+        of where the state lives: :data:`DEFAULT_CHECKPOINT_INTERVAL` for a byte backend's
+        database (a commit writes what changed), None for heap state (a commit writes a whole
+        snapshot: only when the run stops)."""
+        if requested is not None:
+            return requested
+        return DEFAULT_CHECKPOINT_INTERVAL if self.settings.state_dir is not None else None
 
     @property
     def in_database(self) -> bool:

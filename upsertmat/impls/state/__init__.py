@@ -55,8 +55,10 @@ def open_backend(settings: Settings, *, name: str = "materializer") -> StateBack
     heap: a fresh :class:`HeapBackend` (``state_dir`` is ignored: heap state does not persist).
     rocksdb / lmdb: the database in ``settings.state_dir / <backend> / name`` (created if
     missing, locked: :class:`StateLockedError` if another backend holds it), or a temporary
-    one when ``state_dir`` is None. spark: :class:`BackendUnavailableError` (Spark state lives
-    in the Spark pipeline, not in this process).
+    one when ``state_dir`` is None, writing one durable commit per
+    ``settings.checkpoint_interval`` units (None: every unit; see :mod:`.deferred`). spark:
+    :class:`BackendUnavailableError` (Spark state lives in the Spark pipeline, not in this
+    process).
     """
     if settings.backend is Backend.HEAP:
         return HeapBackend()
@@ -69,9 +71,13 @@ def open_backend(settings: Settings, *, name: str = "materializer") -> StateBack
     if settings.backend is Backend.ROCKSDB:
         from .rocksdb import RocksdbBackend
 
-        return RocksdbBackend(path)
+        rocksdb = RocksdbBackend(path)
+        rocksdb.commit_interval = settings.checkpoint_interval or 1
+        return rocksdb
     if settings.backend is Backend.LMDB:
         from .lmdb import LmdbBackend
 
-        return LmdbBackend(path, durability=settings.lmdb_durability)
+        lmdb = LmdbBackend(path, durability=settings.lmdb_durability)
+        lmdb.commit_interval = settings.checkpoint_interval or 1
+        return lmdb
     raise BackendUnavailableError(f"backend {settings.backend.value!r} is not available yet")

@@ -6,10 +6,13 @@ Values are plain msgpack-able structures (None, bool, int, float, str, bytes, li
 byte backends serialize them with msgpack, never pickle, and hand back lists where a
 tuple was stored. Each method call is one state access (what complexity tests count).
 
-A backend groups the writes of one input (or a batch of inputs) into one atomic unit:
-strategies call :meth:`StateBackend.commit` when an input is fully applied, and reads
-between commits see the uncommitted writes (read-your-writes). When an input raises half-way,
-strategies call :meth:`StateBackend.rollback`, which undoes every write since the last commit.
+A backend groups the writes of one input into one atomic *unit*: strategies call
+:meth:`StateBackend.commit` when an input is fully applied, and reads see the uncommitted
+writes (read-your-writes). When an input raises half-way, strategies call
+:meth:`StateBackend.rollback`, which undoes the writes of that unit and nothing before it.
+Byte backends write every unit durably at once, or with a commit interval N one batch per N
+units (``execution.checkpointing.interval``; :mod:`.deferred`); :meth:`StateBackend.checkpoint`
+writes what is pending now.
 """
 
 from __future__ import annotations
@@ -107,11 +110,18 @@ class StateBackend(Protocol):
         ...
 
     def commit(self) -> None:
-        """Make every write since the last commit durable, atomically."""
+        """End the current unit: its writes are atomic, durable now or at the next durable
+        commit of the backend's interval."""
+        ...
+
+    def checkpoint(self) -> None:
+        """Make every write so far durable now, atomically, and end the current unit (called
+        between inputs, so that is every input so far; nothing to write where nothing is
+        pending or nothing is durable)."""
         ...
 
     def rollback(self) -> None:
-        """Undo every write since the last commit (an input that raised leaves no trace)."""
+        """Undo the writes of the current unit (an input that raised leaves no trace)."""
         ...
 
     def close(self) -> None:

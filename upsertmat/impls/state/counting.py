@@ -145,6 +145,9 @@ class CountingBackend:
         self.counters.commits += 1
         self.inner.commit()
 
+    def checkpoint(self) -> None:
+        self.inner.checkpoint()
+
     def rollback(self) -> None:
         self.inner.rollback()
 

@@ -230,6 +230,10 @@ class HeapBackend:
         """Forget the undo records: the writes since the last commit stay. O(1) amortised."""
         self._journal.clear()
 
+    def checkpoint(self) -> None:
+        """:meth:`commit` (heap state is not durable: every write so far stays, unjournaled)."""
+        self._journal.clear()
+
     def rollback(self) -> None:
         """Undo every write since the last commit, newest first. O(writes undone)."""
         journal = self._journal

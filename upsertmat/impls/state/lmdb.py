@@ -70,6 +70,7 @@ import lmdb
 from ..settings import LmdbDurability
 from .base import Value
 from .codec import META_PREFIX, ValueCodec, context_prefix, split_context, state_prefix, successor
+from .deferred import DeferredCommits
 from .directory import StateDirectory
 from .errors import CorruptStateError, StateError, StorageError, StorageFullError
 from .named import NamedStates
@@ -112,19 +113,21 @@ def _environment(
     )
 
 
-class LmdbBackend:
+class LmdbBackend(DeferredCommits):
     """The states of one operator instance in one LMDB environment.
 
     ``path``: the backend directory (locked while open; see directory.py), or None for a
     temporary environment removed on close. Raises StateLockedError if another backend holds
     ``path``, CorruptStateError if ``path`` is not a valid state directory.
+
+    Commits: ``commit()`` ends a unit (an input); with ``commit_interval`` N > 1 (or while
+    ``defer_commits`` holds them) the transaction stays open for N units. LMDB has no nested
+    transactions under ``writemap``, so each put/delete then journals the bytes it replaces
+    and ``rollback`` puts them back, undoing only the failed unit (:mod:`.deferred`).
     """
 
     name = "lmdb"
     supports_ordered = True
-    defer_commits = False
-    """While True, ``commit`` does nothing: the owner (``replay``) adds its own writes to the
-    same batch and commits once, so they are atomic with the input's state change."""
 
     def __init__(
         self,
@@ -192,7 +195,11 @@ class LmdbBackend:
     def put(self, storage_key: bytes, data: bytes) -> None:
         """One put in the open transaction, with clear errors for LMDB's limits."""
         try:
-            self.txn.put(storage_key, data)
+            journal = self.journal
+            if journal is None:
+                self.txn.put(storage_key, data)
+            else:  # one lookup: replace hands back the bytes it overwrites (None: a new key)
+                journal.append((self, storage_key, None, self.txn.replace(storage_key, data)))
         except lmdb.BadValsizeError:
             raise ValueError(
                 f"LMDB keys are limited to {self.max_key_size} bytes; this state key has "
@@ -204,6 +211,13 @@ class LmdbBackend:
 
     def delete(self, storage_key: bytes) -> None:
         """One delete in the open transaction."""
+        journal = self.journal
+        if journal is not None:
+            previous = self.txn.pop(storage_key)  # one lookup: the bytes deleted, or None
+            if previous is not None:
+                journal.append((self, storage_key, None, previous))
+                self._dirty = True
+            return
         if self.txn.delete(storage_key):
             self._dirty = True
 
@@ -215,6 +229,8 @@ class LmdbBackend:
         except lmdb.MapFullError:
             raise self._full() from None
         self._dirty = True
+        if self.journal is not None:
+            self.journal.append((self, storage_key, None, old))
         if old is not None and not old.startswith(header):
             self.txn.put(storage_key, old)
             raise _collision(state, storage_key)
@@ -226,6 +242,8 @@ class LmdbBackend:
         if old is None:
             return
         self._dirty = True
+        if self.journal is not None:
+            self.journal.append((self, storage_key, None, old))
         if not old.startswith(header):
             self.txn.put(storage_key, old)
             raise _collision(state, storage_key)
@@ -265,6 +283,13 @@ class LmdbBackend:
         except ValueError as error:
             raise _damaged(state, storage_key, f"has a damaged key header ({error})") from None
 
+    def undo(self, storage_key: bytes, key: None, previous: bytes | None) -> None:
+        """Put back the bytes one journaled put/delete replaced (rollback of a unit)."""
+        if previous is None:
+            self.txn.delete(storage_key)
+        else:
+            self.txn.put(storage_key, previous)
+
     def value_state(self, name: str) -> LmdbValueState:
         """The value state ``name``."""
         return self._states.get(name, LmdbValueState)
@@ -277,10 +302,8 @@ class LmdbBackend:
         """The sorted map state ``name``."""
         return self._states.get(name, LmdbSortedMapState)
 
-    def commit(self) -> None:
+    def _write(self) -> None:
         """Commit the open write transaction and begin the next (no-op if nothing changed)."""
-        if self.defer_commits:
-            return
         if not self._dirty:
             return
         self._cursor = None
@@ -295,9 +318,11 @@ class LmdbBackend:
             raise failure from error
         self._dirty = False
         self._commits += 1
-        if self._commits % _GROWTH_CHECK_EVERY == 0:
+        self.durable_commits += 1
+        batch = self._units > 1  # a batch of many inputs: check the room after every one
+        if batch or self._commits % _GROWTH_CHECK_EVERY == 0:
             self._grow_if_needed()
-        if self._commits % _RESERVE_EVERY == 0:
+        if batch or self._commits % _RESERVE_EVERY == 0:
             self._reserve()
         self.txn = self.env.begin(write=True)
 
@@ -337,7 +362,7 @@ class LmdbBackend:
             return StorageFullError(f"{where} cannot be written: {error}")
         return StorageError(f"{where} failed: {error}")
 
-    def rollback(self) -> None:
+    def _discard(self) -> None:
         """Abort the open write transaction (every write since the last commit) and begin anew."""
         self._cursor = None
         self.txn.abort()

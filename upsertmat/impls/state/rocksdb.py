@@ -39,6 +39,7 @@ from rocksdict import (
 
 from .base import Value
 from .codec import META_PREFIX, ValueCodec, context_prefix, split_context, state_prefix, successor
+from .deferred import ABSENT, DeferredCommits
 from .directory import StateDirectory
 from .errors import CorruptStateError, StateError, StorageError, StorageFullError
 from .named import NamedStates
@@ -48,6 +49,7 @@ FORMAT = b"upsertmat-rocksdb/1"
 
 _DELETED: Any = object()  # overlay mark of a pending deletion
 _MISSING: Any = object()
+_ABSENT = ABSENT  # undo record: the overlay had no entry there
 
 
 def _options(create: bool) -> Options:
@@ -67,19 +69,21 @@ def _options(create: bool) -> Options:
     return options
 
 
-class RocksdbBackend:
+class RocksdbBackend(DeferredCommits):
     """The states of one operator instance in one RocksDB database.
 
     ``path``: the backend directory (locked while open; see directory.py), or None for a
     temporary database removed on close. Raises StateLockedError if another backend holds
     ``path``, CorruptStateError if ``path`` is not a valid state directory.
+
+    Commits: ``commit()`` ends a unit (an input); with ``commit_interval`` N > 1 (or while
+    ``defer_commits`` holds them) the overlay keeps N units and one WriteBatch writes them,
+    and each overlay write is journaled so ``rollback`` undoes only the failed unit
+    (:mod:`.deferred`).
     """
 
     name = "rocksdb"
     supports_ordered = True
-    defer_commits = False
-    """While True, ``commit`` does nothing: the owner (``replay``) adds its own writes to the
-    same batch and commits once, so they are atomic with the input's state change."""
 
     def __init__(self, path: Path | None = None) -> None:
         self._dir = StateDirectory(path, "rocksdb")
@@ -127,8 +131,16 @@ class RocksdbBackend:
         return self._iterator
 
     def mark_dirty(self, state: RocksValueState | RocksMapState) -> None:
-        """Called by a state on its first write since the last commit."""
-        self._dirty.append(state)
+        """Called by a state on its first write since the last commit (or an undo that emptied
+        its overlay: then it is listed already)."""
+        if state not in self._dirty:
+            self._dirty.append(state)
+
+    def handed_out(self, value: Value) -> Value:
+        """An overlay value as a reader gets it: while units are journaled, a list as a shallow
+        copy (as the heap backend hands it out), so a strategy changing a node in place before
+        putting it again cannot change the value an undo record holds."""
+        return value.copy() if self.journal is not None and type(value) is list else value
 
     def value_state(self, name: str) -> RocksValueState:
         """The value state ``name``."""
@@ -142,16 +154,15 @@ class RocksdbBackend:
         """The sorted map state ``name``."""
         return self._states.get(name, RocksSortedMapState)
 
-    def commit(self) -> None:
+    def _write(self) -> None:
         """Write every pending change in one atomic WriteBatch (no-op if there is none)."""
-        if self.defer_commits:
-            return
         if not self._dirty:
             return
         batch = WriteBatch(raw_mode=True)
         for state in self._dirty:
             state.flush(batch)
         self._dirty = []
+        self.durable_commits += 1
         try:
             self.db.write(batch, self._write_options)
         except Exception as error:
@@ -177,7 +188,7 @@ class RocksdbBackend:
             return StorageError(f"{where} failed: {text}")
         return None
 
-    def rollback(self) -> None:
+    def _discard(self) -> None:
         """Drop every write since the last commit (the overlay); O(pending writes)."""
         for state in self._dirty:
             state.discard()
@@ -231,19 +242,36 @@ class RocksValueState:
         if value is _MISSING:
             data = self._db_get(self._prefix + context)
             return None if data is None else self._unpack(data, self.name, context)
-        return None if value is _DELETED else value
+        if value is _DELETED:
+            return None
+        return value.copy() if type(value) is list and self._backend.journal is not None else value
 
     def put(self, context: bytes, value: Value) -> None:
         """Pending until commit."""
-        if not self._pending:
+        pending = self._pending
+        if not pending:
             self._backend.mark_dirty(self)
-        self._pending[context] = value
+        journal = self._backend.journal
+        if journal is not None:
+            journal.append((self, context, None, pending.get(context, _ABSENT)))
+        pending[context] = value
 
     def delete(self, context: bytes) -> None:
         """Pending until commit."""
-        if not self._pending:
+        pending = self._pending
+        if not pending:
             self._backend.mark_dirty(self)
-        self._pending[context] = _DELETED
+        journal = self._backend.journal
+        if journal is not None:
+            journal.append((self, context, None, pending.get(context, _ABSENT)))
+        pending[context] = _DELETED
+
+    def undo(self, context: bytes, key: None, previous: Value) -> None:
+        """Put back the overlay entry one journaled write replaced (rollback of a unit)."""
+        if previous is _ABSENT:
+            self._pending.pop(context, None)
+        else:
+            self._pending[context] = previous
 
     def contexts(self) -> Iterator[bytes]:
         """Every context with a value: a prefix scan merged with the overlay."""
@@ -275,7 +303,7 @@ class RocksValueState:
                 positions.append(position)
                 storage_keys.append(self._prefix + context)
             elif value is not _DELETED:
-                found[position] = value
+                found[position] = self._backend.handed_out(value)
         if storage_keys:
             unpack, name = self._unpack, self.name
             for position, data in zip(positions, _multi_get(self._backend.db, storage_keys), strict=True):
@@ -338,12 +366,16 @@ class RocksMapState:
 
     def get(self, context: bytes, key: bytes) -> Value | None:
         """Overlay, then one RocksDB point get."""
-        prefix = self._context_prefix(context)
+        # _context_prefix, inlined (the hot path)
+        prefix = self._last_prefix if context == self._last_context else self._context_prefix(context)
         pending = self._pending.get(prefix)
         if pending is not None:
             value = pending.get(key, _MISSING)
             if value is not _MISSING:
-                return None if value is _DELETED else value
+                if value is _DELETED:
+                    return None
+                # handed_out(value), inlined: this is the hot path of every overlay hit
+                return value.copy() if type(value) is list and self._backend.journal is not None else value
         storage_key = prefix + key
         data = self._db_get(storage_key)
         return None if data is None else self._unpack(data, self.name, storage_key)
@@ -362,7 +394,7 @@ class RocksMapState:
                 positions.append(position)
                 storage_keys.append(prefix + key)
             elif value is not _DELETED:
-                found[position] = value
+                found[position] = self._backend.handed_out(value)
         if storage_keys:
             datas = _multi_get(self._backend.db, storage_keys)
             for position, storage_key, data in zip(positions, storage_keys, datas, strict=True):
@@ -372,11 +404,36 @@ class RocksMapState:
 
     def put(self, context: bytes, key: bytes, value: Value) -> None:
         """Pending until commit. O(1)."""
-        self._pending_of(self._context_prefix(context))[key] = value
+        # _context_prefix and _pending_of, inlined (the hot path)
+        prefix = self._last_prefix if context == self._last_context else self._context_prefix(context)
+        pending = self._pending.get(prefix)
+        if pending is None:
+            pending = self._pending_of(prefix)
+        journal = self._backend.journal
+        if journal is not None:
+            journal.append((self, prefix, key, pending.get(key, _ABSENT)))
+        pending[key] = value
 
     def delete(self, context: bytes, key: bytes) -> None:
         """Pending until commit. O(1) (a deletion mark even if the key is absent)."""
-        self._pending_of(self._context_prefix(context))[key] = _DELETED
+        # _context_prefix and _pending_of, inlined (the hot path)
+        prefix = self._last_prefix if context == self._last_context else self._context_prefix(context)
+        pending = self._pending.get(prefix)
+        if pending is None:
+            pending = self._pending_of(prefix)
+        journal = self._backend.journal
+        if journal is not None:
+            journal.append((self, prefix, key, pending.get(key, _ABSENT)))
+        pending[key] = _DELETED
+
+    def undo(self, prefix: bytes, key: bytes, previous: Value) -> None:
+        """Put back the overlay entry one journaled write replaced (rollback of a unit); an
+        emptied context stays as an empty overlay dict (it reads as untouched)."""
+        pending = self._pending.setdefault(prefix, {})
+        if previous is _ABSENT:
+            pending.pop(key, None)
+        else:
+            pending[key] = previous
 
     def _committed(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
         """(user key, raw value) of the database entries of one context prefix, ascending."""
@@ -399,15 +456,15 @@ class RocksMapState:
             for key, data in self._committed(prefix)
             if key not in pending
         }
-        merged.update((key, value) for key, value in pending.items() if value is not _DELETED)
+        merged.update(
+            (key, self._backend.handed_out(value)) for key, value in pending.items() if value is not _DELETED
+        )
         return iter(sorted(merged.items()))
 
     def clear(self, context: bytes) -> None:
         """Delete every entry of ``context``: O(entries) deletion marks."""
-        keys = [key for key, _ in self.items(context)]
-        pending = self._pending_of(self._context_prefix(context))
-        for key in keys:
-            pending[key] = _DELETED
+        for key in [key for key, _ in self.items(context)]:
+            self.put(context, key, _DELETED)
 
     def contexts(self) -> Iterator[bytes]:
         """Contexts with an entry: one seek per committed context, merged with the overlay."""
@@ -451,9 +508,74 @@ class RocksMapState:
 
 
 class RocksSortedMapState(RocksMapState):
-    """``SortedMapState``: seeks on the RocksDB iterator merged with the overlay."""
+    """``SortedMapState``: seeks on the RocksDB iterator merged with the overlay.
+
+    ``last`` needs the greatest pending put of the context; with a commit interval the overlay
+    of one context holds up to N inputs' entries, so that maximum is kept per context prefix
+    (``_tops``: known, or absent = recompute once with a scan of the pending entries). A put
+    raises it, a deletion of the maximum forgets it; SORTED's appends (ascending seqs) and
+    retractions of old nodes keep it known, so ``last`` stays O(1) overlay work per call.
+    """
 
     _kind = b"s"
+
+    def __init__(self, backend: RocksdbBackend, name: str) -> None:
+        super().__init__(backend, name)
+        self._tops: dict[bytes, bytes | None] = {}
+
+    def put(self, context: bytes, key: bytes, value: Value) -> None:
+        """Pending until commit. O(1)."""
+        # _context_prefix and _pending_of, inlined (the hot path)
+        prefix = self._last_prefix if context == self._last_context else self._context_prefix(context)
+        pending = self._pending.get(prefix)
+        if pending is None:
+            pending = self._pending_of(prefix)
+        journal = self._backend.journal
+        if journal is not None:
+            journal.append((self, prefix, key, pending.get(key, _ABSENT)))
+        pending[key] = value
+        tops = self._tops
+        top = tops.get(prefix, _MISSING)
+        if top is not _MISSING and (top is None or key > top):
+            tops[prefix] = key
+
+    def delete(self, context: bytes, key: bytes) -> None:
+        """Pending until commit. O(1) (a deletion mark even if the key is absent)."""
+        # _context_prefix and _pending_of, inlined (the hot path)
+        prefix = self._last_prefix if context == self._last_context else self._context_prefix(context)
+        pending = self._pending.get(prefix)
+        if pending is None:
+            pending = self._pending_of(prefix)
+        journal = self._backend.journal
+        if journal is not None:
+            journal.append((self, prefix, key, pending.get(key, _ABSENT)))
+        pending[key] = _DELETED
+        if self._tops.get(prefix) == key:
+            del self._tops[prefix]
+
+    def undo(self, prefix: bytes, key: bytes, previous: Value) -> None:
+        """As ``RocksMapState.undo``; the context's greatest pending put is recomputed."""
+        self._tops.pop(prefix, None)
+        super().undo(prefix, key, previous)
+
+    def flush(self, batch: WriteBatch) -> None:
+        """Move the overlay into ``batch``."""
+        super().flush(batch)
+        self._tops = {}
+
+    def discard(self) -> None:
+        """Forget the pending writes (rollback)."""
+        super().discard()
+        self._tops = {}
+
+    def _top(self, prefix: bytes, pending: dict[bytes, Value]) -> bytes | None:
+        """The greatest pending put (not a deletion mark) of ``prefix``, or None."""
+        tops = self._tops
+        if prefix in tops:
+            return tops[prefix]
+        top = max((key for key, value in pending.items() if value is not _DELETED), default=None)
+        tops[prefix] = top
+        return top
 
     def _walk(
         self, prefix: bytes, pending: dict[bytes, Value] | None, forward: bool
@@ -479,7 +601,7 @@ class RocksSortedMapState(RocksMapState):
     ) -> tuple[bytes, Value] | None:
         """The better of a database entry and a pending put's key (its value is in the overlay)."""
         if candidate is not None and (found is None or (candidate > found[0]) == greater):
-            return candidate, self._pending[prefix][candidate]
+            return candidate, self._backend.handed_out(self._pending[prefix][candidate])
         if found is None:
             return None
         return found[0], self._decode(prefix + found[0], found[1])
@@ -497,9 +619,7 @@ class RocksSortedMapState(RocksMapState):
             if iterator.valid() and iterator.key() == end:
                 iterator.prev()
         found = self._walk(prefix, pending, forward=False)
-        candidate = None
-        if pending:
-            candidate = max((key for key, value in pending.items() if value is not _DELETED), default=None)
+        candidate = self._top(prefix, pending) if pending else None
         return self._best(prefix, found, candidate, greater=True)
 
     def first(self, context: bytes) -> tuple[bytes, Value] | None:

@@ -395,6 +395,9 @@ class SparkBackend:
     def commit(self) -> None:
         """No-op: Spark commits the state store with the micro-batch."""
 
+    def checkpoint(self) -> None:
+        """No-op: Spark commits the state store with the micro-batch."""
+
     def rollback(self) -> None:
         """Drop the buffered reads and writes of the current grouping key.
 

@@ -2,7 +2,9 @@
 
 A strategy subclass supplies ``_add`` and ``_retract`` for one context key; this shell
 computes the per-event values once (context key, match key, stamp), counts and logs rule-7
-misses, and commits the backend once per input so each input's state change is atomic.
+misses, and commits the backend once per input so each input's state change is atomic
+(durable at once, or with a commit interval at the backend's next durable commit, at
+:meth:`StrategyBase.commit` and at :meth:`StrategyBase.close`).
 """
 
 from __future__ import annotations
@@ -477,6 +479,22 @@ class StrategyBase(ABC):
         every step (the conformance state machine does); each layout overrides it."""
         return
 
+    def commit(self) -> None:
+        """A durability point: every input processed so far is durable when this returns.
+
+        Only needed with a commit interval > 1 (``execution.checkpointing.interval``, rocksdb
+        and lmdb), where the backend writes one batch per N inputs; otherwise every input is
+        durable when ``process`` returns and this does nothing. A storage failure raises as in
+        ``process`` (the state is then at the previous durable commit: reopen it)."""
+        try:
+            self.backend.checkpoint()
+        except BaseException as error:
+            self._fail(self.retract_misses, error)
+
     def close(self) -> None:
-        """Close the backend (files, locks); the materializer is unusable afterwards."""
-        self.backend.close()
+        """Commit what is pending (:meth:`commit`), then close the backend (files, locks);
+        the materializer is unusable afterwards."""
+        try:
+            self.commit()
+        finally:
+            self.backend.close()
