@@ -137,6 +137,12 @@ def _explicit_ttl(args: argparse.Namespace) -> bool:
 def run_savepoint(args: argparse.Namespace) -> int:
     """Execute ``upsertmat savepoint``."""
     with StateSession.existing(args.state_dir, _settings(args), ttl_given=_explicit_ttl(args)) as session:
+        if session.settings.conflict.compacting:
+            raise CliError(
+                f"{args.state_dir} holds ON CONFLICT DO {session.settings.conflict.value} state, whose "
+                "savepoints have their own format that this command does not write yet; use the library "
+                "(upsertmat.impls.conflict.savepoint.write_savepoint), or keep the state directory"
+            )
         materializer = create_materializer(session.keys, session.settings)
         try:
             position = _attach(session, materializer)

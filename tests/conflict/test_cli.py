@@ -96,3 +96,18 @@ def test_a_split_stream_on_a_state_dir_is_compacted_at_its_time_lines(tmp_path: 
         outputs += [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
     # No end-of-input watermark with --state-dir: the stream goes on; the last +I stays pending.
     assert outputs == [*BEFORE_CONFLICT, AFTER_CONFLICT[0]]
+
+
+def test_savepoint_of_a_conflict_state_directory_is_refused_with_what_to_use(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    state = tmp_path / "state"
+    code, _, _ = replay(
+        tmp_path, "--backend", "rocksdb", "--set", f"{KEY}=NOTHING", "--state-dir", str(state)
+    )
+    assert code == ExitCode.OK
+    capsys.readouterr()
+    assert main(["savepoint", "--state-dir", str(state), "-o", str(tmp_path / "sp")]) == ExitCode.USAGE
+    error = capsys.readouterr().err
+    assert "holds ON CONFLICT DO NOTHING state" in error and "upsertmat.impls.conflict.savepoint" in error
+    assert not (tmp_path / "sp").exists()
