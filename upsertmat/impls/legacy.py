@@ -56,11 +56,10 @@ class LegacyMaterializer(StrategyBase):
         misses = self.retract_misses
         try:
             timers = self._timers
-            if timers is not None:
-                self._lazy = timers.has_due(self._now)
+            lazy = self._lazy = timers is not None and timers.has_due(self._now)
             emitted = self._apply(change, stamp)
-            if timers is not None and timers.has_due(self._now):
-                self._expire_due()  # the sweep lags (or a late record was just written)
+            if lazy or (timers is not None and stamp + self._ttl_ms <= self._now):
+                self._expire_due()  # the sweep lags, or this late record's timer is due
             self.backend.commit()
         except BaseException as error:
             self._fail(misses, error)

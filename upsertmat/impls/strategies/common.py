@@ -238,15 +238,16 @@ class StrategyBase(ABC):
             context, match = self._keys_of(row)
             kind = change.kind
             timers = self._timers
-            if timers is not None:
-                self._lazy = timers.has_due(self._now)
+            lazy = self._lazy = timers is not None and timers.has_due(self._now)
             emitted: Change | None
             if kind is _INSERT or kind is _UPDATE_AFTER:
                 emitted = self._add(context, match, row, stamp)
             else:
                 emitted = self._retract(context, match, change, stamp)
-            if timers is not None and timers.has_due(self._now):
-                self._expire_due()  # the sweep lags (or a late record was just written)
+            # The sweep lags, or this late record's own timer is due: continue the sweep. (With
+            # no timer due before the input, only a late stamp can make one due.)
+            if lazy or (timers is not None and stamp + self._ttl_ms <= self._now):
+                self._expire_due()
             self.backend.commit()
         except BaseException as error:
             self._fail(misses, error)
@@ -283,7 +284,7 @@ class StrategyBase(ABC):
             return self._process_async(changes, out)
         append = out.append
         keys_of, add, retract, commit = self._keys_of, self._add, self._retract, self.backend.commit
-        timers, stamp_of = self._timers, self._ttl.stamp_of
+        timers, ttl_ms, stamp_of = self._timers, self._ttl_ms, self._ttl.stamp_of
         stamp_is_now = self._stamp_is_now
         emitted: Change | None
         for change in changes:
@@ -293,13 +294,12 @@ class StrategyBase(ABC):
                 row = change.row
                 context, match = keys_of(row)
                 kind = change.kind
-                if timers is not None:
-                    self._lazy = timers.has_due(self._now)
+                lazy = self._lazy = timers is not None and timers.has_due(self._now)
                 if kind is _INSERT or kind is _UPDATE_AFTER:
                     emitted = add(context, match, row, stamp)
                 else:
                     emitted = retract(context, match, change, stamp)
-                if timers is not None and timers.has_due(self._now):
+                if lazy or (timers is not None and stamp + ttl_ms <= self._now):
                     self._expire_due()
                 commit()
             except BaseException as error:
@@ -343,20 +343,19 @@ class StrategyBase(ABC):
     ) -> None:
         """:meth:`process` for ``batch[:len(pairs)]`` with the keys already computed."""
         add, retract, commit, stamp_of = self._add, self._retract, self.backend.commit, self._ttl.stamp_of
-        timers, stamp_is_now = self._timers, self._stamp_is_now
+        timers, ttl_ms, stamp_is_now = self._timers, self._ttl_ms, self._stamp_is_now
         emitted: Change | None
         for change, (context, match) in zip(batch, pairs, strict=False):
             stamp = self._now if stamp_is_now else stamp_of(change.ts, self._now)
             misses = self.retract_misses
             try:
                 kind = change.kind
-                if timers is not None:
-                    self._lazy = timers.has_due(self._now)
+                lazy = self._lazy = timers is not None and timers.has_due(self._now)
                 if kind is _INSERT or kind is _UPDATE_AFTER:
                     emitted = add(context, match, change.row, stamp)
                 else:
                     emitted = retract(context, match, change, stamp)
-                if timers is not None and timers.has_due(self._now):
+                if lazy or (timers is not None and stamp + ttl_ms <= self._now):
                     self._expire_due()
                 commit()
             except BaseException as error:
