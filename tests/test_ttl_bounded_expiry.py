@@ -289,11 +289,16 @@ STRATEGIES = ("LEGACY", "VALUE", "MAP", "SORTED", "ADAPTIVE")
 DEFAULT_BUDGET = Settings().expiry_budget
 
 
-def run_in_lockstep(name: str, ttl: TtlSettings, budget: int, stream: TimedStream) -> None:
+def run_in_lockstep(
+    name: str, ttl: TtlSettings, budget: int, stream: TimedStream, mode: str = "process"
+) -> None:
     """``name`` on heap with ``budget`` vs with budget 0 (unbounded), after every step:
-    outputs, misses and visible elements equal; the budgeted one's layout holds."""
+    outputs, misses and visible elements equal; the budgeted one's layout holds. ``mode``:
+    the budgeted one gets its changes through ``process``, ``process_many`` or
+    ``process_many`` with async state (the shell's three per-input loops)."""
     base = Settings(ttl=ttl, threshold_high=3, threshold_low=1) if name == "ADAPTIVE" else Settings(ttl=ttl)
-    bounded = create_named(f"{name}/heap", stream.keys, replace(base, expiry_budget=budget))
+    bounded_settings = replace(base, expiry_budget=budget, async_state=mode == "async")
+    bounded = create_named(f"{name}/heap", stream.keys, bounded_settings)
     eager = create_named(f"{name}/heap", stream.keys, replace(base, expiry_budget=0))
     try:
         assert isinstance(bounded, StrategyBase) and isinstance(eager, StrategyBase)
@@ -302,20 +307,25 @@ def run_in_lockstep(name: str, ttl: TtlSettings, budget: int, stream: TimedStrea
             if isinstance(step, Advance):
                 bounded.advance_time(step.time)
                 eager.advance_time(step.time)
-            else:
+            elif mode == "process":
                 assert bounded.process(step) == eager.process(step), where
+            else:
+                assert bounded.process_many([step]) == [eager.process(step)], where
             assert bounded.retract_misses == eager.retract_misses, where
             assert list(bounded.export_elements()) == list(eager.export_elements()), where
             assert list(bounded.histories()) == list(eager.histories()), where
             assert bounded.stats()["elements"] == eager.stats()["elements"], where
             bounded._check()
-        # The sweep catches up: enough later calls leave nothing stored that is not visible.
+        # The sweep catches up: once no timer is due, nothing stored is invisible. (Pending
+        # timers not yet due may differ in number: stale ones, e.g. ADAPTIVE re-arming a key
+        # it converted while an expired element was still stored, fire harmlessly later.)
         later = bounded.now
         while bounded._timers is not None and bounded._timers.has_due(bounded.now):
             later += 1
             bounded.advance_time(later)
             eager.advance_time(later)
-        assert bounded.stats() == eager.stats()
+        stored = [(c, bounded._elements(c)) for c in bounded._contexts() if bounded._elements(c)]
+        assert stored == list(bounded.export_elements()) == list(eager.export_elements())
     finally:
         bounded.close()
         eager.close()
@@ -395,27 +405,46 @@ FIRST_MATCH_EXPIRED = TimedStream(
 )
 """Rule 6 while the sweep lags: the first stored match is expired, the second is the match."""
 
+_A = (1, "u1", 10, "a")
+ADAPTIVE_CONVERTED_WHILE_LAGGING = TimedStream(
+    Keys(pk=(0,)),
+    (
+        Change(_I, _A, ts=0),
+        Change(_I, _A, ts=0),
+        Advance(1),
+        Change(_I, _A, ts=1),  # ADAPTIVE (high 3): MAP mode, a timer re-armed per node
+        Advance(5),  # budget 1 fires a stale VALUE-mode timer; two nodes are expired
+        Change(_I, _A, ts=5),  # the chain trim removes them
+        Change(_I, _A, ts=5),
+    ),
+)
+"""Found by Hypothesis against an over-strict check: after catching up, the number of pending
+timers *not yet due* differed from an unbounded run's (stale ones, harmless); what must hold,
+and is checked, is outputs per step and stored == visible once no timer is due."""
+
 PROCESSING = TtlSettings(ttl_ms=5)
 
 
 @scaled_settings(5.0)
-@example(name="MAP", ttl=PROCESSING, budget=1, stream=ROLLBACK_OVER_EXPIRED)
-@example(name="SORTED", ttl=PROCESSING, budget=1, stream=ROLLBACK_OVER_EXPIRED)
-@example(name="ADAPTIVE", ttl=PROCESSING, budget=1, stream=ROLLBACK_OVER_EXPIRED)
-@example(name="VALUE", ttl=PROCESSING, budget=1, stream=ROLLBACK_OVER_EXPIRED)
-@example(name="LEGACY", ttl=PROCESSING, budget=1, stream=ROLLBACK_OVER_EXPIRED)
-@example(name="MAP", ttl=PROCESSING, budget=1, stream=FIRST_MATCH_EXPIRED)
-@example(name="SORTED", ttl=PROCESSING, budget=1, stream=FIRST_MATCH_EXPIRED)
-@example(name="ADAPTIVE", ttl=PROCESSING, budget=1, stream=FIRST_MATCH_EXPIRED)
-@example(name="VALUE", ttl=PROCESSING, budget=1, stream=FIRST_MATCH_EXPIRED)
-@example(name="LEGACY", ttl=PROCESSING, budget=1, stream=FIRST_MATCH_EXPIRED)
+@example(name="ADAPTIVE", ttl=PROCESSING, budget=1, stream=ADAPTIVE_CONVERTED_WHILE_LAGGING, mode="process")
+@example(name="MAP", ttl=PROCESSING, budget=1, stream=ROLLBACK_OVER_EXPIRED, mode="process")
+@example(name="SORTED", ttl=PROCESSING, budget=1, stream=ROLLBACK_OVER_EXPIRED, mode="process")
+@example(name="ADAPTIVE", ttl=PROCESSING, budget=1, stream=ROLLBACK_OVER_EXPIRED, mode="process")
+@example(name="VALUE", ttl=PROCESSING, budget=1, stream=ROLLBACK_OVER_EXPIRED, mode="process")
+@example(name="LEGACY", ttl=PROCESSING, budget=1, stream=ROLLBACK_OVER_EXPIRED, mode="process")
+@example(name="MAP", ttl=PROCESSING, budget=1, stream=FIRST_MATCH_EXPIRED, mode="process")
+@example(name="SORTED", ttl=PROCESSING, budget=1, stream=FIRST_MATCH_EXPIRED, mode="process")
+@example(name="ADAPTIVE", ttl=PROCESSING, budget=1, stream=FIRST_MATCH_EXPIRED, mode="process")
+@example(name="VALUE", ttl=PROCESSING, budget=1, stream=FIRST_MATCH_EXPIRED, mode="process")
+@example(name="LEGACY", ttl=PROCESSING, budget=1, stream=FIRST_MATCH_EXPIRED, mode="process")
 @given(
     name=st.sampled_from(STRATEGIES),
     ttl=st.sampled_from(TTL_CONFIGS),
     budget=st.sampled_from((1, 2, 3, DEFAULT_BUDGET)),
     stream=JUMPY_STREAMS,
+    mode=st.sampled_from(("process", "process_many", "async")),
 )
 def test_outputs_never_depend_on_the_budget(
-    name: str, ttl: TtlSettings, budget: int, stream: TimedStream
+    name: str, ttl: TtlSettings, budget: int, stream: TimedStream, mode: str
 ) -> None:
-    run_in_lockstep(name, ttl, budget, stream)
+    run_in_lockstep(name, ttl, budget, stream, mode)
