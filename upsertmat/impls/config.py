@@ -25,6 +25,7 @@ BACKEND = "state.backend.type"
 TTL = "table.exec.state.ttl"
 TIME_DOMAIN = "upsertmat.state.ttl.time-domain"
 UPDATE_TYPE = "upsertmat.state.ttl.update-type"
+EXPIRY_BUDGET = "upsertmat.state.ttl.expiry-budget"
 LMDB_DURABILITY = "upsertmat.state.lmdb.durability"
 CHECKPOINT_INTERVAL = "execution.checkpointing.interval"
 ASYNC_STATE = "table.exec.async-state.enabled"
@@ -98,6 +99,12 @@ def _positive_int(value: Any) -> int:
     return number
 
 
+def _budget(value: Any) -> int:
+    if isinstance(value, bool) or not re.fullmatch(r"\s*\d+\s*", str(value)):
+        raise ValueError("expected a non-negative integer (0 = unbounded)")
+    return int(str(value))
+
+
 _PARSERS: dict[str, Callable[[Any], Any]] = {
     STRATEGY: _enum_parser(Strategy, upper=True),
     THRESHOLD_HIGH: _positive_int,
@@ -106,6 +113,7 @@ _PARSERS: dict[str, Callable[[Any], Any]] = {
     TTL: parse_duration_ms,
     TIME_DOMAIN: _enum_parser(TimeDomain, upper=False),
     UPDATE_TYPE: _enum_parser(UpdateType, upper=False),
+    EXPIRY_BUDGET: _budget,
     LMDB_DURABILITY: _enum_parser(LmdbDurability, upper=False),
     CHECKPOINT_INTERVAL: _positive_int,
     ASYNC_STATE: _boolean,
@@ -187,6 +195,7 @@ def build_settings(layers: Iterable[tuple[str, Mapping[str, Any]]], base: Settin
         checkpoint_interval=values.get(CHECKPOINT_INTERVAL, settings.checkpoint_interval),
         async_state=values.get(ASYNC_STATE, settings.async_state),
         conflict=values.get(CONFLICT_STRATEGY, settings.conflict),
+        expiry_budget=values.get(EXPIRY_BUDGET, settings.expiry_budget),
     )
     high, low = settings.threshold_high, settings.threshold_low
     if high is not None and low is not None and high <= low:

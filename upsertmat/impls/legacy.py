@@ -28,9 +28,11 @@ class LegacyMaterializer(StrategyBase):
     on: a second value state ``legacy_ttl`` holds each key's stamp, set by every successful
     write (an ADD, or a RETRACT that matched; under ``on_create`` only by the ADD that
     creates the key), and each stamp written arms a timer (element seq 0). Timers run in
-    ``advance_time`` (and after a late event-time input) and delete a key whose stamp is
-    expired, so the stored state is exactly the visible state after every call. +1 read,
-    +1 write and +1 timer write per event.
+    ``advance_time`` and after an input while any is due, at most ``expiry_budget`` per call
+    (docs/ttl.md), and delete a key whose stamp is expired. While that sweep lags, an input
+    first reads its key's stamp and drops the key if it is expired (:meth:`_live_rows`), and
+    exports skip expired keys, so outputs are those of an eager sweep. +1 write and +1 timer
+    write per event (+1 read while the sweep lags).
 
     The shell (clock, stamps, timers, histories, transfer, stats, misses, close) is
     :class:`~.strategies.common.StrategyBase`'s; the per-input seam is :meth:`_apply` (the
@@ -53,9 +55,11 @@ class LegacyMaterializer(StrategyBase):
         stamp = self._now if self._stamp_is_now else self._ttl.stamp_of(change.ts, self._now)
         misses = self.retract_misses
         try:
+            timers = self._timers
+            lazy = self._lazy = timers is not None and timers.has_due(self._now)
             emitted = self._apply(change, stamp)
-            if self._timers is not None and stamp + self._ttl_ms <= self._now:
-                self._expire_due()  # a late record: the key it just wrote is already invisible
+            if lazy or (timers is not None and stamp + self._ttl_ms <= self._now):
+                self._expire_due()  # the sweep lags, or this late record's timer is due
             self.backend.commit()
         except BaseException as error:
             self._fail(misses, error)
@@ -92,8 +96,18 @@ class LegacyMaterializer(StrategyBase):
     def _rows(self, context: bytes) -> list[Row]:
         return [tuple(row) for row in self._state.get(context) or ()]
 
+    def _live_rows(self, context: bytes) -> list[Row]:
+        """The key's rows; while the expiry sweep lags, an expired key is dropped here and
+        reads as empty (+1 read of its stamp; +2 deletes if it was expired)."""
+        if self._lazy and self._stamps is not None:
+            stamp = self._stamps.get(context)
+            if stamp is not None and self._expired(stamp):
+                self._drop(context)
+                return []
+        return self._rows(context)
+
     def _add(self, context: bytes, match: bytes, row: Row, stamp: int) -> Change:
-        rows = self._rows(context)
+        rows = self._live_rows(context)
         emitted = emit(RowKind.UPDATE_AFTER if rows else RowKind.INSERT, row)
         index = self._find(rows, match) if self._upsert else -1
         if index < 0:
@@ -105,7 +119,7 @@ class LegacyMaterializer(StrategyBase):
         return emitted
 
     def _retract(self, context: bytes, match: bytes, change: Change, stamp: int) -> Change | None:
-        rows = self._rows(context)
+        rows = self._live_rows(context)
         index = self._find(rows, match)
         if index < 0:
             self._miss(context, change)
@@ -173,7 +187,10 @@ class LegacyMaterializer(StrategyBase):
             )
 
     def histories(self) -> Iterator[tuple[bytes, list[Row]]]:
-        """Every non-empty context key with its rows in insertion order (a full scan)."""
+        """Every non-empty context key with its visible rows in insertion order (a full scan)."""
+        if self._stamps is not None:  # a key still stored may be expired
+            yield from super().histories()
+            return
         for context in self._contexts():
             rows = self._rows(context)
             if rows:

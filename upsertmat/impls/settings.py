@@ -86,5 +86,10 @@ class Settings:
     async_state: bool = False
     """``table.exec.async-state.enabled``: ``process_many`` reads the state of a batch of
     inputs together (docs/strategies.md, Async state); output and state format unchanged."""
+    expiry_budget: int = 1000
+    """``upsertmat.state.ttl.expiry-budget``: at most this many due TTL timers fire per
+    ``advance_time`` call and per input (0: unbounded, every due timer at once). The rest fire
+    in later calls; outputs never depend on it (expired elements are invisible at once,
+    docs/ttl.md), only how long physical cleanup lags behind the clock."""
     # table.exec.sink.conflict-strategy: ERROR and NOTHING select upsertmat.impls.conflict.
     conflict: ConflictBehavior = ConflictBehavior.DEDUPLICATE

@@ -12,6 +12,10 @@ Layout: one ``ValueState`` ``"adaptive"`` per context key holds *either* a VALUE
 mode, with the nodes and index in MAP's map states) — so one read tells the mode and gives
 the state to work on. A conversion copies the elements in order with their duplicates and
 timestamps (O(n) accesses, once per crossing) and never changes what is emitted.
+
+TTL (docs/ttl.md): while the bounded expiry sweep lags, an input reads its key through
+:meth:`AdaptiveMaterializer._live`: VALUE's record filtering or MAP's chain and tail trims, a
+trimmed MAP-mode key then stored through the ``low`` threshold check like any other.
 """
 
 from __future__ import annotations
@@ -24,7 +28,15 @@ from ..settings import Backend, Settings
 from ..state import StateBackend, open_backend
 from .common import StrategyBase, emit, missing, require
 from .linked_map import ROW, SIZE, STAMP, TAIL, LinkedList, Meta
-from .value import check_record, new_record, record_add, record_elements, record_expire, record_retract
+from .value import (
+    check_record,
+    live_record,
+    new_record,
+    record_add,
+    record_elements,
+    record_expire,
+    record_retract,
+)
 
 DEFAULT_THRESHOLDS: dict[Backend, tuple[int, int]] = {Backend.HEAP: (400, 300)}
 OTHER_BACKENDS_THRESHOLDS = (50, 40)
@@ -68,9 +80,30 @@ class AdaptiveMaterializer(StrategyBase):
         self._records = self._value_state("adaptive")
         self._list = LinkedList(self._index_state("index"), backend.map_state("nodes"))
 
-    def _add(self, context: bytes, match: bytes, row: Row, stamp: int) -> Change:
+    def _live(self, context: bytes, match: bytes) -> list[Any] | None:
+        """The key's record or meta while the expiry sweep lags (docs/ttl.md): a VALUE record
+        without its expired elements (:func:`~.value.live_record`), a MAP-mode key
+        :meth:`~.linked_map.LinkedList.trim`-ed for ``match`` (its meta written raw, in MAP
+        mode: the caller stores it through :meth:`_store_meta`); None if nothing is visible."""
         record = self._records.get(context)
+        if record is None:
+            return None
+        if type(record[0]) is not int:
+            return live_record(self._records, context, record, self._now, self._ttl_ms)
+        meta = self._list.trim(context, record, match, self)
+        if meta is None:
+            self._records.delete(context)
+        elif meta is not record:
+            self._records.put(context, meta)
+        return meta
+
+    def _add(self, context: bytes, match: bytes, row: Row, stamp: int) -> Change:
+        record = self._live(context, match) if self._lazy else self._records.get(context)
         if record is not None and type(record[0]) is int:  # MAP mode (is_map_mode, inlined)
+            if self._lazy:  # a trimmed key may have fallen to ``low``
+                meta = self._list.add(context, record, match, row, stamp, self)
+                self._store_meta(context, record if meta is None else meta)
+                return emit(RowKind.UPDATE_AFTER, row)
             meta = self._list.add(context, record, match, row, stamp, self)
             if meta is not None:
                 self._records.put(context, meta)
@@ -93,7 +126,7 @@ class AdaptiveMaterializer(StrategyBase):
         return meta
 
     def _retract(self, context: bytes, match: bytes, change: Change, stamp: int) -> Change | None:
-        record = self._records.get(context)
+        record = self._live(context, match) if self._lazy else self._records.get(context)
         if record is None:
             self._miss(context, change)
             return None
@@ -112,9 +145,14 @@ class AdaptiveMaterializer(StrategyBase):
         else:
             entry = self._list.find(context, match)
             if entry is None:
+                if self._lazy:  # a trimmed key may have fallen to ``low``
+                    self._store_meta(context, record)
                 self._miss(context, change)
                 return None
-            meta, rollback = self._list.remove(context, record, entry, match, restamp=restamp)
+            if self._lazy:
+                meta, rollback = self._list.remove_visible(context, record, entry, match, restamp, self)
+            else:
+                meta, rollback = self._list.remove(context, record, entry, match, restamp=restamp)
             if meta is None:
                 self._records.delete(context)
                 return emit(RowKind.DELETE, change.row)

@@ -141,11 +141,25 @@ class StrategyBase(ABC):
 
     Per-element TTL (docs/ttl.md): every stamp written also writes a timer
     (:class:`~.timers.Timers`); expiry runs the due timers, each re-checking its element and
-    removing it if ``now >= stamp + ttl`` (:meth:`_expire_element`). It runs in
-    ``advance_time`` (the only place ``now`` moves) and after an input whose own stamp is
-    already expired (a late event-time record), so after every call the physical state holds
-    exactly the visible elements and rules 1-11 run on stored state unchanged. Without TTL
-    none of this runs (no timer state is touched).
+    removing it if ``now >= stamp + ttl`` (:meth:`_expire_element`). The sweep is bounded: it
+    runs in ``advance_time`` (the only place ``now`` moves) and after each input while a timer
+    is due (a lagging sweep, or a late event-time record just written), and fires at most
+    ``Settings.expiry_budget`` timers per call (0: all), so a clock jump over K due timers
+    costs one call at most the budget's worth of firings and K / budget calls to clear.
+
+    Until the sweep catches up, expired elements may still be stored; outputs do not depend
+    on that. While a timer is due, the shell sets ``_lazy`` for the input, and each layout
+    reads its key through :meth:`_expired`: it removes the expired elements it would read
+    (VALUE, ADAPTIVE in VALUE mode: the whole record, in the O(n) scan it makes anyway;
+    MAP, SORTED: the expired leading nodes of the input's match-key chain and the expired
+    tail nodes, so the chain's first node and the tail are visible; LEGACY: the whole key if
+    its stamp is expired). Each such removal is the one the element's timer would have
+    made, and happens once, so it is amortised; the timer, when it fires, finds the element
+    gone (or its seq reused by a fresh element) and does nothing. Reads outside inputs
+    (:meth:`elements`, :meth:`export_elements`, ``histories``, :meth:`stats`) filter expired
+    elements without writing. With no timer due (the usual case: one comparison per input
+    decides it) the stored state is exactly the visible state and nothing extra runs.
+    Without TTL none of this runs (no timer state is touched).
     """
 
     strategy_name = "?"
@@ -167,6 +181,10 @@ class StrategyBase(ABC):
         self._ttl = settings.ttl
         self._ttl_ms = settings.ttl.ttl_ms
         self._timers = Timers(backend) if settings.ttl.enabled else None
+        self._budget = settings.expiry_budget
+        # True while the input being applied may meet expired elements still stored (the
+        # sweep lags: a due timer is pending); the layouts then read through :meth:`_expired`.
+        self._lazy = False
         self._restamp_replaced = settings.ttl.update_type is not UpdateType.ON_CREATE
         self._restamp_rollback = settings.ttl.update_type is UpdateType.ON_READ_AND_WRITE
         self._upsert = keys.has_upsert_key
@@ -221,13 +239,17 @@ class StrategyBase(ABC):
             row = change.row
             context, match = self._keys_of(row)
             kind = change.kind
+            timers = self._timers
+            lazy = self._lazy = timers is not None and timers.has_due(self._now)
             emitted: Change | None
             if kind is _INSERT or kind is _UPDATE_AFTER:
                 emitted = self._add(context, match, row, stamp)
             else:
                 emitted = self._retract(context, match, change, stamp)
-            if self._timers is not None and stamp + self._ttl_ms <= self._now:
-                self._expire_due()  # a late record: what it just wrote is already invisible
+            # The sweep lags, or this late record's own timer is due: continue the sweep. (With
+            # no timer due before the input, only a late stamp can make one due.)
+            if lazy or (timers is not None and stamp + self._ttl_ms <= self._now):
+                self._expire_due()
             self.backend.commit()
         except BaseException as error:
             self._fail(misses, error)
@@ -274,11 +296,12 @@ class StrategyBase(ABC):
                 row = change.row
                 context, match = keys_of(row)
                 kind = change.kind
+                lazy = self._lazy = timers is not None and timers.has_due(self._now)
                 if kind is _INSERT or kind is _UPDATE_AFTER:
                     emitted = add(context, match, row, stamp)
                 else:
                     emitted = retract(context, match, change, stamp)
-                if timers is not None and stamp + ttl_ms <= self._now:
+                if lazy or (timers is not None and stamp + ttl_ms <= self._now):
                     self._expire_due()
                 commit()
             except BaseException as error:
@@ -329,11 +352,12 @@ class StrategyBase(ABC):
             misses = self.retract_misses
             try:
                 kind = change.kind
+                lazy = self._lazy = timers is not None and timers.has_due(self._now)
                 if kind is _INSERT or kind is _UPDATE_AFTER:
                     emitted = add(context, match, change.row, stamp)
                 else:
                     emitted = retract(context, match, change, stamp)
-                if timers is not None and stamp + ttl_ms <= self._now:
+                if lazy or (timers is not None and stamp + ttl_ms <= self._now):
                     self._expire_due()
                 commit()
             except BaseException as error:
@@ -365,10 +389,11 @@ class StrategyBase(ABC):
         return self._now >= stamp + self._ttl_ms
 
     def _expire_due(self) -> int:
-        """Run every due timer; returns how many fired. Amortised O(1) accesses per write."""
+        """Run the due timers, at most ``expiry_budget`` of them (0: all); returns how many
+        fired. Amortised O(1) accesses per write; at most the budget's worth per call."""
         assert self._timers is not None
         fired = 0
-        for context, seq in self._timers.pop_due(self._now):
+        for context, seq in self._timers.pop_due(self._now, self._budget):
             self._expire_element(context, seq)
             fired += 1
         return fired
@@ -409,8 +434,15 @@ class StrategyBase(ABC):
                 yield context, rows
 
     def elements(self, context: bytes) -> list[Element]:
-        """The stored rows of ``context`` with their timestamps, in insertion order. O(n)."""
-        return self._elements(context)
+        """The visible rows of ``context`` with their timestamps, in insertion order. O(n)."""
+        return self._visible(self._elements(context))
+
+    def _visible(self, elements: list[Element]) -> list[Element]:
+        """``elements`` without the expired ones (stored until the sweep reaches them)."""
+        if self._timers is None:
+            return elements
+        now, ttl_ms = self._now, self._ttl_ms
+        return [element for element in elements if now < element[1] + ttl_ms]
 
     def load_histories(self, histories: Iterable[tuple[bytes, list[Row]]]) -> None:
         """Replace the rows of each given context key (an empty list removes the key).
@@ -420,16 +452,17 @@ class StrategyBase(ABC):
         self._import((context, [(tuple(row), self._now) for row in rows]) for context, rows in histories)
 
     def export_elements(self) -> Iterator[tuple[bytes, list[Element]]]:
-        """Every non-empty context key with its elements in insertion order (a full scan)."""
+        """Every non-empty context key with its visible elements in insertion order (a full scan)."""
         for context in self._contexts():
-            elements = self._elements(context)
+            elements = self.elements(context)
             if elements:
                 yield context, elements
 
     def import_elements(self, items: Iterable[tuple[bytes, list[Element]]], now: int) -> None:
         """Set the elements of each given key (empty removes it) and the clock to ``now``.
 
-        Imported stamps get timers; elements already expired at ``now`` are removed at once.
+        Imported stamps get timers; elements already expired at ``now`` are invisible at once
+        and removed by the (bounded) expiry sweep.
         """
         self._now = now
         self._import(items)
@@ -444,8 +477,8 @@ class StrategyBase(ABC):
         self.backend.commit()
 
     def stats(self) -> dict[str, int]:
-        """``keys`` and ``elements`` stored (= visible: expiry is eager at every call) and
-        ``timers`` pending (physical TTL entries; stale ones included). A full scan."""
+        """``keys`` and ``elements`` visible (expired ones still stored are not counted) and
+        ``timers`` pending (physical TTL entries; stale and due ones included). A full scan."""
         keys = elements = 0
         for _, stored in self.export_elements():
             keys += 1

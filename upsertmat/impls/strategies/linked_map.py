@@ -35,6 +35,13 @@ An empty key has no meta, no index entries and no nodes. State accesses per even
 writes (docs/strategies.md has the table): append 2 + 3 (a duplicate: +1 + 1), replace in
 place 3 + 1, retract of the head 3 + 3, of the tail 4 + 3 or 4, of a middle node 5 + 5,
 miss 1 or 2.
+
+TTL: a timer per stamp removes its node when it fires (the bounded sweep, docs/ttl.md). While
+the sweep lags, an input first removes the expired leading nodes of its match key's chain and
+the expired tail nodes (:meth:`LinkedList.trim`), and a retraction of the tail walks back over
+expired nodes to the last visible row (:meth:`LinkedList.remove_visible`): +1 read per chain
+head or tail that is looked at and found live, and each expired node met is removed once
+(amortised: its timer then finds it gone). Expired middle nodes wait for their timers.
 """
 
 from __future__ import annotations
@@ -215,6 +222,75 @@ class LinkedList:
         nodes.put(context, after_key, after_node)
         return [size - 1, head, tail], None
 
+    def trim(self, context: bytes, meta: Meta, match: bytes, owner: StrategyBase) -> Meta | None:
+        """Remove the expired nodes an input on ``match`` would otherwise read, while the
+        expiry sweep lags (docs/ttl.md): first the expired leading nodes of ``match``'s chain
+        (so its first node is the first *visible* match), then the expired tail nodes (so the
+        tail is the last visible row, and None means the key is visibly empty). Returns the
+        meta to write (the same object if nothing was removed). Each removed node is removed
+        once, as its timer would have removed it, so this is amortised; a live node costs 1
+        read (see :meth:`trim_tail` for a tail behind its chain's first node).
+        """
+        trimmed = self._trim_chain(context, meta, match, owner)
+        return None if trimmed is None else self.trim_tail(context, trimmed, owner)
+
+    def _trim_chain(self, context: bytes, meta: Meta, match: bytes, owner: StrategyBase) -> Meta | None:
+        """Remove the expired leading nodes of ``match``'s chain: O(1) accesses each."""
+        expired = owner._expired
+        entry = self.find(context, match)
+        while entry is not None and expired(self._node(context, encode_seq(entry[0]))[STAMP]):
+            trimmed, _ = self.remove(context, meta, entry, match)
+            if trimmed is None:
+                return None
+            meta = trimmed
+            entry = self.find(context, match)
+        return meta
+
+    def trim_tail(self, context: bytes, meta: Meta, owner: StrategyBase) -> Meta | None:
+        """Remove expired tail nodes until the tail is visible; None if none is left.
+
+        An expired tail behind the first node of its chain (duplicates without upsert key)
+        has its chain's expired leading nodes removed first, O(1) each (in processing time a
+        chain's stamps ascend, so that removes the tail too); only a tail whose chain starts
+        with a visible node is unlinked from the middle of its chain, O(chain length), once.
+        """
+        while True:
+            tail = meta[TAIL]
+            node = self._node(context, encode_seq(tail))
+            if not owner._expired(node[STAMP]):
+                return meta
+            match = owner._match_key(tuple(node[ROW]))
+            entry = self.find(context, match)
+            if entry is None:
+                raise missing("index", context, tail)
+            if entry[0] != tail and owner._expired(self._node(context, encode_seq(entry[0]))[STAMP]):
+                trimmed = self._trim_chain(context, meta, match, owner)
+            else:
+                trimmed, _ = self.remove(context, meta, entry, match, tail)
+            if trimmed is None:
+                return None
+            meta = trimmed
+
+    def remove_visible(
+        self, context: bytes, meta: Meta, entry: Entry, match: bytes, restamp: int | None, owner: StrategyBase
+    ) -> tuple[Meta | None, Row | None]:
+        """:meth:`remove` of the first node of ``entry`` on a key :meth:`trim`-ed for ``match``
+        while the sweep lags: when the tail was removed, the expired nodes before it are
+        removed too, so rule 9 emits (and ``restamp`` stamps) the last *visible* row, and
+        ``meta`` None means no visible row is left (rule 8)."""
+        meta_after, rollback = self.remove(context, meta, entry, match)
+        if meta_after is None or rollback is None:
+            return meta_after, None
+        meta_after = self.trim_tail(context, meta_after, owner)
+        if meta_after is None:
+            return None, None
+        key = encode_seq(meta_after[TAIL])
+        node = self._node(context, key)
+        if restamp is not None:
+            node[STAMP] = restamp
+            self._nodes.put(context, key, node)
+        return meta_after, tuple(node[ROW])
+
     def walk(self, context: bytes, meta: Meta) -> Iterator[Node]:
         """The nodes of ``context`` from head to tail. O(n) reads."""
         seq, tail = meta[HEAD], meta[TAIL]
@@ -294,8 +370,19 @@ class MapMaterializer(StrategyBase):
         self._meta: ValueState = self._value_state("meta")
         self._list = LinkedList(self._index_state("index"), backend.map_state("nodes"))
 
+    def _trim(self, context: bytes, meta: Meta, match: bytes) -> Meta | None:
+        """:meth:`LinkedList.trim` (the sweep lags), its meta written if it changed."""
+        trimmed = self._list.trim(context, meta, match, self)
+        if trimmed is None:
+            self._meta.delete(context)
+        elif trimmed is not meta:
+            self._meta.put(context, trimmed)
+        return trimmed
+
     def _add(self, context: bytes, match: bytes, row: Row, stamp: int) -> Change:
         meta = self._meta.get(context)
+        if self._lazy and meta is not None:
+            meta = self._trim(context, meta, match)
         if meta is None:
             self._meta.put(context, self._list.append(context, None, None, match, row, stamp))
             self._stamped(context, 1, stamp)
@@ -307,12 +394,17 @@ class MapMaterializer(StrategyBase):
 
     def _retract(self, context: bytes, match: bytes, change: Change, stamp: int) -> Change | None:
         meta = self._meta.get(context)
+        if self._lazy and meta is not None:
+            meta = self._trim(context, meta, match)
         entry = None if meta is None else self._list.find(context, match)
         if meta is None or entry is None:
             self._miss(context, change)
             return None
         restamp = stamp if self._restamp_rollback else None
-        meta, rollback = self._list.remove(context, meta, entry, match, restamp=restamp)
+        if self._lazy:
+            meta, rollback = self._list.remove_visible(context, meta, entry, match, restamp, self)
+        else:
+            meta, rollback = self._list.remove(context, meta, entry, match, restamp=restamp)
         if meta is None:
             self._meta.delete(context)
             return emit(RowKind.DELETE, change.row)

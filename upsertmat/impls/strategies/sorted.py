@@ -19,6 +19,11 @@ first of its same-chain and leaves the index with it.
 Accesses per event: append 2 reads (one a seek) + 2 writes (+2 for a duplicate whose chain
 does not end at the tail), replace in place 2 + 1, retract at most 3 reads (one a seek) +
 2 writes, miss 1. Runs only on backends with ordered iteration (``supports_ordered``).
+
+TTL: as MAP (docs/ttl.md): timers remove nodes within the per-call budget; while the sweep
+lags an input removes the expired leading nodes of its chain and the expired tail nodes
+(:meth:`SortedMaterializer._trim`), and rule 9 seeks back over expired tails
+(:meth:`SortedMaterializer._trim_tail`): amortised, each expired node met is removed once.
 """
 
 from __future__ import annotations
@@ -68,8 +73,46 @@ class SortedMaterializer(StrategyBase):
             raise missing("nodes", context, decode_seq(key))
         return node
 
+    def _trim(self, context: bytes, match: bytes) -> None:
+        """Remove the expired nodes an input on ``match`` would otherwise read, while the
+        expiry sweep lags (docs/ttl.md): the expired leading nodes of ``match``'s chain (so
+        its first is the first visible match), then the expired tail nodes
+        (:meth:`_trim_tail`). Each removal happens once, as its timer would have made it
+        (amortised); a live node costs 1 read."""
+        self._trim_chain(context, match)
+        self._trim_tail(context)
+
+    def _trim_chain(self, context: bytes, match: bytes) -> None:
+        """Remove the expired leading nodes of ``match``'s chain: O(1) accesses each."""
+        entry = self._index.get(context, match)
+        while entry is not None and self._expired(self._node(context, encode_seq(entry[0]))[STAMP]):
+            self._unlink(context, match, entry, entry[0])
+            entry = self._index.get(context, match)
+
+    def _trim_tail(self, context: bytes) -> tuple[bytes, Node] | None:
+        """``nodes.last(context)`` after removing expired tail nodes: the last visible node,
+        or None if the key is visibly empty. 1 seek, +1 seek and an unlink per removed node.
+        An expired tail behind the first node of its chain has its chain's expired leading
+        nodes removed first, O(1) each; only a tail whose chain starts with a visible node
+        is unlinked from the middle of its chain, O(chain length), once."""
+        while True:
+            tail: tuple[bytes, Node] | None = self._nodes.last(context)
+            if tail is None or not self._expired(tail[1][STAMP]):
+                return tail
+            match = self._match_key(tuple(tail[1][ROW]))
+            entry = self._index.get(context, match)
+            if entry is None:
+                raise missing("index", context, decode_seq(tail[0]))
+            seq = decode_seq(tail[0])
+            if entry[0] != seq and self._expired(self._node(context, encode_seq(entry[0]))[STAMP]):
+                self._trim_chain(context, match)
+            else:
+                self._unlink(context, match, entry, seq)
+
     def _add(self, context: bytes, match: bytes, row: Row, stamp: int) -> Change:
         index, nodes = self._index, self._nodes
+        if self._lazy:
+            self._trim(context, match)
         entry = index.get(context, match)
         if entry is not None and self._upsert:  # rule 4: the first match, in place
             key = encode_seq(entry[0])
@@ -134,12 +177,15 @@ class SortedMaterializer(StrategyBase):
         return key
 
     def _retract(self, context: bytes, match: bytes, change: Change, stamp: int) -> Change | None:
+        if self._lazy:
+            self._trim(context, match)
         entry = self._index.get(context, match)
         if entry is None:
             self._miss(context, change)
             return None
         key = self._unlink(context, match, entry, entry[0])
-        tail = self._nodes.last(context)
+        # While the sweep lags, rule 9 looks for the last *visible* node: expired ones go.
+        tail = self._trim_tail(context) if self._lazy else self._nodes.last(context)
         if tail is None:
             return emit(RowKind.DELETE, change.row)
         if tail[0] < key:

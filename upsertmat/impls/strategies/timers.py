@@ -43,7 +43,8 @@ class Timers:
 
     def __init__(self, backend: StateBackend) -> None:
         self._state = backend.sorted_map_state("ttl_timers")
-        self._next_due: int | None = None  # a lower bound of the earliest expiry; None: unknown
+        # The earliest pending expiry (a lower bound of it; None: unknown).
+        self._next_due: int | None = None
         # Invariant: no timer key below ``_resume`` exists; None: seek from the start.
         self._resume: bytes | None = None
 
@@ -61,15 +62,18 @@ class Timers:
         if self._resume is not None and key < self._resume:
             self._resume = key
 
-    def pop_due(self, now: int) -> Iterator[tuple[bytes, int]]:
-        """Remove and yield ``(context, seq)`` of every timer with ``expiry <= now``, earliest first.
+    def pop_due(self, now: int, budget: int = 0) -> Iterator[tuple[bytes, int]]:
+        """Remove and yield ``(context, seq)`` of the timers with ``expiry <= now``, earliest first:
+        every one, or at most ``budget`` of them when ``budget > 0`` (the rest stay for a later
+        call, and :meth:`has_due` then says so without an access).
 
-        One seek per timer plus one for the first not due; the caller may write state between
+        One seek per timer plus one for the first not fired; the caller may write state between
         items (each item is deleted before it is yielded). No access at all while ``now`` is
         below the earliest expiry seen by the last call (kept in memory; a seek after a restart).
         """
         if self._next_due is not None and now < self._next_due:
             return
+        fired = 0
         while True:
             if self._resume is None:
                 first = self._state.first(_GLOBAL)
@@ -78,11 +82,27 @@ class Timers:
             if first is None or decode_seq(first[0][:8]) > now:
                 self._next_due = 2**63 - 1 if first is None else decode_seq(first[0][:8])
                 return
+            if fired == budget and budget:  # the budget is spent; this due timer is the earliest
+                self._next_due = decode_seq(first[0][:8])
+                return
+            fired += 1
             key, stored = first
             context = _context(key, stored)
             self._state.delete(_GLOBAL, key)
             self._resume = key + b"\x00"  # the smallest key above the one just deleted
             yield context, decode_seq(key[8:16])
+
+    def has_due(self, now: int) -> bool:
+        """True if a timer with ``expiry <= now`` is pending (an earlier :meth:`pop_due` left
+        it, or it was just added). No access while the earliest expiry is known (the usual
+        case); one seek after a restart or a rollback."""
+        if self._next_due is None:
+            if self._resume is None:
+                first = self._state.first(_GLOBAL)
+            else:
+                first = self._state.ceiling(_GLOBAL, self._resume)
+            self._next_due = 2**63 - 1 if first is None else decode_seq(first[0][:8])
+        return now >= self._next_due
 
     def forget_hints(self) -> None:
         """Drop the in-memory hints (after a rollback they may describe writes that were undone)."""

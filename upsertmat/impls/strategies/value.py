@@ -11,6 +11,10 @@ Element ``i`` is ``(rows[i], stamps[i])``: exactly what MAP's nodes are built fr
 ADAPTIVE converts a key. Per event: 1 read and 1 write (or delete) of the key's value, and
 one C-level scan of ``matches`` (``list.index``): O(n) bytes moved, O(1) state accesses.
 The right choice for short histories; LEGACY's successor with per-element timestamps.
+
+TTL: any timer of a key drops every expired element of its record. While the bounded expiry
+sweep lags (docs/ttl.md), an input first drops the expired elements of the record it read
+(:func:`live_record`: one more O(n) scan of the stamps, +1 write if one was expired).
 """
 
 from __future__ import annotations
@@ -95,6 +99,21 @@ def record_expire(record: ValueRecord, now: int, ttl_ms: int) -> bool:
     return True
 
 
+def live_record(
+    state: Any, context: bytes, record: ValueRecord | None, now: int, ttl_ms: int
+) -> ValueRecord | None:
+    """``record`` (of ``context`` in value state ``state``) without its expired elements, which
+    are removed from the state here (1 write or delete, only if one was expired); None if
+    none is left. For reads while the expiry sweep lags (docs/ttl.md). O(n), in place."""
+    if record is None or not record_expire(record, now, ttl_ms):
+        return record
+    if record[0]:
+        state.put(context, record)
+        return record
+    state.delete(context)
+    return None
+
+
 def check_record(context: bytes, record: ValueRecord | None, match_key: Callable[[Row], bytes]) -> int:
     """Verify a stored VALUE record (raise LayoutError); returns its size. O(n).
 
@@ -126,6 +145,8 @@ class ValueMaterializer(StrategyBase):
     def _add(self, context: bytes, match: bytes, row: Row, stamp: int) -> Change:
         """1 read, 1 write (+1 timer write with TTL)."""
         record = self._values.get(context)
+        if self._lazy:
+            record = live_record(self._values, context, record, self._now, self._ttl_ms)
         kind = RowKind.INSERT if record is None else RowKind.UPDATE_AFTER
         record, stamped = record_add(record, match, row, stamp, self._upsert, self._restamp_replaced)
         self._values.put(context, record)
@@ -136,6 +157,8 @@ class ValueMaterializer(StrategyBase):
     def _retract(self, context: bytes, match: bytes, change: Change, stamp: int) -> Change | None:
         """1 read; 1 write or delete unless rule 7."""
         record = self._values.get(context)
+        if self._lazy:
+            record = live_record(self._values, context, record, self._now, self._ttl_ms)
         if record is None:
             self._miss(context, change)
             return None
