@@ -250,9 +250,9 @@ def test_get_many_routes_long_keys(tmp_path: Path) -> None:
         backend.close()
 
 
-# The hot paths of keys that fit (one Python call per state access) decode inline, write
-# through the transaction's bound methods and inline the backend's put/delete: the tests below
-# pin them to the codec, the current transaction and the backend's error messages.
+# The hot paths of keys that fit (one Python call per state access) decode inline, inline the
+# backend's put/delete and read the cursor without a call: the tests below pin them to the
+# codec, the current transaction and the backend's error messages.
 
 AWKWARD_VALUES = [2**70, -(2**70), ("a", b"b"), {1: "x", "k": [None]}, None, 1.5, "s", b"b", []]
 
@@ -317,9 +317,9 @@ def test_a_damaged_value_is_a_corrupt_state_error_on_every_hot_read(tmp_path: Pa
 def test_the_hot_paths_follow_the_transaction_through_commits_and_rollbacks(
     tmp_path: Path, interval: int
 ) -> None:
-    """The bound transaction methods and the cursor are the open transaction's after every
-    durable commit (a new transaction) and rollback (interval 1: a new transaction; 3: the
-    journal puts back what each put and delete replaced)."""
+    """Reads, writes and the cursor are the open transaction's after every durable commit
+    (a new transaction) and rollback (interval 1: a new transaction; 3: the journal puts back
+    what each put and delete replaced)."""
     backend = LmdbBackend(tmp_path / "db")
     backend.commit_interval = interval
     values, maps, ordered = backend.value_state("v"), backend.map_state("m"), backend.sorted_map_state("s")

@@ -62,7 +62,7 @@ from __future__ import annotations
 import hashlib
 import os
 import struct
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import lmdb
@@ -142,14 +142,6 @@ class LmdbBackend(DeferredCommits):
     name = "lmdb"
     supports_ordered = True
 
-    # The open transaction's methods, bound once per transaction (the ``txn`` setter): the
-    # states call them directly, an attribute lookup fewer per access.
-    txn_get: Callable[[bytes], bytes | None]
-    txn_put: Callable[[bytes, bytes], bool]
-    txn_replace: Callable[[bytes, bytes], bytes | None]
-    txn_pop: Callable[[bytes], bytes | None]
-    txn_delete: Callable[[bytes], bool]
-
     def __init__(
         self,
         path: Path | None = None,
@@ -178,8 +170,8 @@ class LmdbBackend(DeferredCommits):
             self.env.close()
             self._dir.close()
             raise
-        self._cursor: lmdb.Cursor[bytes] | None = None
         self.txn = self.env.begin(write=True)
+        self._cursor: lmdb.Cursor[bytes] | None = None
         self._states = NamedStates(lambda kind, name: kind(self, name))
         self._dirty = False
         self._closed = False
@@ -207,21 +199,6 @@ class LmdbBackend(DeferredCommits):
             )
         return env
 
-    @property
-    def txn(self) -> lmdb.Transaction[bytes]:
-        """The open write transaction (replaced at every durable commit and rollback)."""
-        return self._txn
-
-    @txn.setter
-    def txn(self, txn: lmdb.Transaction[bytes]) -> None:
-        self._txn = txn
-        self._cursor = None
-        self.txn_get = txn.get
-        self.txn_put = txn.put
-        self.txn_replace = txn.replace
-        self.txn_pop = txn.pop
-        self.txn_delete = txn.delete
-
     def cursor(self) -> lmdb.Cursor[bytes]:
         """The cursor of the current write transaction (callers always reposition it; the
         states read ``_cursor`` first and call this only when it is None)."""
@@ -235,9 +212,9 @@ class LmdbBackend(DeferredCommits):
         try:
             journal = self.journal
             if journal is None:
-                self.txn_put(storage_key, data)
+                self.txn.put(storage_key, data)
             else:  # one lookup: replace hands back the bytes it overwrites (None: a new key)
-                journal.append((self, storage_key, None, self.txn_replace(storage_key, data)))
+                journal.append((self, storage_key, None, self.txn.replace(storage_key, data)))
         except (lmdb.BadValsizeError, lmdb.MapFullError) as error:
             raise self.put_error(error, storage_key) from None
         self._dirty = True
@@ -255,12 +232,12 @@ class LmdbBackend(DeferredCommits):
         """One delete in the open transaction (the states inline this for keys that fit)."""
         journal = self.journal
         if journal is not None:
-            previous = self.txn_pop(storage_key)  # one lookup: the bytes deleted, or None
+            previous = self.txn.pop(storage_key)  # one lookup: the bytes deleted, or None
             if previous is not None:
                 journal.append((self, storage_key, None, previous))
                 self._dirty = True
             return
-        if self.txn_delete(storage_key):
+        if self.txn.delete(storage_key):
             self._dirty = True
 
     def replace_long(self, state: str, storage_key: bytes, header: bytes, packed: bytes) -> None:
@@ -479,10 +456,11 @@ class LmdbValueState:
     A context too long for that key is stored under ``b"V"`` + name + SHA-256(context), the
     framed context at the head of the value (checked on every access).
 
-    Keys that fit take the hot path, written out in each method: the transaction's bound
-    ``get``/``put``/``replace``/``pop``/``delete`` (``LmdbBackend.txn_*``), msgpack decoding
-    inline, the backend's put/delete (journal, dirty flag) inline — no Python call besides
-    the state method itself.
+    Keys that fit take the hot path, written out in each method: msgpack decoding and the
+    backend's put/delete (journal record, dirty flag) inline, the open transaction's methods
+    called directly — no Python call besides the state method itself. (The transaction is
+    read from the backend at every access, not bound once per transaction: binding costs
+    more at every durable commit than it saves per access with a commit per input.)
     """
 
     def __init__(self, backend: LmdbBackend, name: str) -> None:
@@ -499,7 +477,7 @@ class LmdbValueState:
         key = self._prefix + context
         if len(key) > self._limit:
             return self._get_long(context)
-        data = self._backend.txn_get(key)
+        data = self._backend.txn.get(key)
         if data is None:
             return None
         try:
@@ -509,7 +487,7 @@ class LmdbValueState:
 
     def _get_long(self, context: bytes) -> Value | None:
         key = self._long_prefix + _digest(context)
-        data = self._backend.txn_get(key)
+        data = self._backend.txn.get(key)
         return None if data is None else self._open(key, data, _frame(context))
 
     def _open(self, key: bytes, data: bytes, header: bytes) -> Value:
@@ -521,7 +499,7 @@ class LmdbValueState:
     def get_many(self, contexts: Sequence[bytes]) -> list[Value | None]:
         """``[get(c) for c in contexts]``: ordered lookups in the one open transaction (async
         state), sorted by storage key so neighbouring lookups share B-tree pages."""
-        txn_get, prefix, unpack, name = self._backend.txn_get, self._prefix, self._unpack, self.name
+        txn_get, prefix, unpack, name = self._backend.txn.get, self._prefix, self._unpack, self.name
         limit = self._limit
         found: list[Value | None] = [None] * len(contexts)
         for position in sorted(range(len(contexts)), key=contexts.__getitem__):
@@ -546,9 +524,9 @@ class LmdbValueState:
         journal = backend.journal  # LmdbBackend.put, inline
         try:
             if journal is None:
-                backend.txn_put(key, self._pack(value))
+                backend.txn.put(key, self._pack(value))
             else:
-                journal.append((backend, key, None, backend.txn_replace(key, self._pack(value))))
+                journal.append((backend, key, None, backend.txn.replace(key, self._pack(value))))
         except (lmdb.BadValsizeError, lmdb.MapFullError) as error:
             raise backend.put_error(error, key) from None
         backend._dirty = True
@@ -562,10 +540,10 @@ class LmdbValueState:
             return
         journal = backend.journal  # LmdbBackend.delete, inline
         if journal is None:
-            if backend.txn_delete(key):
+            if backend.txn.delete(key):
                 backend._dirty = True
         else:
-            previous = backend.txn_pop(key)
+            previous = backend.txn.pop(key)
             if previous is not None:
                 journal.append((backend, key, None, previous))
                 backend._dirty = True
@@ -592,8 +570,8 @@ class LmdbMapState:
     The context prefix of the last context is cached (``_last_context``, ``_last_prefix``,
     and ``_last_header``: the framed context when the sorted subclass keys that context by a
     digest, else None). ``get``/``put``/``delete`` take the hot path for a plain key like the
-    value state's: prefix cache, bound transaction methods, decoding and the backend's
-    put/delete inline; anything else goes to ``_read_long``/``_put_long``/``_delete_long``.
+    value state's: prefix cache, decoding and the backend's put/delete inline; anything else
+    goes to ``_read_long``/``_put_long``/``_delete_long``.
     """
 
     _kind = b"m"
@@ -631,7 +609,7 @@ class LmdbMapState:
             storage_key = self._context_prefix(context) + key
         if len(storage_key) > self._limit or self._last_header is not None:
             return self._read_long(context, key, storage_key)
-        data = self._backend.txn_get(storage_key)
+        data = self._backend.txn.get(storage_key)
         if data is None:
             return None
         try:
@@ -642,7 +620,7 @@ class LmdbMapState:
     def _read_long(self, context: bytes, key: bytes, storage_key: bytes) -> Value | None:
         """``get`` of an entry whose plain ``storage_key`` is too long: under digests."""
         storage_key, header = self._long_key(context, key)
-        data = self._backend.txn_get(storage_key)
+        data = self._backend.txn.get(storage_key)
         if data is None:
             return None
         if not data.startswith(header):
@@ -653,7 +631,7 @@ class LmdbMapState:
         """``[get(c, k) for c, k in pairs]``: ordered lookups in the one open transaction
         (async state), sorted by storage key so neighbouring lookups share B-tree pages."""
         storage_keys = [context_prefix(self._prefix, context) + key for context, key in pairs]
-        txn_get, unpack, name, limit = self._backend.txn_get, self._unpack, self.name, self._limit
+        txn_get, unpack, name, limit = self._backend.txn.get, self._unpack, self.name, self._limit
         found: list[Value | None] = [None] * len(pairs)
         for position in sorted(range(len(pairs)), key=storage_keys.__getitem__):
             storage_key = storage_keys[position]
@@ -678,10 +656,10 @@ class LmdbMapState:
         journal = backend.journal  # LmdbBackend.put, inline
         try:
             if journal is None:
-                backend.txn_put(storage_key, self._pack(value))
+                backend.txn.put(storage_key, self._pack(value))
             else:
                 journal.append(
-                    (backend, storage_key, None, backend.txn_replace(storage_key, self._pack(value)))
+                    (backend, storage_key, None, backend.txn.replace(storage_key, self._pack(value)))
                 )
         except (lmdb.BadValsizeError, lmdb.MapFullError) as error:
             raise backend.put_error(error, storage_key) from None
@@ -705,10 +683,10 @@ class LmdbMapState:
         backend = self._backend
         journal = backend.journal  # LmdbBackend.delete, inline
         if journal is None:
-            if backend.txn_delete(storage_key):
+            if backend.txn.delete(storage_key):
                 backend._dirty = True
         else:
-            previous = backend.txn_pop(storage_key)
+            previous = backend.txn.pop(storage_key)
             if previous is not None:
                 journal.append((backend, storage_key, None, previous))
                 backend._dirty = True
@@ -835,13 +813,13 @@ class LmdbSortedMapState(LmdbMapState):
         """``get`` under a digest-keyed context (checked), or of a key too long (never stored)."""
         if len(storage_key) > self._limit:
             return None
-        data = self._backend.txn_get(storage_key)
+        data = self._backend.txn.get(storage_key)
         return None if data is None else self._value(storage_key, data)
 
     def get_many(self, pairs: Sequence[tuple[bytes, bytes]]) -> list[Value | None]:
         """``[get(c, k) for c, k in pairs]``, sorted by storage key like the map state's."""
         keyed = [(self._context_prefix(context) + key, self._last_header) for context, key in pairs]
-        txn_get, unpack, name, limit = self._backend.txn_get, self._unpack, self.name, self._limit
+        txn_get, unpack, name, limit = self._backend.txn.get, self._unpack, self.name, self._limit
         found: list[Value | None] = [None] * len(pairs)
         for position in sorted(range(len(pairs)), key=lambda index: keyed[index][0]):
             storage_key, header = keyed[position]
