@@ -7,7 +7,7 @@ import pytest
 
 from upsertmat.conformance.backends import PersistentBackendTests, StateBackendTests, machine_for
 from upsertmat.impls.settings import LmdbDurability
-from upsertmat.impls.state import CorruptStateError, StateBackend
+from upsertmat.impls.state import CorruptStateError, StateBackend, StateError
 from upsertmat.impls.state import lmdb as lmdb_state
 from upsertmat.impls.state.codec import META_PREFIX, context_prefix, encode_seq, state_prefix
 from upsertmat.impls.state.lmdb import LONG_CONTEXT, LONG_ENTRY, LmdbBackend
@@ -209,6 +209,8 @@ def test_a_digest_collision_is_an_error_not_wrong_data(
             lambda: ordered.get(second, b"1"),
             lambda: ordered.last(second),
             lambda: ordered.ceiling(second, b""),
+            lambda: ordered.first(second),
+            lambda: ordered.before(second, b"2"),
             lambda: ordered.put(second, b"1", 2),
             lambda: ordered.delete(second, b"1"),
             lambda: ordered.clear(second),
@@ -244,5 +246,135 @@ def test_get_many_routes_long_keys(tmp_path: Path) -> None:
             3,
             None,
         ]
+    finally:
+        backend.close()
+
+
+# The hot paths of keys that fit (one Python call per state access) decode inline, inline the
+# backend's put/delete and read the cursor without a call: the tests below pin them to the
+# codec, the current transaction and the backend's error messages.
+
+AWKWARD_VALUES = [2**70, -(2**70), ("a", b"b"), {1: "x", "k": [None]}, None, 1.5, "s", b"b", []]
+
+
+def test_the_hot_paths_decode_like_the_codec(tmp_path: Path) -> None:
+    backend = LmdbBackend(tmp_path / "db")
+    try:
+        codec = backend.codec
+        values, maps, ordered = (
+            backend.value_state("v"),
+            backend.map_state("m"),
+            backend.sorted_map_state("s"),
+        )
+        for index, value in enumerate(AWKWARD_VALUES):
+            expected = codec.unpack(codec.pack(value), "v", b"")
+            context = b"c%d" % index
+            values.put(context, value)
+            maps.put(context, b"k", value)
+            ordered.put(context, b"k", value)
+            assert values.get(context) == expected
+            assert maps.get(context, b"k") == expected
+            assert ordered.get(context, b"k") == expected
+            for found in (
+                ordered.last(context),
+                ordered.first(context),
+                ordered.ceiling(context, b"k"),
+                ordered.before(context, b"l"),
+            ):
+                assert found == (b"k", expected)
+    finally:
+        backend.close()
+
+
+def test_a_damaged_value_is_a_corrupt_state_error_on_every_hot_read(tmp_path: Path) -> None:
+    backend = LmdbBackend(tmp_path / "db")
+    try:
+        values, maps, ordered = (
+            backend.value_state("v"),
+            backend.map_state("m"),
+            backend.sorted_map_state("s"),
+        )
+        damaged = b"\xc1"  # a byte msgpack never uses
+        backend.txn.put(state_prefix(b"v", "v") + b"c", damaged)
+        backend.txn.put(context_prefix(state_prefix(b"m", "m"), b"c") + b"k", damaged)
+        backend.txn.put(context_prefix(state_prefix(b"s", "s"), b"c") + b"k", damaged)
+        for call in (
+            lambda: values.get(b"c"),
+            lambda: maps.get(b"c", b"k"),
+            lambda: ordered.get(b"c", b"k"),
+            lambda: ordered.last(b"c"),
+            lambda: ordered.first(b"c"),
+            lambda: ordered.ceiling(b"c", b""),
+            lambda: ordered.before(b"c", b"l"),
+        ):
+            with pytest.raises(CorruptStateError, match=r"damaged state: state '[vms]'.*cannot be decoded"):
+                call()
+    finally:
+        backend.close()
+
+
+@pytest.mark.parametrize("interval", [1, 3])
+def test_the_hot_paths_follow_the_transaction_through_commits_and_rollbacks(
+    tmp_path: Path, interval: int
+) -> None:
+    """Reads, writes and the cursor are the open transaction's after every durable commit
+    (a new transaction) and rollback (interval 1: a new transaction; 3: the journal puts back
+    what each put and delete replaced)."""
+    backend = LmdbBackend(tmp_path / "db")
+    backend.commit_interval = interval
+    values, maps, ordered = backend.value_state("v"), backend.map_state("m"), backend.sorted_map_state("s")
+
+    def write(value: int) -> None:
+        values.put(b"c", value)
+        maps.put(b"c", b"k", value)
+        ordered.put(b"c", encode_seq(value), value)
+
+    def check(last: int) -> None:
+        assert values.get(b"c") == last and maps.get(b"c", b"k") == last
+        assert ordered.last(b"c") == (encode_seq(last), last)
+        assert ordered.first(b"c") == (encode_seq(1), 1)
+
+    try:
+        for value in range(1, 4):
+            write(value)
+            backend.commit()
+            check(value)
+        assert backend.durable_commits == (3 if interval == 1 else 1)
+        write(4)
+        values.delete(b"c")
+        maps.delete(b"c", b"k")
+        ordered.delete(b"c", encode_seq(3))
+        assert values.get(b"c") is None and maps.get(b"c", b"k") is None
+        assert ordered.last(b"c") == (encode_seq(4), 4)
+        backend.rollback()
+        check(3)
+        write(5)
+        ordered.delete(b"c", encode_seq(2))
+        backend.commit()
+        backend.checkpoint()
+        assert ordered.before(b"c", encode_seq(5)) == (encode_seq(3), 3)
+    finally:
+        backend.close()
+    backend = LmdbBackend(tmp_path / "db")
+    try:
+        ordered = backend.sorted_map_state("s")
+        assert [key for key, _ in ordered.items(b"c")] == [encode_seq(n) for n in (1, 3, 5)]
+        assert backend.value_state("v").get(b"c") == 5 == backend.map_state("m").get(b"c", b"k")
+    finally:
+        backend.close()
+
+
+@pytest.mark.parametrize("kind", ["value", "map", "sorted"])
+def test_a_put_beyond_the_map_is_the_backends_full_error(tmp_path: Path, kind: str) -> None:
+    backend = LmdbBackend(tmp_path / "db", map_size=1 << 20)
+    try:
+        big = "x" * (2 << 20)
+        with pytest.raises(StateError, match=r"is full \(map size \d+ bytes\) within one batch"):
+            if kind == "value":
+                backend.value_state("v").put(b"c", big)
+            elif kind == "map":
+                backend.map_state("m").put(b"c", b"k", big)
+            else:
+                backend.sorted_map_state("s").put(b"c", b"k", big)
     finally:
         backend.close()

@@ -66,10 +66,19 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import lmdb
+import msgpack
 
 from ..settings import LmdbDurability
 from .base import Value
-from .codec import META_PREFIX, ValueCodec, context_prefix, split_context, state_prefix, successor
+from .codec import (
+    META_PREFIX,
+    ValueCodec,
+    context_prefix,
+    ext_hook,
+    split_context,
+    state_prefix,
+    successor,
+)
 from .deferred import DeferredCommits
 from .directory import StateDirectory
 from .errors import CorruptStateError, StateError, StorageError, StorageFullError
@@ -94,6 +103,10 @@ LONG_VALUE_KIND = b"V"
 SEQ_SIZE = 8
 """A sorted map keeps a context's keys plain while they leave room for a user key this long."""
 _LEN32 = struct.Struct(">I")
+_unpackb = msgpack.unpackb
+"""The states decode values inline with ``ValueCodec.unpack``'s options (``raw=False,
+strict_map_key=False, ext_hook=ext_hook``), a Python call fewer per read; on a failure they
+call ``ValueCodec.unpack``, which raises the CorruptStateError naming the state and key."""
 
 
 def _environment(
@@ -158,7 +171,7 @@ class LmdbBackend(DeferredCommits):
             self._dir.close()
             raise
         self.txn = self.env.begin(write=True)
-        self._cursor: lmdb.Cursor | None = None
+        self._cursor: lmdb.Cursor[bytes] | None = None
         self._states = NamedStates(lambda kind, name: kind(self, name))
         self._dirty = False
         self._closed = False
@@ -186,31 +199,37 @@ class LmdbBackend(DeferredCommits):
             )
         return env
 
-    def cursor(self) -> lmdb.Cursor:
-        """The cursor of the current write transaction (callers always reposition it)."""
+    def cursor(self) -> lmdb.Cursor[bytes]:
+        """The cursor of the current write transaction (callers always reposition it; the
+        states read ``_cursor`` first and call this only when it is None)."""
         if self._cursor is None:
             self._cursor = self.txn.cursor()
         return self._cursor
 
     def put(self, storage_key: bytes, data: bytes) -> None:
-        """One put in the open transaction, with clear errors for LMDB's limits."""
+        """One put in the open transaction, with clear errors for LMDB's limits (the states
+        inline this for keys that fit)."""
         try:
             journal = self.journal
             if journal is None:
                 self.txn.put(storage_key, data)
             else:  # one lookup: replace hands back the bytes it overwrites (None: a new key)
                 journal.append((self, storage_key, None, self.txn.replace(storage_key, data)))
-        except lmdb.BadValsizeError:
-            raise ValueError(
-                f"LMDB keys are limited to {self.max_key_size} bytes; this state key has "
-                f"{len(storage_key)} (context and user key too long; the rocksdb backend has no such limit)"
-            ) from None
-        except lmdb.MapFullError:
-            raise self._full() from None
+        except (lmdb.BadValsizeError, lmdb.MapFullError) as error:
+            raise self.put_error(error, storage_key) from None
         self._dirty = True
 
+    def put_error(self, error: lmdb.Error, storage_key: bytes) -> Exception:
+        """The error to raise for a put that LMDB refused with BadValsizeError or MapFullError."""
+        if isinstance(error, lmdb.MapFullError):
+            return self._full()
+        return ValueError(
+            f"LMDB keys are limited to {self.max_key_size} bytes; this state key has "
+            f"{len(storage_key)} (context and user key too long; the rocksdb backend has no such limit)"
+        )
+
     def delete(self, storage_key: bytes) -> None:
-        """One delete in the open transaction."""
+        """One delete in the open transaction (the states inline this for keys that fit)."""
         journal = self.journal
         if journal is not None:
             previous = self.txn.pop(storage_key)  # one lookup: the bytes deleted, or None
@@ -259,13 +278,13 @@ class LmdbBackend(DeferredCommits):
             return found
         key: bytes
         if not values:
-            for key in cursor.iternext(keys=True, values=False):  # type: ignore[assignment]
+            for key in cursor.iternext(keys=True, values=False):
                 if not key.startswith(prefix):
                     break
                 found.append((key, b""))
             return found
         data: bytes
-        for key, data in cursor:  # type: ignore[assignment]
+        for key, data in cursor:
             if not key.startswith(prefix):
                 break
             found.append((key, data))
@@ -436,6 +455,12 @@ class LmdbValueState:
 
     A context too long for that key is stored under ``b"V"`` + name + SHA-256(context), the
     framed context at the head of the value (checked on every access).
+
+    Keys that fit take the hot path, written out in each method: msgpack decoding and the
+    backend's put/delete (journal record, dirty flag) inline, the open transaction's methods
+    called directly — no Python call besides the state method itself. (The transaction is
+    read from the backend at every access, not bound once per transaction: binding costs
+    more at every durable commit than it saves per access with a commit per input.)
     """
 
     def __init__(self, backend: LmdbBackend, name: str) -> None:
@@ -453,7 +478,12 @@ class LmdbValueState:
         if len(key) > self._limit:
             return self._get_long(context)
         data = self._backend.txn.get(key)
-        return None if data is None else self._unpack(data, self.name, context)
+        if data is None:
+            return None
+        try:
+            return _unpackb(data, raw=False, strict_map_key=False, ext_hook=ext_hook)
+        except Exception:
+            return self._unpack(data, self.name, context)  # raises the CorruptStateError
 
     def _get_long(self, context: bytes) -> Value | None:
         key = self._long_prefix + _digest(context)
@@ -486,21 +516,37 @@ class LmdbValueState:
     def put(self, context: bytes, value: Value) -> None:
         """One B-tree insert in the open transaction."""
         key = self._prefix + context
+        backend = self._backend
         if len(key) > self._limit:
             header = _frame(context)
-            self._backend.replace_long(
-                self.name, self._long_prefix + _digest(context), header, self._pack(value)
-            )
+            backend.replace_long(self.name, self._long_prefix + _digest(context), header, self._pack(value))
             return
-        self._backend.put(key, self._pack(value))
+        journal = backend.journal  # LmdbBackend.put, inline
+        try:
+            if journal is None:
+                backend.txn.put(key, self._pack(value))
+            else:
+                journal.append((backend, key, None, backend.txn.replace(key, self._pack(value))))
+        except (lmdb.BadValsizeError, lmdb.MapFullError) as error:
+            raise backend.put_error(error, key) from None
+        backend._dirty = True
 
     def delete(self, context: bytes) -> None:
         """One B-tree delete in the open transaction."""
         key = self._prefix + context
+        backend = self._backend
         if len(key) > self._limit:
-            self._backend.pop_long(self.name, self._long_prefix + _digest(context), _frame(context))
+            backend.pop_long(self.name, self._long_prefix + _digest(context), _frame(context))
             return
-        self._backend.delete(key)
+        journal = backend.journal  # LmdbBackend.delete, inline
+        if journal is None:
+            if backend.txn.delete(key):
+                backend._dirty = True
+        else:
+            previous = backend.txn.pop(key)
+            if previous is not None:
+                journal.append((backend, key, None, previous))
+                backend._dirty = True
 
     def contexts(self) -> Iterator[bytes]:
         """Every context with a value, in ascending byte order: prefix scans (snapshot)."""
@@ -520,6 +566,12 @@ class LmdbMapState:
     goes under state prefix + ``LONG_ENTRY`` + SHA-256(context) + SHA-256(user key), with the
     framed context and user key at the head of its value (checked on every access); ``items``
     and ``clear`` scan that range too once the state holds such an entry.
+
+    The context prefix of the last context is cached (``_last_context``, ``_last_prefix``,
+    and ``_last_header``: the framed context when the sorted subclass keys that context by a
+    digest, else None). ``get``/``put``/``delete`` take the hot path for a plain key like the
+    value state's: prefix cache, decoding and the backend's put/delete inline; anything else
+    goes to ``_read_long``/``_put_long``/``_delete_long``.
     """
 
     _kind = b"m"
@@ -534,6 +586,7 @@ class LmdbMapState:
         self._unpack = backend.codec.unpack
         self._last_context: bytes | None = None
         self._last_prefix = b""
+        self._last_header: bytes | None = None  # None: the last context's keys are plain
         self._long_entries = self._prefix + LONG_ENTRY
         # May the state hold an entry under a digest? (one seek now; set by every such put)
         self._has_long = self._hashes_user_keys and backend.any_under(self._long_entries)
@@ -550,13 +603,22 @@ class LmdbMapState:
 
     def get(self, context: bytes, key: bytes) -> Value | None:
         """One B-tree lookup."""
-        storage_key = self._context_prefix(context) + key
-        if len(storage_key) > self._limit:
-            return self._get_long(context, key)
+        if context == self._last_context:
+            storage_key = self._last_prefix + key
+        else:
+            storage_key = self._context_prefix(context) + key
+        if len(storage_key) > self._limit or self._last_header is not None:
+            return self._read_long(context, key, storage_key)
         data = self._backend.txn.get(storage_key)
-        return None if data is None else self._unpack(data, self.name, storage_key)
+        if data is None:
+            return None
+        try:
+            return _unpackb(data, raw=False, strict_map_key=False, ext_hook=ext_hook)
+        except Exception:
+            return self._unpack(data, self.name, storage_key)  # raises the CorruptStateError
 
-    def _get_long(self, context: bytes, key: bytes) -> Value | None:
+    def _read_long(self, context: bytes, key: bytes, storage_key: bytes) -> Value | None:
+        """``get`` of an entry whose plain ``storage_key`` is too long: under digests."""
         storage_key, header = self._long_key(context, key)
         data = self._backend.txn.get(storage_key)
         if data is None:
@@ -574,7 +636,7 @@ class LmdbMapState:
         for position in sorted(range(len(pairs)), key=storage_keys.__getitem__):
             storage_key = storage_keys[position]
             if len(storage_key) > limit:
-                found[position] = self._get_long(*pairs[position])
+                found[position] = self._read_long(*pairs[position], storage_key)
                 continue
             data = txn_get(storage_key)
             if data is not None:
@@ -583,21 +645,55 @@ class LmdbMapState:
 
     def put(self, context: bytes, key: bytes, value: Value) -> None:
         """One B-tree insert."""
-        storage_key = self._context_prefix(context) + key
-        if len(storage_key) > self._limit:
-            long_key, header = self._long_key(context, key)
-            self._has_long = True
-            self._backend.replace_long(self.name, long_key, header, self._pack(value))
+        if context == self._last_context:
+            storage_key = self._last_prefix + key
+        else:
+            storage_key = self._context_prefix(context) + key
+        if len(storage_key) > self._limit or self._last_header is not None:
+            self._put_long(context, key, storage_key, value)
             return
-        self._backend.put(storage_key, self._pack(value))
+        backend = self._backend
+        journal = backend.journal  # LmdbBackend.put, inline
+        try:
+            if journal is None:
+                backend.txn.put(storage_key, self._pack(value))
+            else:
+                journal.append(
+                    (backend, storage_key, None, backend.txn.replace(storage_key, self._pack(value)))
+                )
+        except (lmdb.BadValsizeError, lmdb.MapFullError) as error:
+            raise backend.put_error(error, storage_key) from None
+        backend._dirty = True
+
+    def _put_long(self, context: bytes, key: bytes, storage_key: bytes, value: Value) -> None:
+        """``put`` of an entry whose plain ``storage_key`` is too long: under digests."""
+        long_key, header = self._long_key(context, key)
+        self._has_long = True
+        self._backend.replace_long(self.name, long_key, header, self._pack(value))
 
     def delete(self, context: bytes, key: bytes) -> None:
         """One B-tree delete."""
-        storage_key = self._context_prefix(context) + key
-        if len(storage_key) > self._limit:
-            self._backend.pop_long(self.name, *self._long_key(context, key))
+        if context == self._last_context:
+            storage_key = self._last_prefix + key
+        else:
+            storage_key = self._context_prefix(context) + key
+        if len(storage_key) > self._limit or self._last_header is not None:
+            self._delete_long(context, key, storage_key)
             return
-        self._backend.delete(storage_key)
+        backend = self._backend
+        journal = backend.journal  # LmdbBackend.delete, inline
+        if journal is None:
+            if backend.txn.delete(storage_key):
+                backend._dirty = True
+        else:
+            previous = backend.txn.pop(storage_key)
+            if previous is not None:
+                journal.append((backend, storage_key, None, previous))
+                backend._dirty = True
+
+    def _delete_long(self, context: bytes, key: bytes, storage_key: bytes) -> None:
+        """``delete`` of an entry whose plain ``storage_key`` is too long: under digests."""
+        self._backend.pop_long(self.name, *self._long_key(context, key))
 
     def _plain_items(self, context: bytes) -> list[tuple[bytes, bytes]]:
         """(storage key, data) of the entries of ``context`` under plain keys."""
@@ -647,7 +743,7 @@ class LmdbMapState:
         digests = prefix + LONG_ENTRY  # LONG_ENTRY and LONG_CONTEXT sort after every real length
         positioned = cursor.set_range(prefix)
         while positioned:
-            storage_key: bytes = cursor.key()  # type: ignore[assignment]
+            storage_key: bytes = cursor.key()
             if not storage_key.startswith(prefix) or storage_key >= digests:
                 break
             context, _ = split_context(prefix, storage_key)
@@ -671,6 +767,10 @@ class LmdbSortedMapState(LmdbMapState):
     still form one range ordered by user key — with the framed context at the head of each
     value (checked on every access). A user key that does not fit beside the context is
     refused (ValueError): sorted maps hold no digests of user keys, which would lose the order.
+
+    The prefix cache also keeps the successor of the context prefix (``_last_following``, the
+    bound of ``last``), and the seeks read the entry under the cursor inline (``item``, then
+    the prefix test and decoding), so ``last`` is one Python call on a cache hit.
     """
 
     _kind = b"s"
@@ -678,7 +778,7 @@ class LmdbSortedMapState(LmdbMapState):
 
     def __init__(self, backend: LmdbBackend, name: str) -> None:
         super().__init__(backend, name)
-        self._last_header: bytes | None = None  # None: the last context's keys are plain
+        self._last_following: bytes | None = None
 
     def _context_prefix(self, context: bytes) -> bytes:
         if context != self._last_context:
@@ -688,6 +788,7 @@ class LmdbSortedMapState(LmdbMapState):
             else:
                 self._last_prefix = context_prefix(self._prefix, context)
                 self._last_header = None
+            self._last_following = successor(self._last_prefix)
             self._last_context = context
         return self._last_prefix
 
@@ -708,17 +809,12 @@ class LmdbSortedMapState(LmdbMapState):
             f"context (at most {room} bytes fit; the rocksdb and heap backends have no such limit)"
         )
 
-    def get(self, context: bytes, key: bytes) -> Value | None:
-        """One B-tree lookup."""
-        storage_key = self._context_prefix(context) + key
+    def _read_long(self, context: bytes, key: bytes, storage_key: bytes) -> Value | None:
+        """``get`` under a digest-keyed context (checked), or of a key too long (never stored)."""
         if len(storage_key) > self._limit:
-            return None  # never stored
-        data = self._backend.txn.get(storage_key)
-        if data is None:
             return None
-        if self._last_header is None:
-            return self._unpack(data, self.name, storage_key)
-        return self._value(storage_key, data)
+        data = self._backend.txn.get(storage_key)
+        return None if data is None else self._value(storage_key, data)
 
     def get_many(self, pairs: Sequence[tuple[bytes, bytes]]) -> list[Value | None]:
         """``[get(c, k) for c, k in pairs]``, sorted by storage key like the map state's."""
@@ -738,26 +834,18 @@ class LmdbSortedMapState(LmdbMapState):
                 raise _collision(name, storage_key)
         return found
 
-    def put(self, context: bytes, key: bytes, value: Value) -> None:
-        """One B-tree insert."""
-        storage_key = self._context_prefix(context) + key
-        if len(storage_key) > self._limit:
+    def _put_long(self, context: bytes, key: bytes, storage_key: bytes, value: Value) -> None:
+        """``put`` under a digest-keyed context (the framed context heads the value), or a
+        ValueError for a user key that does not fit."""
+        header = self._last_header
+        if len(storage_key) > self._limit or header is None:
             raise self._too_long(key)
-        header = self._last_header
-        if header is None:
-            self._backend.put(storage_key, self._pack(value))
-        else:
-            self._backend.replace_long(self.name, storage_key, header, self._pack(value))
+        self._backend.replace_long(self.name, storage_key, header, self._pack(value))
 
-    def delete(self, context: bytes, key: bytes) -> None:
-        """One B-tree delete."""
-        storage_key = self._context_prefix(context) + key
-        if len(storage_key) > self._limit:
-            return  # never stored
+    def _delete_long(self, context: bytes, key: bytes, storage_key: bytes) -> None:
+        """``delete`` under a digest-keyed context (checked), or of a key too long (a no-op)."""
         header = self._last_header
-        if header is None:
-            self._backend.delete(storage_key)
-        else:
+        if len(storage_key) <= self._limit and header is not None:
             self._backend.pop_long(self.name, storage_key, header)
 
     def items(self, context: bytes) -> Iterator[tuple[bytes, Value]]:
@@ -776,40 +864,60 @@ class LmdbSortedMapState(LmdbMapState):
         for storage_key, _ in doomed:
             self._backend.delete(storage_key)
 
-    def _entry(self, cursor: lmdb.Cursor, prefix: bytes) -> tuple[bytes, Value] | None:
-        storage_key: bytes = cursor.key()  # type: ignore[assignment]
-        if not storage_key.startswith(prefix):
-            return None
-        data: bytes = cursor.value()  # type: ignore[assignment]
-        if self._last_header is None:
-            return storage_key[len(prefix) :], self._unpack(data, self.name, storage_key)
-        return storage_key[len(prefix) :], self._value(storage_key, data)
-
-    def _below(self, prefix: bytes, bound: bytes | None) -> tuple[bytes, Value] | None:
-        """The greatest entry of ``prefix`` strictly below ``bound`` (None: the end of the database)."""
-        cursor = self._backend.cursor()
-        if bound is not None and len(bound) > self._limit:
-            # Every stored key is at most the limit long: below ``bound`` = at or below its head.
-            head = bound[: self._limit]
-            if cursor.set_range(head) and cursor.key() == head:
-                return self._entry(cursor, prefix)
-            bound = head
-        positioned = cursor.prev() if bound is not None and cursor.set_range(bound) else cursor.last()
-        return self._entry(cursor, prefix) if positioned else None
+    # The seeks below share one tail, written out in each for speed: the entry under the
+    # cursor if it belongs to the prefix (the user key and the decoded value), else None.
 
     def last(self, context: bytes) -> tuple[bytes, Value] | None:
         """The greatest entry: one seek and one step back."""
-        prefix = self._context_prefix(context)
-        return self._below(prefix, successor(prefix))
+        if context != self._last_context:
+            self._context_prefix(context)
+        prefix, following = self._last_prefix, self._last_following
+        cursor = self._backend._cursor
+        if cursor is None:
+            cursor = self._backend.cursor()
+        if following is not None and cursor.set_range(following):
+            if not cursor.prev():
+                return None
+        elif not cursor.last():
+            return None
+        storage_key, data = cursor.item()
+        if not storage_key.startswith(prefix):
+            return None
+        if self._last_header is not None:
+            return storage_key[len(prefix) :], self._value(storage_key, data)
+        try:
+            return storage_key[len(prefix) :], _unpackb(
+                data, raw=False, strict_map_key=False, ext_hook=ext_hook
+            )
+        except Exception:
+            return storage_key[len(prefix) :], self._unpack(data, self.name, storage_key)
 
     def first(self, context: bytes) -> tuple[bytes, Value] | None:
         """The smallest entry: one seek."""
-        return self.ceiling(context, b"")
+        prefix = self._last_prefix if context == self._last_context else self._context_prefix(context)
+        cursor = self._backend._cursor
+        if cursor is None:
+            cursor = self._backend.cursor()
+        if not cursor.set_range(prefix):
+            return None
+        storage_key, data = cursor.item()
+        if not storage_key.startswith(prefix):
+            return None
+        if self._last_header is not None:
+            return storage_key[len(prefix) :], self._value(storage_key, data)
+        try:
+            return storage_key[len(prefix) :], _unpackb(
+                data, raw=False, strict_map_key=False, ext_hook=ext_hook
+            )
+        except Exception:
+            return storage_key[len(prefix) :], self._unpack(data, self.name, storage_key)
 
     def ceiling(self, context: bytes, key: bytes) -> tuple[bytes, Value] | None:
         """The smallest entry at or above ``key``: one seek."""
-        prefix = self._context_prefix(context)
-        cursor = self._backend.cursor()
+        prefix = self._last_prefix if context == self._last_context else self._context_prefix(context)
+        cursor = self._backend._cursor
+        if cursor is None:
+            cursor = self._backend.cursor()
         bound = prefix + key
         if len(bound) > self._limit:
             # Every stored key is at most the limit long: at or above ``bound`` = above its head.
@@ -818,10 +926,48 @@ class LmdbSortedMapState(LmdbMapState):
                 return None
             if cursor.key() == head and not cursor.next():
                 return None
-            return self._entry(cursor, prefix)
-        return self._entry(cursor, prefix) if cursor.set_range(bound) else None
+        elif not cursor.set_range(bound):
+            return None
+        storage_key, data = cursor.item()
+        if not storage_key.startswith(prefix):
+            return None
+        if self._last_header is not None:
+            return storage_key[len(prefix) :], self._value(storage_key, data)
+        try:
+            return storage_key[len(prefix) :], _unpackb(
+                data, raw=False, strict_map_key=False, ext_hook=ext_hook
+            )
+        except Exception:
+            return storage_key[len(prefix) :], self._unpack(data, self.name, storage_key)
 
     def before(self, context: bytes, key: bytes) -> tuple[bytes, Value] | None:
         """The greatest entry below ``key``: one seek and one step back."""
-        prefix = self._context_prefix(context)
-        return self._below(prefix, prefix + key)
+        prefix = self._last_prefix if context == self._last_context else self._context_prefix(context)
+        cursor = self._backend._cursor
+        if cursor is None:
+            cursor = self._backend.cursor()
+        bound = prefix + key
+        if len(bound) > self._limit:
+            # Every stored key is at most the limit long: below ``bound`` = at or below its head.
+            head = bound[: self._limit]
+            if cursor.set_range(head):
+                if cursor.key() != head and not cursor.prev():
+                    return None
+            elif not cursor.last():
+                return None
+        elif cursor.set_range(bound):
+            if not cursor.prev():
+                return None
+        elif not cursor.last():
+            return None
+        storage_key, data = cursor.item()
+        if not storage_key.startswith(prefix):
+            return None
+        if self._last_header is not None:
+            return storage_key[len(prefix) :], self._value(storage_key, data)
+        try:
+            return storage_key[len(prefix) :], _unpackb(
+                data, raw=False, strict_map_key=False, ext_hook=ext_hook
+            )
+        except Exception:
+            return storage_key[len(prefix) :], self._unpack(data, self.name, storage_key)
