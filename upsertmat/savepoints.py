@@ -28,10 +28,10 @@ from .errors import CliError, ExitCode, StateDirError
 from .impls import ConfigError, Settings
 from .impls.lifecycle import DEFAULT_MAX_PARALLELISM, Savepoint, SavepointError, export_state, write_savepoint
 from .impls.persistence.recovery import EMPTY_SHA256, Position
-from .impls.persistence.session import StateSession
+from .impls.persistence.session import StateSession, recorded_keys
 from .impls.persistence.statedir import RunRecord
 from .impls.state.errors import StateError, StorageError
-from .spec import Keys, Materializer, parse_equalizer
+from .spec import Materializer
 
 EXIT_CODES = (
     "exit codes: 0 ok, 2 usage or configuration error, 3 state directory or savepoint refused, 4 I/O error."
@@ -108,21 +108,6 @@ def _settings(args: argparse.Namespace) -> Settings:
         return settings_from_args(args)
     except ConfigError as error:
         raise CliError(str(error)) from None
-
-
-def _keys(
-    pk: tuple[int, ...], upsert_key: tuple[int, ...], equalizer: str, fingerprint: str, where: Path
-) -> Keys:
-    try:
-        keys = Keys(pk=pk, upsert_key=upsert_key, equalizer=parse_equalizer(equalizer))
-    except ValueError as error:
-        raise StateDirError(f"{where}: {error}") from None
-    if keys.equalizer.fingerprint != fingerprint:
-        raise StateDirError(
-            f"{where} records equalizer {equalizer} with fingerprint {fingerprint}, but this upsertmat's "
-            f"{equalizer} has fingerprint {keys.equalizer.fingerprint}; refusing to mix them"
-        )
-    return keys
 
 
 def _savepoint_error(error: SavepointError) -> CliError:
@@ -242,7 +227,7 @@ def run_restore(args: argparse.Namespace) -> int:
     settings = _settings(args)
     if not explicit_ttl and args.config is None:
         settings = replace(settings, ttl=sp.ttl)
-    keys = _keys(
+    keys = recorded_keys(
         sp.pk, sp.upsert_key, sp.equalizer.spec, sp.equalizer.fingerprint, args.savepoint / "manifest.json"
     )
     lines = _extra_int(sp.extra, "lines", 0) or 0

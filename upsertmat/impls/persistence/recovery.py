@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import IO, Any, Literal, Protocol
 
 from ...spec import Materializer
+from ..documents import is_natural
 from ..state import StateBackend, ValueState
 from .errors import StateDirError
 from .statedir import RunRecord
@@ -68,17 +69,13 @@ class Position:
         run_id, lines, now, misses, output_bytes, input_bytes, sha, dead, done, state_id = value
         counts = [run_id, lines, now, misses, input_bytes]
         optional = [item for item in (output_bytes, dead) if item is not None]
-        if not all(_natural(item) for item in counts + optional):
+        if not all(is_natural(item) for item in counts + optional):
             return None
         if not (isinstance(sha, str) and isinstance(done, bool)):
             return None
         if state_id is not None and not isinstance(state_id, str):
             return None
         return cls(run_id, lines, now, misses, output_bytes, input_bytes, sha, dead, done, state_id)
-
-
-def _natural(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 class _Deferrable(Protocol):

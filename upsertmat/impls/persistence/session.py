@@ -184,8 +184,8 @@ class StateSession:
         if found is None:
             raise StateDirError(f"{self.path} holds no replay state (no manifest.json)")
         where = self.directory.manifest_path
+        keys = recorded_keys(found.pk, found.upsert_key, found.equalizer, found.equalizer_fingerprint, where)
         try:
-            keys = Keys(pk=found.pk, upsert_key=found.upsert_key, equalizer=parse_equalizer(found.equalizer))
             settings = replace(
                 self.settings,
                 strategy=Strategy(found.strategy),
@@ -194,12 +194,6 @@ class StateSession:
             )
         except ValueError as error:
             raise StateDirError(f"{where}: {error}") from None
-        if keys.equalizer.fingerprint != found.equalizer_fingerprint:
-            raise StateDirError(
-                f"{where} records equalizer {found.equalizer} with fingerprint "
-                f"{found.equalizer_fingerprint}, but this upsertmat's {found.equalizer} has fingerprint "
-                f"{keys.equalizer.fingerprint}; refusing to mix them"
-            )
         if found.ttl is not None:
             recorded = ttl_from_record(found.ttl)
             if ttl_given and settings.ttl != recorded:
@@ -373,6 +367,24 @@ class StateSession:
             output_bytes=None,
             runs=(*manifest.runs, run),
         )
+
+
+def recorded_keys(
+    pk: tuple[int, ...], upsert_key: tuple[int, ...], equalizer: str, fingerprint: str, where: Path
+) -> Keys:
+    """The keys a manifest at ``where`` records (a state directory's or a savepoint's);
+    StateDirError if they are invalid or the equalizer's fingerprint differs from this
+    upsertmat's (its meaning changed, so its state must not be mixed in)."""
+    try:
+        keys = Keys(pk=pk, upsert_key=upsert_key, equalizer=parse_equalizer(equalizer))
+    except ValueError as error:
+        raise StateDirError(f"{where}: {error}") from None
+    if keys.equalizer.fingerprint != fingerprint:
+        raise StateDirError(
+            f"{where} records equalizer {equalizer} with fingerprint {fingerprint}, but this upsertmat's "
+            f"{equalizer} has fingerprint {keys.equalizer.fingerprint}; refusing to mix them"
+        )
+    return keys
 
 
 def _in_directory(settings: Settings, path: Path) -> Settings:
