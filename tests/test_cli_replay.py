@@ -6,6 +6,7 @@ import io
 import itertools
 import json
 import os
+import random
 import re
 import shutil
 import signal
@@ -317,21 +318,31 @@ def test_a_given_arity_is_enforced_from_the_first_line(cli: Cli) -> None:
 # -- state directory -----------------------------------------------------------------------------
 
 
-def random_stream(seed: int, size: int) -> list[str]:
-    import random
+def random_stream(
+    seed: int,
+    size: int,
+    make_row: Callable[[random.Random], list[object]] | None = None,
+    clock: float = 0.05,
+) -> list[str]:
+    """Adds and retractions of random live rows, a clock line with probability ``clock``.
 
+    Rows come from ``make_row`` (default: a small key, a value of a JSON type, a small int).
+    """
     rnd = random.Random(seed)
     live: list[list[object]] = []
     out: list[str] = []
     for n in range(size):
         roll = rnd.random()
-        if roll < 0.05:
+        if roll < clock:
             out.append(json.dumps({"time": n}) + "\n")
         elif roll < 0.45 and live:
             row = live.pop(rnd.randrange(len(live)))
             out.append(json.dumps(change(rnd.choice(["-U", "-D"]), *row)) + "\n")
         else:
-            row = [rnd.randrange(6), rnd.choice([1, 1.0, True, None, "x"]), rnd.randrange(3)]
+            if make_row is None:
+                row = [rnd.randrange(6), rnd.choice([1, 1.0, True, None, "x"]), rnd.randrange(3)]
+            else:
+                row = make_row(rnd)
             live.append(row)
             out.append(json.dumps(change(rnd.choice(["+I", "+U"]), *row)) + "\n")
     return out
@@ -721,26 +732,16 @@ def test_a_reader_that_goes_away_ends_the_run_quietly(tmp_path: Path) -> None:
 # -- long keys on LMDB ---------------------------------------------------------------------------
 
 
+LONG_KEYS = ["é" * 600 + f"key{n}" for n in range(4)] + ["k" * 1000 + "\u0000", "short"]
+
+
 def long_key_stream(seed: int, size: int) -> list[str]:
     """Changes whose primary keys (mostly) and payloads are 1,000+ characters, with clock lines."""
-    import random
 
-    rnd = random.Random(seed)
-    keys = ["é" * 600 + f"key{n}" for n in range(4)] + ["k" * 1000 + "\u0000", "short"]
-    live: list[list[object]] = []
-    out: list[str] = []
-    for n in range(size):
-        roll = rnd.random()
-        if roll < 0.08:
-            out.append(json.dumps({"time": n}) + "\n")
-        elif roll < 0.45 and live:
-            row = live.pop(rnd.randrange(len(live)))
-            out.append(json.dumps(change(rnd.choice(["-U", "-D"]), *row)) + "\n")
-        else:
-            row = [rnd.choice(keys), rnd.randrange(3), "p" * 1000 + str(rnd.randrange(4))]
-            live.append(row)
-            out.append(json.dumps(change(rnd.choice(["+I", "+U"]), *row)) + "\n")
-    return out
+    def long_row(rnd: random.Random) -> list[object]:
+        return [rnd.choice(LONG_KEYS), rnd.randrange(3), "p" * 1000 + str(rnd.randrange(4))]
+
+    return random_stream(seed, size, long_row, clock=0.08)
 
 
 @pytest.mark.parametrize("strategy", ["legacy", "value", "map", "sorted", "adaptive"])

@@ -57,6 +57,15 @@ def spark() -> Iterator[SparkSession]:
     )  # shared with other Spark tests; not stopped here
 
 
+def stage_batch(directory: Path, number: int, lines: list[dict[str, Any]], start: float) -> None:
+    """Batch file ``number`` (lines reversed) with modification time ``start + number``: the file
+    source takes files in that order, one per micro-batch."""
+    staged = directory.parent / f"b{number}.tmp"
+    staged.write_text("".join(json.dumps(line) + "\n" for line in reversed(lines)))
+    os.utime(staged, (start + number, start + number))
+    staged.rename(directory / f"b{number}.json")
+
+
 def write_batches(directory: Path, numbers: range) -> None:
     """Files for the batches ``numbers``, modification times 1 s apart (the file source's order)."""
     start = time.time() - len(BATCHES) - 10
@@ -67,10 +76,7 @@ def write_batches(directory: Path, numbers: range) -> None:
             line = {"grp": json.dumps(row[0]), "arrival": arrival, "op": op, "row": json.dumps(row), "ts": ts}
             lines.append(line)
             arrival += 1
-        staged = directory.parent / f"b{number}.tmp"
-        staged.write_text("".join(json.dumps(line) + "\n" for line in reversed(lines)))
-        os.utime(staged, (start + number, start + number))
-        staged.rename(directory / f"b{number}.json")
+        stage_batch(directory, number, lines, start)
 
 
 def run_query(
@@ -171,10 +177,7 @@ def test_the_pipeline_runs_the_compacting_behaviour_into_the_sink(
         for op, row, ts in batch:
             lines.append({"seq": seq, "op": op, "id": row[0], "level": row[1], "name": row[2], "ts": ts})
             seq += 1
-        staged = tmp_path / f"b{number}.tmp"
-        staged.write_text("".join(json.dumps(line) + "\n" for line in reversed(lines)))
-        os.utime(staged, (start + number, start + number))
-        staged.rename(inputs / f"b{number}.json")
+        stage_batch(inputs, number, lines, start)
     config = PipelineConfig(
         source_path=inputs,
         schema=PIPELINE_SCHEMA,
@@ -213,7 +216,7 @@ def test_a_pipeline_killed_mid_stream_ends_with_the_uninterrupted_table(
     seq = 0
     start = time.time() - 30
     for number in range(8):
-        lines = []
+        lines: list[dict[str, Any]] = []
         for _ in range(30):
             key = rnd.randrange(25)
             old = live.get(key)
@@ -242,10 +245,7 @@ def test_a_pipeline_killed_mid_stream_ends_with_the_uninterrupted_table(
             )
             seq += 1
             live[key] = row
-        staged = tmp_path / f"b{number}.tmp"
-        staged.write_text("".join(json.dumps(line) + "\n" for line in reversed(lines)))
-        os.utime(staged, (start + number, start + number))
-        staged.rename(inputs / f"b{number}.json")
+        stage_batch(inputs, number, lines, start)
     config = PipelineConfig(
         source_path=inputs,
         schema=PIPELINE_SCHEMA,
