@@ -27,10 +27,13 @@ from upsertmat.impls.legacy import LegacyMaterializer
 from upsertmat.impls.settings import Backend
 from upsertmat.impls.state import StateBackend, open_backend
 from upsertmat.impls.state.counting import Counters, CountingBackend
+from upsertmat.impls.state.heap import HeapBackend
+from upsertmat.impls.strategies import value_inplace
 from upsertmat.impls.strategies.adaptive import AdaptiveMaterializer
 from upsertmat.impls.strategies.linked_map import MapMaterializer
 from upsertmat.impls.strategies.sorted import SortedMaterializer
 from upsertmat.impls.strategies.value import ValueMaterializer
+from upsertmat.impls.strategies.value_inplace import HeapValueMaterializer
 from upsertmat.spec import (
     Change,
     Granularity,
@@ -187,3 +190,59 @@ def test_a_failure_at_any_state_access_leaves_no_trace(
         assert export(reopened, ttl_settings.enabled) == export(model, ttl_settings.enabled)
     finally:
         reopened.close()
+
+
+class FailingCommitHeap(HeapBackend):
+    """A heap backend whose next ``commit`` raises while ``armed``: every write of the input
+    (VALUE's in-place changes included) is made before the failure."""
+
+    armed = False
+
+    def commit(self) -> None:
+        if self.armed:
+            self.armed = False
+            raise InjectedFailure("injected at commit")
+        super().commit()
+
+
+@pytest.mark.parametrize("upsert", [True, False], ids=["uk", "row"])
+@pytest.mark.parametrize("update", [UpdateType.ON_CREATE_AND_WRITE, UpdateType.ON_READ_AND_WRITE])
+def test_in_place_value_on_heap_rolls_back_a_failed_input(upsert: bool, update: UpdateType) -> None:
+    """VALUE on heap changes records in place (value_inplace.py) and journals the inverse:
+    an input that fails after all its changes leaves state, clock and misses as before."""
+    keys = Keys(pk=(0,), upsert_key=(1,) if upsert else ())
+    ttl = TtlSettings(0, TimeDomain.PROCESSING_TIME, update)  # TTL off: the in-place path
+    backend = FailingCommitHeap()
+    materializer = ValueMaterializer.build(keys, backend, Settings(ttl=ttl))
+    assert isinstance(materializer, HeapValueMaterializer)
+    model = ModelMaterializer(keys, ttl=ttl, granularity=Granularity.PER_ELEMENT)
+    for step, item in enumerate(stream()):
+        before = (export(materializer, True), materializer.now, materializer.retract_misses)
+        if not isinstance(item, int):
+            backend.armed = True
+            with pytest.raises(InjectedFailure):
+                materializer.process(item)
+            assert (export(materializer, True), materializer.now, materializer.retract_misses) == before
+            materializer._check()
+        assert apply(materializer, item) == apply(model, item), f"step {step}"
+        materializer._check()
+    assert export(materializer, True) == export(model, True)
+
+
+def test_in_place_undo_reverts_a_change_interrupted_between_its_lists() -> None:
+    """An interrupt can land between two list operations of one change: undo still restores
+    exactly the record before the change."""
+    undo = value_inplace._RecordUndo()
+    original = [[("a",), ("b",), ("c",)], [1, 2, 3], [b"a", b"b", b"c"], {b"a": 1, b"b": 1, b"c": 1}]
+    for done in range(4):  # a removal of element 1 interrupted after ``done`` of its 3 deletes
+        record = [list(part) for part in original[:3]] + [dict(original[3])]  # type: ignore[call-overload]
+        for part in record[:done]:
+            del part[1]
+        undo.undo(record, (2, 3, 1, ("b",), 2, b"b"), None)
+        assert record == original
+    for done in range(4):  # an append interrupted after ``done`` of its 3 appends
+        record = [list(part) for part in original[:3]] + [dict(original[3])]  # type: ignore[call-overload]
+        for part, value in list(zip(record[:3], [("d",), 4, b"d"], strict=True))[:done]:
+            part.append(value)
+        undo.undo(record, (0, 3), None)
+        assert record == original

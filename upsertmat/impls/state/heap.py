@@ -10,12 +10,17 @@ raises half-way leaves no trace: every write first appends an undo record (the s
 and the value it replaces) to the backend's journal; ``commit`` empties the journal (O(1)
 amortised), ``rollback`` replays it backwards (O(writes since the last commit)). One dict read
 and one list append per write is the whole price.
+
+A layout that changes a stored value in place instead of rewriting it (VALUE on heap:
+:mod:`upsertmat.impls.strategies.value_inplace`) reads it with :meth:`HeapValueState.stored`
+(by reference) and first journals the inverse of each change with :meth:`HeapValueState.journal`:
+O(1) per change where a rewrite would copy the value.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from sortedcontainers import SortedDict  # type: ignore[import-untyped]
 
@@ -23,7 +28,14 @@ from .base import Value
 from .named import NamedStates
 
 _ABSENT: Any = object()  # undo record: the key had no value
-Journal = list[tuple[Any, bytes, Any, Any]]  # (state, context, key or None, previous value)
+Journal = list[tuple[Any, Any, Any, Any]]  # (state, context, key or None, previous value)
+
+
+class Undoer(Protocol):
+    """Reverts one in-place change journaled with :meth:`HeapValueState.journal`."""
+
+    def undo(self, target: Any, change: Any, unused: Any, /) -> None:
+        """Revert ``change`` of ``target`` (rollback only)."""
 
 
 def _detached(value: Value) -> Value:
@@ -42,6 +54,16 @@ class HeapValueState:
         """O(1) (a shallow copy of a list value: O(its length), in C)."""
         value = self._values.get(context)
         return value.copy() if type(value) is list else value
+
+    def stored(self, context: bytes) -> Value | None:
+        """The stored value itself, not a copy: O(1). Change it in place only after
+        journaling the change's inverse with :meth:`journal`, so a rollback can revert it."""
+        return self._values.get(context)
+
+    def journal(self, undoer: Undoer, target: Any, change: Any) -> None:
+        """Record an in-place change of ``target`` (a stored value): a rollback calls
+        ``undoer.undo(target, change, None)``, newest first among all writes. O(1)."""
+        self._journal.append((undoer, target, change, None))
 
     def get_many(self, contexts: Sequence[bytes]) -> list[Value | None]:
         """``[get(c) for c in contexts]``: O(1) each."""

@@ -172,6 +172,12 @@ class StrategyBase(ABC):
         registry opens any state. Nothing to refuse here; subclasses extend it."""
         return
 
+    @classmethod
+    def build(cls, keys: Keys, backend: StateBackend, settings: Settings) -> StrategyBase:
+        """The instance the registry builds on an opened ``backend``: ``cls(keys, backend,
+        settings)``; a strategy may return a subclass specialised for that backend."""
+        return cls(keys, backend, settings)
+
     def __init__(self, keys: Keys, backend: StateBackend, settings: Settings | None = None) -> None:
         settings = settings or Settings()
         self.keys = keys
@@ -284,6 +290,8 @@ class StrategyBase(ABC):
         out = [] if out is None else out
         if self._async:
             return self._process_async(changes, out)
+        if self._timers is None:
+            return self._process_without_ttl(changes, out)
         append = out.append
         keys_of, add, retract, commit = self._keys_of, self._add, self._retract, self.backend.commit
         timers, ttl_ms, stamp_of = self._timers, self._ttl_ms, self._ttl.stamp_of
@@ -303,6 +311,31 @@ class StrategyBase(ABC):
                     emitted = retract(context, match, change, stamp)
                 if lazy or (timers is not None and stamp + ttl_ms <= self._now):
                     self._expire_due()
+                commit()
+            except BaseException as error:
+                self._fail(misses, error)
+            append(emitted)
+        return out
+
+    def _process_without_ttl(
+        self, changes: Iterable[Change], out: list[Change | None]
+    ) -> list[Change | None]:
+        """:meth:`process_many`'s loop with TTL off: no timer, so no expiry bookkeeping per input."""
+        append = out.append
+        keys_of, add, retract, commit = self._keys_of, self._add, self._retract, self.backend.commit
+        stamp_of, stamp_is_now = self._ttl.stamp_of, self._stamp_is_now
+        emitted: Change | None
+        for change in changes:
+            stamp = self._now if stamp_is_now else stamp_of(change.ts, self._now)
+            misses = self.retract_misses
+            try:
+                row = change.row
+                context, match = keys_of(row)
+                kind = change.kind
+                if kind is _INSERT or kind is _UPDATE_AFTER:
+                    emitted = add(context, match, row, stamp)
+                else:
+                    emitted = retract(context, match, change, stamp)
                 commit()
             except BaseException as error:
                 self._fail(misses, error)

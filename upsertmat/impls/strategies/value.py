@@ -138,6 +138,17 @@ class ValueMaterializer(StrategyBase):
 
     strategy_name = "VALUE"
 
+    @classmethod
+    def build(cls, keys: Keys, backend: StateBackend, settings: Settings) -> StrategyBase:
+        """On heap with TTL off, :class:`~.value_inplace.HeapValueMaterializer` (the same
+        layout, changed in place); otherwise VALUE's general path."""
+        from ..state.heap import HeapBackend
+        from .value_inplace import HeapValueMaterializer
+
+        if cls is ValueMaterializer and isinstance(backend, HeapBackend) and not settings.ttl.enabled:
+            return HeapValueMaterializer(keys, backend, settings)
+        return cls(keys, backend, settings)
+
     def __init__(self, keys: Keys, backend: StateBackend, settings: Settings | None = None) -> None:
         super().__init__(keys, backend, settings)
         self._values = self._value_state("value")
@@ -210,6 +221,6 @@ class ValueMaterializer(StrategyBase):
             self._stamped(context, 0, stamp)
 
 
-def create(keys: Keys, settings: Settings) -> ValueMaterializer:
+def create(keys: Keys, settings: Settings) -> StrategyBase:
     """VALUE on ``settings.backend`` (registry factory)."""
-    return ValueMaterializer(keys, open_backend(settings), settings)
+    return ValueMaterializer.build(keys, open_backend(settings), settings)
