@@ -77,6 +77,9 @@ KEYS = [
 @example(row=(1,))
 @example(row=(1, 2**80, "X"))
 @example(row=(1.0, True, "Straße"))
+@example(row=(-(2**63) - 1, 2**64, 0))
+@example(row=(10**5000, -(10**5000), 1))  # beyond the int-to-text digit limit: canonical's error
+@example(row=(True, False, -0))
 def test_key_encoder_matches_the_spec_keys(keys: Keys, row: Row) -> None:
     encoder = KeyEncoder(keys)
     expected_context = outcome(lambda: keys.context_key(row))

@@ -13,6 +13,12 @@ cheaper road where that road is known to give the same bytes:
   check), and it raises for what it does not carry the same way (integers beyond 64 bits,
   lone surrogates), in which case the canonical path runs and gives the bytes, or the
   error, it always gave.
+* A key of one ``int`` column (the usual sink or upsert key) is formatted directly,
+  ``b"[%d]" % value``: the decimal text JSON writes for an integer of any size. Measured
+  inside the event loop of a byte backend this costs ~0.1 us against ~0.7 us for the orjson
+  call, whose code and tables the storage engine's work keeps evicting from the CPU caches
+  (in a tight loop of its own orjson is as fast). An integer beyond the interpreter's
+  int-to-text digit limit takes the canonical path, which raises its error.
 * Floats, nested lists and objects, subclasses of the scalar types, and anything else go to
   the canonical path: orjson's float text differs (``1e16`` against Python's ``1e+16``) and
   it writes NaN as ``null`` where the canonical encoding refuses it.
@@ -65,7 +71,13 @@ def _single(column: int) -> Callable[[Row], bytes]:
 
     def encode(row: Row) -> bytes:
         value = row[column]
-        if type(value) in _FAST_TYPES:
+        kind = type(value)
+        if kind is int:
+            try:
+                return b"[%d]" % value
+            except ValueError:  # beyond the interpreter's int-to-text digit limit: canonical's error
+                pass
+        elif kind in _FAST_TYPES:
             try:
                 return _dumps((value,))
             except TypeError:
