@@ -33,7 +33,7 @@ from upsertmat.impls.strategies.adaptive import AdaptiveMaterializer
 from upsertmat.impls.strategies.linked_map import MapMaterializer
 from upsertmat.impls.strategies.sorted import SortedMaterializer
 from upsertmat.impls.strategies.value import ValueMaterializer
-from upsertmat.impls.strategies.value_inplace import HeapValueMaterializer
+from upsertmat.impls.strategies.value_inplace import HeapAdaptiveMaterializer, HeapValueMaterializer
 from upsertmat.spec import (
     Change,
     Granularity,
@@ -205,16 +205,21 @@ class FailingCommitHeap(HeapBackend):
         super().commit()
 
 
+@pytest.mark.parametrize("strategy", ["VALUE", "ADAPTIVE"])
 @pytest.mark.parametrize("upsert", [True, False], ids=["uk", "row"])
 @pytest.mark.parametrize("update", [UpdateType.ON_CREATE_AND_WRITE, UpdateType.ON_READ_AND_WRITE])
-def test_in_place_value_on_heap_rolls_back_a_failed_input(upsert: bool, update: UpdateType) -> None:
-    """VALUE on heap changes records in place (value_inplace.py) and journals the inverse:
-    an input that fails after all its changes leaves state, clock and misses as before."""
+def test_in_place_records_on_heap_roll_back_a_failed_input(
+    strategy: str, upsert: bool, update: UpdateType
+) -> None:
+    """VALUE and ADAPTIVE (VALUE mode) on heap change records in place (value_inplace.py) and
+    journal the inverse: an input that fails after all its changes (ADAPTIVE's conversions to
+    MAP and back included: thresholds 3/2) leaves state, clock and misses as before."""
     keys = Keys(pk=(0,), upsert_key=(1,) if upsert else ())
     ttl = TtlSettings(0, TimeDomain.PROCESSING_TIME, update)  # TTL off: the in-place path
     backend = FailingCommitHeap()
-    materializer = ValueMaterializer.build(keys, backend, Settings(ttl=ttl))
-    assert isinstance(materializer, HeapValueMaterializer)
+    settings = Settings(ttl=ttl, threshold_high=3, threshold_low=2)
+    materializer = STRATEGIES[strategy].build(keys, backend, settings)  # type: ignore[attr-defined]
+    assert isinstance(materializer, HeapValueMaterializer | HeapAdaptiveMaterializer)
     model = ModelMaterializer(keys, ttl=ttl, granularity=Granularity.PER_ELEMENT)
     for step, item in enumerate(stream()):
         before = (export(materializer, True), materializer.now, materializer.retract_misses)

@@ -73,6 +73,17 @@ class AdaptiveMaterializer(StrategyBase):
         """Refuse thresholds unless ``high > low >= 0`` (:func:`thresholds`)."""
         thresholds(settings)
 
+    @classmethod
+    def build(cls, keys: Keys, backend: StateBackend, settings: Settings) -> StrategyBase:
+        """On heap with TTL off, :class:`~.value_inplace.HeapAdaptiveMaterializer` (VALUE-mode
+        records changed in place); otherwise ADAPTIVE's general path."""
+        from ..state.heap import HeapBackend
+        from .value_inplace import HeapAdaptiveMaterializer
+
+        if cls is AdaptiveMaterializer and isinstance(backend, HeapBackend) and not settings.ttl.enabled:
+            return HeapAdaptiveMaterializer(keys, backend, settings)
+        return cls(keys, backend, settings)
+
     def __init__(self, keys: Keys, backend: StateBackend, settings: Settings | None = None) -> None:
         settings = settings or Settings()
         super().__init__(keys, backend, settings)
@@ -100,14 +111,7 @@ class AdaptiveMaterializer(StrategyBase):
     def _add(self, context: bytes, match: bytes, row: Row, stamp: int) -> Change:
         record = self._live(context, match) if self._lazy else self._records.get(context)
         if record is not None and type(record[0]) is int:  # MAP mode (is_map_mode, inlined)
-            if self._lazy:  # a trimmed key may have fallen to ``low``
-                meta = self._list.add(context, record, match, row, stamp, self)
-                self._store_meta(context, record if meta is None else meta)
-                return emit(RowKind.UPDATE_AFTER, row)
-            meta = self._list.add(context, record, match, row, stamp, self)
-            if meta is not None:
-                self._records.put(context, meta)
-            return emit(RowKind.UPDATE_AFTER, row)
+            return self._add_map_mode(context, record, match, row, stamp)
         kind = RowKind.INSERT if record is None else RowKind.UPDATE_AFTER
         record, stamped = record_add(record, match, row, stamp, self._upsert, self._restamp_replaced)
         if len(record[0]) >= self.high:
@@ -118,9 +122,20 @@ class AdaptiveMaterializer(StrategyBase):
                 self._stamped(context, 0, stamp)
         return Change(kind, row)
 
+    def _add_map_mode(self, context: bytes, meta: Meta, match: bytes, row: Row, stamp: int) -> Change:
+        """Rules 3-5 on a key in MAP mode (``meta`` as read)."""
+        if self._lazy:  # a trimmed key may have fallen to ``low``
+            added = self._list.add(context, meta, match, row, stamp, self)
+            self._store_meta(context, meta if added is None else added)
+            return emit(RowKind.UPDATE_AFTER, row)
+        added = self._list.add(context, meta, match, row, stamp, self)
+        if added is not None:
+            self._records.put(context, added)
+        return emit(RowKind.UPDATE_AFTER, row)
+
     def _to_map(self, context: bytes, record: list[Any]) -> Meta:
         """Store a VALUE record as MAP nodes (a timer per node with TTL); the meta. O(n)."""
-        meta = self._list.build(context, *record)
+        meta = self._list.build(context, record[0], record[1], record[2])
         for seq, stamp in enumerate(record[1], start=1):
             self._stamped(context, seq, stamp)
         return meta
@@ -131,35 +146,47 @@ class AdaptiveMaterializer(StrategyBase):
             self._miss(context, change)
             return None
         restamp = stamp if self._restamp_rollback else None
-        if type(record[0]) is not int:  # VALUE mode (is_map_mode, inlined)
-            found, rollback = record_retract(record, match, restamp)
-            if not found:
-                self._miss(context, change)
-                return None
-            if not record[0]:
-                self._records.delete(context)
-                return emit(RowKind.DELETE, change.row)
-            self._records.put(context, record)
-            if rollback is not None and restamp is not None:
-                self._stamped(context, 0, restamp)
+        if type(record[0]) is int:  # MAP mode (is_map_mode, inlined)
+            return self._retract_map_mode(context, record, match, change, restamp)
+        found, rollback = record_retract(record, match, restamp)
+        if not found:
+            self._miss(context, change)
+            return None
+        if not record[0]:
+            self._records.delete(context)
+            return emit(RowKind.DELETE, change.row)
+        self._records.put(context, record)
+        if rollback is None:
+            return None
+        if restamp is not None:
+            self._stamped(context, 0, restamp)
+        return emit(RowKind.UPDATE_AFTER, rollback)
+
+    def _retract_map_mode(
+        self, context: bytes, meta: Meta, match: bytes, change: Change, restamp: int | None
+    ) -> Change | None:
+        """Rules 6-10 on a key in MAP mode (``meta`` as read)."""
+        entry = self._list.find(context, match)
+        if entry is None:
+            if self._lazy:  # a trimmed key may have fallen to ``low``
+                self._store_meta(context, meta)
+            self._miss(context, change)
+            return None
+        if self._lazy:
+            after, rollback = self._list.remove_visible(context, meta, entry, match, restamp, self)
         else:
-            entry = self._list.find(context, match)
-            if entry is None:
-                if self._lazy:  # a trimmed key may have fallen to ``low``
-                    self._store_meta(context, record)
-                self._miss(context, change)
-                return None
-            if self._lazy:
-                meta, rollback = self._list.remove_visible(context, record, entry, match, restamp, self)
-            else:
-                meta, rollback = self._list.remove(context, record, entry, match, restamp=restamp)
-            if meta is None:
-                self._records.delete(context)
-                return emit(RowKind.DELETE, change.row)
-            if rollback is not None and restamp is not None:
-                self._stamped(context, meta[TAIL], restamp)
-            self._store_meta(context, meta)
+            after, rollback = self._list.remove(context, meta, entry, match, restamp=restamp)
+        if after is None:
+            self._records.delete(context)
+            return emit(RowKind.DELETE, change.row)
+        if rollback is not None and restamp is not None:
+            self._stamped(context, after[TAIL], restamp)
+        self._store_meta(context, after)
         return None if rollback is None else emit(RowKind.UPDATE_AFTER, rollback)
+
+    def _new_record(self, rows: list[Row], stamps: list[int], matches: list[bytes]) -> list[Any]:
+        """A VALUE-mode record of parallel lists (taken by reference)."""
+        return new_record(rows, stamps, matches)
 
     def _store_meta(self, context: bytes, meta: Meta) -> None:
         """Write a MAP-mode key's meta, converting it to VALUE when its size is ``<= low``."""
@@ -202,7 +229,7 @@ class AdaptiveMaterializer(StrategyBase):
             rows.append(node[ROW])
             stamps.append(node[STAMP])
         self._list.drop(context)
-        return new_record(rows, stamps, [self._match_key(row) for row in rows])
+        return self._new_record(rows, stamps, [self._match_key(row) for row in rows])
 
     def mode(self, context: bytes) -> str | None:
         """``"VALUE"``, ``"MAP"`` or None (empty key): how ``context`` is stored now."""
@@ -250,7 +277,7 @@ class AdaptiveMaterializer(StrategyBase):
     def _load(self, context: bytes, elements: list[tuple[Row, int]]) -> None:
         rows = [row for row, _ in elements]
         stamps = [stamp for _, stamp in elements]
-        record = new_record(rows, stamps, [self._match_key(row) for row in rows])
+        record = self._new_record(rows, stamps, [self._match_key(row) for row in rows])
         if len(rows) >= self.high:
             self._records.put(context, self._to_map(context, record))
         else:
@@ -259,7 +286,7 @@ class AdaptiveMaterializer(StrategyBase):
                 self._stamped(context, 0, stamp)
 
 
-def create(keys: Keys, settings: Settings) -> AdaptiveMaterializer:
+def create(keys: Keys, settings: Settings) -> StrategyBase:
     """ADAPTIVE on ``settings.backend`` (registry factory)."""
     thresholds(settings)  # refuse bad thresholds before opening any files
-    return AdaptiveMaterializer(keys, open_backend(settings), settings)
+    return AdaptiveMaterializer.build(keys, open_backend(settings), settings)

@@ -117,14 +117,20 @@ def live_record(
 def check_record(context: bytes, record: ValueRecord | None, match_key: Callable[[Row], bytes]) -> int:
     """Verify a stored VALUE record (raise LayoutError); returns its size. O(n).
 
-    Three parallel, non-empty lists; every stored match key is the match key of its row.
+    Three parallel, non-empty lists; every stored match key is the match key of its row; an
+    in-place heap record's fourth element counts each stored match key exactly.
     """
-    require(record is not None and len(record) == 3, context, f"not a VALUE record: {record!r}")
-    rows, stamps, matches = record or ([], [], [])
+    require(record is not None and len(record) in (3, 4), context, f"not a VALUE record: {record!r}")
+    rows, stamps, matches = (record or ([], [], []))[:3]
     require(len(rows) == len(stamps) == len(matches), context, "rows, stamps and matches differ in length")
     require(len(rows) >= 1, context, "an empty record is stored")
     expected = [match_key(tuple(row)) for row in rows]
     require(list(matches) == expected, context, "a stored match key is not its row's")
+    if record is not None and len(record) == 4:  # an in-place heap record (value_inplace.py)
+        counts: dict[bytes, int] = {}
+        for match in matches:
+            counts[match] = counts.get(match, 0) + 1
+        require(record[3] == counts, context, "counts differ from the stored match keys")
     return len(rows)
 
 
@@ -187,6 +193,10 @@ class ValueMaterializer(StrategyBase):
             self._stamped(context, 0, stamp)
         return emit(RowKind.UPDATE_AFTER, rollback)
 
+    def _new_record(self, rows: list[Row], stamps: list[int], matches: list[bytes]) -> ValueRecord:
+        """A record of parallel lists (taken by reference)."""
+        return new_record(rows, stamps, matches)
+
     def _expire_element(self, context: bytes, seq: int) -> None:
         """Any timer of a VALUE key: drop every expired element of its record. O(n)."""
         record = self._values.get(context)
@@ -216,7 +226,7 @@ class ValueMaterializer(StrategyBase):
         rows = [row for row, _ in elements]
         stamps = [stamp for _, stamp in elements]
         matches = [self._match_key(row) for row in rows]
-        self._values.put(context, new_record(rows, stamps, matches))
+        self._values.put(context, self._new_record(rows, stamps, matches))
         for stamp in set(stamps):
             self._stamped(context, 0, stamp)
 

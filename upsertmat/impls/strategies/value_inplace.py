@@ -1,4 +1,4 @@
-"""VALUE on heap, changed in place: O(1) per event unless a stored match must be located.
+"""VALUE records on heap, changed in place: O(1) per event unless a stored match must be located.
 
 The layout is VALUE's (:mod:`.value`) with a fourth element that never leaves memory::
 
@@ -17,9 +17,11 @@ an ADD of a new upsert key or a retraction with no match) and ``del`` at that po
 C ``memmove``). Without this, VALUE copies the record on every event (its general path,
 shared with the byte backends, must not change a value the state hands out).
 
-Used for VALUE on a :class:`~upsertmat.impls.state.heap.HeapBackend` with TTL off (with TTL,
-expiry rewrites whole records: the general path). Snapshots, savepoints and migration see only
-elements (:meth:`~.common.StrategyBase.export_elements`), so ``counts`` is rebuilt on import.
+Used on a :class:`~upsertmat.impls.state.heap.HeapBackend` with TTL off (with TTL, expiry
+rewrites whole records: the general path) by VALUE (:class:`HeapValueMaterializer`) and by
+ADAPTIVE in VALUE mode (:class:`HeapAdaptiveMaterializer`). Snapshots, savepoints and
+migration see only elements (:meth:`~.common.StrategyBase.export_elements`), so ``counts`` is
+rebuilt on import.
 """
 
 from __future__ import annotations
@@ -29,19 +31,26 @@ from typing import Any
 from ...spec import Change, Keys, Row, RowKind
 from ..settings import Settings
 from ..state.heap import HeapBackend, HeapValueState
-from .common import StrategyBase, emit, require
-from .value import ValueMaterializer, check_record
+from .adaptive import AdaptiveMaterializer
+from .common import StrategyBase, emit
+from .value import ValueMaterializer
 
 _APPEND = 0
 _REPLACE = 1
 _REMOVE = 2
 
 
-def _count(counts: dict[bytes, int], matches: list[bytes]) -> None:
-    """Set ``counts`` to the number of occurrences of each match key in ``matches``. O(n)."""
-    counts.clear()
+def count(matches: list[bytes]) -> dict[bytes, int]:
+    """Match key -> occurrences in ``matches``. O(n)."""
+    counts: dict[bytes, int] = {}
     for match in matches:
         counts[match] = counts.get(match, 0) + 1
+    return counts
+
+
+def counted_record(rows: list[Row], stamps: list[int], matches: list[bytes]) -> list[Any]:
+    """An in-place record from parallel lists (taken by reference)."""
+    return [rows, stamps, matches, count(matches)]
 
 
 class _RecordUndo:
@@ -70,10 +79,59 @@ class _RecordUndo:
                 stamps.insert(position, stamp)
             if len(matches) < size:
                 matches.insert(position, match)
-        _count(counts, matches)
+        counts.clear()
+        counts.update(count(matches))
 
 
 _UNDO = _RecordUndo()
+
+
+def add_in_place(
+    values: HeapValueState, record: list[Any], match: bytes, row: Row, stamp: int, upsert: bool, restamp: bool
+) -> None:
+    """Rules 3-4 on a stored, non-empty record of ``values``, in place and journaled: with
+    ``upsert`` the first element matching ``match`` takes ``row`` (and ``stamp`` if
+    ``restamp``), else the row is appended. O(1), or a scan to the first match."""
+    rows, stamps, matches, counts = record
+    if upsert and match in counts:
+        position = matches.index(match)
+        values.journal(_UNDO, record, (_REPLACE, 0, position, rows[position], stamps[position]))
+        rows[position] = row
+        if restamp:
+            stamps[position] = stamp
+        return
+    values.journal(_UNDO, record, (_APPEND, len(rows)))
+    rows.append(row)
+    stamps.append(stamp)
+    matches.append(match)
+    counts[match] = counts.get(match, 0) + 1
+
+
+def retract_in_place(
+    values: HeapValueState, record: list[Any], match: bytes, restamp: int | None
+) -> tuple[bool, Row | None]:
+    """Rule 6 on a stored record of ``values``, in place and journaled, with the contract of
+    :func:`~.value.record_retract`: ``(found, rollback)``; the emptied record keeps empty lists
+    (the caller deletes it). O(1) plus a scan to the first match."""
+    rows, stamps, matches, counts = record
+    if match not in counts:
+        return False, None
+    position = matches.index(match)
+    size = len(rows)
+    values.journal(_UNDO, record, (_REMOVE, size, position, rows[position], stamps[position], match))
+    del rows[position], stamps[position], matches[position]
+    left = counts[match] - 1
+    if left:
+        counts[match] = left
+    else:
+        del counts[match]
+    if not rows or position < size - 1:  # rule 8 (the caller's), or rule 10
+        return True, None
+    last = size - 2
+    if restamp is not None:
+        values.journal(_UNDO, record, (_REPLACE, 0, last, rows[last], stamps[last]))
+        stamps[last] = restamp
+    return True, tuple(rows[last])
 
 
 class HeapValueMaterializer(ValueMaterializer):
@@ -90,63 +148,70 @@ class HeapValueMaterializer(ValueMaterializer):
         if record is None:
             values.put(context, [[row], [stamp], [match], {match: 1}])
             return emit(RowKind.INSERT, row)
-        rows, stamps, matches, counts = record
-        if self._upsert and match in counts:
-            position = matches.index(match)
-            values.journal(_UNDO, record, (_REPLACE, 0, position, rows[position], stamps[position]))
-            rows[position] = row
-            if self._restamp_replaced:
-                stamps[position] = stamp
-            return emit(RowKind.UPDATE_AFTER, row)
-        values.journal(_UNDO, record, (_APPEND, len(rows)))
-        rows.append(row)
-        stamps.append(stamp)
-        matches.append(match)
-        counts[match] = counts.get(match, 0) + 1
+        add_in_place(values, record, match, row, stamp, self._upsert, self._restamp_replaced)
         return emit(RowKind.UPDATE_AFTER, row)
 
     def _retract(self, context: bytes, match: bytes, change: Change, stamp: int) -> Change | None:
         """1 read; 1 delete if the key empties. O(1) plus a scan to the first match."""
         values = self._values
         record = values.stored(context)
-        if record is None or match not in record[3]:
+        found, rollback = (
+            (False, None)
+            if record is None
+            else retract_in_place(values, record, match, stamp if self._restamp_rollback else None)
+        )
+        if not found:
             self._miss(context, change)
             return None
-        rows, stamps, matches, counts = record
-        position = matches.index(match)
-        size = len(rows)
-        values.journal(_UNDO, record, (_REMOVE, size, position, rows[position], stamps[position], match))
-        del rows[position], stamps[position], matches[position]
-        left = counts[match] - 1
-        if left:
-            counts[match] = left
-        else:
-            del counts[match]
-        if not rows:
+        assert record is not None
+        if not record[0]:
             values.delete(context)
             return emit(RowKind.DELETE, change.row)
-        if position < size - 1:  # rule 10
+        return None if rollback is None else emit(RowKind.UPDATE_AFTER, rollback)
+
+    def _new_record(self, rows: list[Row], stamps: list[int], matches: list[bytes]) -> list[Any]:
+        return counted_record(rows, stamps, matches)
+
+
+class HeapAdaptiveMaterializer(AdaptiveMaterializer):
+    """ADAPTIVE on heap with TTL off: VALUE-mode records changed in place (module docstring);
+    MAP mode and the conversions are ADAPTIVE's (a MAP meta is never changed in place, so
+    it is read by reference too)."""
+
+    def __init__(self, keys: Keys, backend: HeapBackend, settings: Settings | None = None) -> None:
+        super().__init__(keys, backend, settings)
+        self._heap_records: HeapValueState = backend.value_state("adaptive")
+
+    def _add(self, context: bytes, match: bytes, row: Row, stamp: int) -> Change:
+        records = self._heap_records
+        record = records.stored(context)
+        if record is None:
+            records.put(context, [[row], [stamp], [match], {match: 1}])
+            return emit(RowKind.INSERT, row)
+        if type(record[0]) is int:  # MAP mode
+            return self._add_map_mode(context, record, match, row, stamp)
+        add_in_place(records, record, match, row, stamp, self._upsert, self._restamp_replaced)
+        if len(record[0]) >= self.high:
+            records.put(context, self._to_map(context, record))
+        return emit(RowKind.UPDATE_AFTER, row)
+
+    def _retract(self, context: bytes, match: bytes, change: Change, stamp: int) -> Change | None:
+        records = self._heap_records
+        record = records.stored(context)
+        if record is None:
+            self._miss(context, change)
             return None
-        last = size - 2
-        if self._restamp_rollback:
-            values.journal(_UNDO, record, (_REPLACE, 0, last, rows[last], stamps[last]))
-            stamps[last] = stamp
-        return emit(RowKind.UPDATE_AFTER, tuple(rows[last]))
+        restamp = stamp if self._restamp_rollback else None
+        if type(record[0]) is int:  # MAP mode
+            return self._retract_map_mode(context, record, match, change, restamp)
+        found, rollback = retract_in_place(records, record, match, restamp)
+        if not found:
+            self._miss(context, change)
+            return None
+        if not record[0]:
+            records.delete(context)
+            return emit(RowKind.DELETE, change.row)
+        return None if rollback is None else emit(RowKind.UPDATE_AFTER, rollback)
 
-    def _check(self) -> None:
-        """Every stored record (:func:`~.value.check_record`) and its ``counts``."""
-        for context in self._values.contexts():
-            record = self._values.stored(context)
-            require(record is not None and len(record) == 4, context, "not an in-place VALUE record")
-            assert record is not None
-            check_record(context, record[:3], self._match_key)
-            expected: dict[bytes, int] = {}
-            _count(expected, record[2])
-            require(record[3] == expected, context, "counts differ from the stored match keys")
-
-    def _load(self, context: bytes, elements: list[tuple[Row, int]]) -> None:
-        rows = [row for row, _ in elements]
-        matches = [self._match_key(row) for row in rows]
-        counts: dict[bytes, int] = {}
-        _count(counts, matches)
-        self._values.put(context, [rows, [stamp for _, stamp in elements], matches, counts])
+    def _new_record(self, rows: list[Row], stamps: list[int], matches: list[bytes]) -> list[Any]:
+        return counted_record(rows, stamps, matches)
