@@ -75,12 +75,18 @@ class AdaptiveMaterializer(StrategyBase):
 
     @classmethod
     def build(cls, keys: Keys, backend: StateBackend, settings: Settings) -> StrategyBase:
-        """On heap with TTL off, :class:`~.value_inplace.HeapAdaptiveMaterializer` (VALUE-mode
-        records changed in place); otherwise ADAPTIVE's general path."""
+        """On heap with TTL and async state off (async gains nothing on heap),
+        :class:`~.value_inplace.HeapAdaptiveMaterializer` (VALUE-mode records changed in
+        place); otherwise ADAPTIVE's general path."""
         from ..state.heap import HeapBackend
         from .value_inplace import HeapAdaptiveMaterializer
 
-        if cls is AdaptiveMaterializer and isinstance(backend, HeapBackend) and not settings.ttl.enabled:
+        if (
+            cls is AdaptiveMaterializer
+            and isinstance(backend, HeapBackend)
+            and not settings.ttl.enabled
+            and not settings.async_state
+        ):
             return HeapAdaptiveMaterializer(keys, backend, settings)
         return cls(keys, backend, settings)
 

@@ -146,12 +146,18 @@ class ValueMaterializer(StrategyBase):
 
     @classmethod
     def build(cls, keys: Keys, backend: StateBackend, settings: Settings) -> StrategyBase:
-        """On heap with TTL off, :class:`~.value_inplace.HeapValueMaterializer` (the same
-        layout, changed in place); otherwise VALUE's general path."""
+        """On heap with TTL and async state off (async gains nothing on heap),
+        :class:`~.value_inplace.HeapValueMaterializer` (the same layout, changed in place);
+        otherwise VALUE's general path."""
         from ..state.heap import HeapBackend
         from .value_inplace import HeapValueMaterializer
 
-        if cls is ValueMaterializer and isinstance(backend, HeapBackend) and not settings.ttl.enabled:
+        if (
+            cls is ValueMaterializer
+            and isinstance(backend, HeapBackend)
+            and not settings.ttl.enabled
+            and not settings.async_state
+        ):
             return HeapValueMaterializer(keys, backend, settings)
         return cls(keys, backend, settings)
 

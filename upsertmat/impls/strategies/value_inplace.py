@@ -17,11 +17,11 @@ an ADD of a new upsert key or a retraction with no match) and ``del`` at that po
 C ``memmove``). Without this, VALUE copies the record on every event (its general path,
 shared with the byte backends, must not change a value the state hands out).
 
-Used on a :class:`~upsertmat.impls.state.heap.HeapBackend` with TTL off (with TTL, expiry
-rewrites whole records: the general path) by VALUE (:class:`HeapValueMaterializer`) and by
-ADAPTIVE in VALUE mode (:class:`HeapAdaptiveMaterializer`). Snapshots, savepoints and
-migration see only elements (:meth:`~.common.StrategyBase.export_elements`), so ``counts`` is
-rebuilt on import.
+Used on a :class:`~upsertmat.impls.state.heap.HeapBackend` with TTL and async state off
+(with TTL, expiry rewrites whole records: the general path) by VALUE
+(:class:`HeapValueMaterializer`) and by ADAPTIVE in VALUE mode
+(:class:`HeapAdaptiveMaterializer`). Snapshots, savepoints and migration see only elements
+(:meth:`~.common.StrategyBase.export_elements`), so ``counts`` is rebuilt on import.
 """
 
 from __future__ import annotations
