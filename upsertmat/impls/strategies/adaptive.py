@@ -114,6 +114,16 @@ class AdaptiveMaterializer(StrategyBase):
             self._records.put(context, meta)
         return meta
 
+    def _index_reads(self, pairs: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
+        """Async state: only keys in MAP mode read the index (their records are prefetched
+        already, so this asks the backend nothing)."""
+        wanted = []
+        for context, match in pairs:
+            record = self._records.get(context)
+            if record is not None and is_map_mode(record):
+                wanted.append((context, match))
+        return wanted
+
     def _add(self, context: bytes, match: bytes, row: Row, stamp: int) -> Change:
         record = self._live(context, match) if self._lazy else self._records.get(context)
         if record is not None and type(record[0]) is int:  # MAP mode (is_map_mode, inlined)

@@ -361,8 +361,10 @@ class StrategyBase(ABC):
             try:
                 for values in self._prefetched_values:
                     values.prefetch([context for context, _ in pairs])
-                for index in self._prefetched_indexes:
-                    index.prefetch(pairs)
+                if self._prefetched_indexes:
+                    wanted = self._index_reads(pairs)
+                    for index in self._prefetched_indexes:
+                        index.prefetch(wanted)
                 self._apply_batch(batch, pairs, out)
             finally:
                 for values in self._prefetched_values:
@@ -372,6 +374,12 @@ class StrategyBase(ABC):
             for change in batch[len(pairs) :]:  # the first raises, as in the synchronous mode
                 out.append(self.process(change))
         return out
+
+    def _index_reads(self, pairs: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
+        """The (context, match key) index entries an async batch will read, asked after the
+        value states are prefetched: every pair here; a layout that reads its index only in
+        some keys' modes (ADAPTIVE) narrows it."""
+        return pairs
 
     def _apply_batch(
         self, batch: Sequence[Change], pairs: list[tuple[bytes, bytes]], out: list[Change | None]
