@@ -123,10 +123,32 @@ class KeyEncoder:
 
     def _build(self) -> KeysOf:
         width, context, match, keys = self._width, self._context, self._match, self.keys
+        canonical_match = type(keys.equalizer) is CanonicalEqualizer
+        if len(keys.pk) == 1 and len(keys.upsert_key) == 1 and canonical_match:
+            return self._build_two_columns(keys.pk[0], keys.upsert_key[0])
 
         def keys_of(row: Row) -> tuple[bytes, bytes]:
             if len(row) < width:  # let the spec raise its own error, in its own order
                 return keys.context_key(row), keys.match_key(row)
+            return context(row), match(row)
+
+        return keys_of
+
+    def _build_two_columns(self, pk: int, upsert_key: int) -> KeysOf:
+        """``keys_of`` for one sink-key and one upsert-key column (the usual shape): both
+        ints are formatted in one call (as :func:`_single` does), anything else goes through
+        the two projections."""
+        width, context, match, keys = self._width, self._context, self._match, self.keys
+
+        def keys_of(row: Row) -> tuple[bytes, bytes]:
+            if len(row) < width:  # let the spec raise its own error, in its own order
+                return keys.context_key(row), keys.match_key(row)
+            sink, upsert = row[pk], row[upsert_key]
+            if type(sink) is int and type(upsert) is int:
+                try:
+                    return b"[%d]" % sink, b"[%d]" % upsert
+                except ValueError:  # beyond the int-to-text digit limit: canonical's error
+                    pass
             return context(row), match(row)
 
         return keys_of
