@@ -179,7 +179,7 @@ def markdown(rows: Sequence[dict[str, Any]]) -> str:
 def plot(path: Path, rows: Sequence[dict[str, Any]], title: str) -> None:
     """Horizontal bars of the ratios new/old per cell, wall and CPU, with a line at 1x."""
     from matplotlib.figure import Figure
-    from matplotlib.ticker import FuncFormatter, LogLocator
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
     figure = Figure(figsize=(9, 0.42 * len(rows) + 1.6))
     axes = figure.subplots()
@@ -189,8 +189,9 @@ def plot(path: Path, rows: Sequence[dict[str, Any]], title: str) -> None:
         axes.barh([p + offset for p in positions], values, height=0.38, label=f"{clock} clock")
     axes.axvline(1.0, color="black", linewidth=0.8)
     axes.set_xscale("log")
-    axes.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 3.0, 5.0)))
+    axes.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 1.5, 2.0, 3.0, 5.0, 7.0)))
     axes.xaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}x"))
+    axes.xaxis.set_minor_formatter(NullFormatter())  # the log scale's own labels ("4x10^0") otherwise
     axes.set_yticks(positions, [row["cell"] for row in rows], fontsize="small")
     axes.invert_yaxis()
     axes.set_xlabel("throughput ratio new / old (median of alternated rounds; > 1x is faster)")
