@@ -108,11 +108,14 @@ def add_in_place(
 
 
 def retract_in_place(
-    values: HeapValueState, record: list[Any], match: bytes, restamp: int | None
-) -> tuple[bool, Row | None]:
-    """Rule 6 on a stored record of ``values``, in place and journaled, with the contract of
-    :func:`~.value.record_retract`: ``(found, rollback)``; the emptied record keeps empty lists
-    (the caller deletes it). O(1) plus a scan to the first match."""
+    values: HeapValueState, context: bytes, record: list[Any], match: bytes, restamp: int | None, row: Row
+) -> tuple[bool, Change | None]:
+    """Rules 6-10 on the stored record of ``context`` in ``values``, in place and journaled:
+    ``(found, output)``. ``found`` False is rule 7 (nothing changed; the caller counts the
+    miss). A record that empties is deleted and ``output`` is the ``-D`` of ``row`` (the
+    retracted row, rule 8); removing the last element emits ``+U`` of the new last one,
+    which takes the stamp ``restamp`` unless that is None (rule 9); otherwise None (rule 10).
+    O(1) plus a scan to the first match."""
     rows, stamps, matches, counts = record
     if match not in counts:
         return False, None
@@ -125,13 +128,16 @@ def retract_in_place(
         counts[match] = left
     else:
         del counts[match]
-    if not rows or position < size - 1:  # rule 8 (the caller's), or rule 10
+    if not rows:
+        values.delete(context)
+        return True, emit(RowKind.DELETE, row)
+    if position < size - 1:
         return True, None
     last = size - 2
     if restamp is not None:
         values.journal(_UNDO, record, (_REPLACE, 0, last, rows[last], stamps[last]))
         stamps[last] = restamp
-    return True, tuple(rows[last])
+    return True, emit(RowKind.UPDATE_AFTER, tuple(rows[last]))
 
 
 class HeapValueMaterializer(ValueMaterializer):
@@ -155,19 +161,15 @@ class HeapValueMaterializer(ValueMaterializer):
         """1 read; 1 delete if the key empties. O(1) plus a scan to the first match."""
         values = self._values
         record = values.stored(context)
-        found, rollback = (
+        restamp = stamp if self._restamp_rollback else None
+        found, output = (
             (False, None)
             if record is None
-            else retract_in_place(values, record, match, stamp if self._restamp_rollback else None)
+            else retract_in_place(values, context, record, match, restamp, change.row)
         )
         if not found:
             self._miss(context, change)
-            return None
-        assert record is not None
-        if not record[0]:
-            values.delete(context)
-            return emit(RowKind.DELETE, change.row)
-        return None if rollback is None else emit(RowKind.UPDATE_AFTER, rollback)
+        return output
 
     def _new_record(self, rows: list[Row], stamps: list[int], matches: list[bytes]) -> list[Any]:
         return counted_record(rows, stamps, matches)
@@ -204,14 +206,10 @@ class HeapAdaptiveMaterializer(AdaptiveMaterializer):
         restamp = stamp if self._restamp_rollback else None
         if type(record[0]) is int:  # MAP mode
             return self._retract_map_mode(context, record, match, change, restamp)
-        found, rollback = retract_in_place(records, record, match, restamp)
+        found, output = retract_in_place(records, context, record, match, restamp, change.row)
         if not found:
             self._miss(context, change)
-            return None
-        if not record[0]:
-            records.delete(context)
-            return emit(RowKind.DELETE, change.row)
-        return None if rollback is None else emit(RowKind.UPDATE_AFTER, rollback)
+        return output
 
     def _new_record(self, rows: list[Row], stamps: list[int], matches: list[bytes]) -> list[Any]:
         return counted_record(rows, stamps, matches)
