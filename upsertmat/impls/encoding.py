@@ -71,13 +71,12 @@ def _single(column: int) -> Callable[[Row], bytes]:
 
     def encode(row: Row) -> bytes:
         value = row[column]
-        kind = type(value)
-        if kind is int:
+        if type(value) is int:
             try:
                 return b"[%d]" % value
             except ValueError:  # beyond the interpreter's int-to-text digit limit: canonical's error
                 pass
-        elif kind in _FAST_TYPES:
+        elif type(value) in _FAST_TYPES:
             try:
                 return _dumps((value,))
             except TypeError:
