@@ -4,7 +4,7 @@ from pathlib import Path
 
 from upsertmat.conformance.backends import StateBackendTests, machine_for
 from upsertmat.impls.settings import Settings
-from upsertmat.impls.state import HeapBackend, StateBackend, open_backend
+from upsertmat.impls.state import HeapBackend, HeapSortedMapState, StateBackend, open_backend
 
 
 def open_heap(path: Path | None) -> StateBackend:
@@ -46,3 +46,52 @@ def test_heap_hands_out_list_values_as_shallow_copies() -> None:
     state.put(b"c", b"k", got)
     backend.rollback()
     assert state.get(b"c", b"k") == [1, [2]]
+
+
+def test_sorted_map_contexts_stay_ascending_dicts_while_keys_ascend() -> None:
+    """Appends, deletes anywhere, last and first keep a context a plain dict (no SortedDict
+    upkeep); a put below the greatest live key, a bisection or a rollback that puts back a
+    deleted key below it turns the context sorted. Contents and order are the same either way."""
+    backend = HeapBackend()
+    state = backend.sorted_map_state("s")
+    assert isinstance(state, HeapSortedMapState)
+    for seq in range(1, 200):
+        state.put(b"c", seq.to_bytes(2, "big"), seq)
+    for seq in range(1, 150):  # deletes from the front (the oldest rows) and from the end
+        state.delete(b"c", seq.to_bytes(2, "big"))
+        assert state.first(b"c") == ((seq + 1).to_bytes(2, "big"), seq + 1)
+    for seq in range(199, 180, -1):
+        state.delete(b"c", seq.to_bytes(2, "big"))
+        assert state.last(b"c") == ((seq - 1).to_bytes(2, "big"), seq - 1)
+    state.put(b"c", (181).to_bytes(2, "big"), "reused")  # a seq above the tail, reused
+    assert state.last(b"c") == ((181).to_bytes(2, "big"), "reused")
+    state._check()
+    assert type(state._maps[b"c"]) is dict and len(state._orders[b"c"][0]) < 100  # compacted
+    backend.commit()
+    state.delete(b"c", (170).to_bytes(2, "big"))
+    backend.rollback()  # puts 170 back below the greatest live key: sorted from now on
+    state._check()
+    assert b"c" not in state._orders
+    assert [key for key, _ in state.items(b"c")] == sorted(key for key, _ in state.items(b"c"))
+    assert len(list(state.items(b"c"))) == 181 - 150 + 1
+    state.put(b"d", b"\x05", 5)
+    state.put(b"d", b"\x03", 3)  # below the greatest: sorted
+    assert b"d" not in state._orders and list(state.items(b"d")) == [(b"\x03", 3), (b"\x05", 5)]
+    state.put(b"e", b"\x05", 5)
+    assert state.ceiling(b"e", b"\x01") == (b"\x05", 5) and b"e" not in state._orders
+    state._check()
+
+
+def test_sorted_map_rollback_of_a_clear_restores_the_ascending_form() -> None:
+    backend = HeapBackend()
+    state = backend.sorted_map_state("s")
+    for key in (b"\x01", b"\x02", b"\x03"):
+        state.put(b"c", key, key)
+    backend.commit()
+    state.clear(b"c")
+    assert state.last(b"c") is None
+    backend.rollback()
+    state._check()
+    assert state.last(b"c") == (b"\x03", b"\x03") and state.first(b"c") == (b"\x01", b"\x01")
+    state.put(b"c", b"\x04", 4)
+    assert b"c" in state._orders and state.last(b"c") == (b"\x04", 4)

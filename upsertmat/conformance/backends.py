@@ -587,6 +587,20 @@ class BackendMachine(RuleBasedStateMachine):
         assert state.last(context) == (entries[-1] if entries else None)
         assert state.first(context) == (entries[0] if entries else None)
 
+    @rule(context=contexts, value=values)
+    def append(self, context: bytes, value: Any) -> None:
+        """A put above every key of the context (how SORTED adds its nodes)."""
+        entries = self._entries("sorted", context)
+        self.put("sorted", context, (max(entries) if entries else b"") + b"\x01", value)
+
+    @rule(context=contexts)
+    def ends(self, context: bytes) -> None:
+        """``last`` and ``first`` alone (SORTED's reads; ``seek`` also bisects)."""
+        state = self.backend.sorted_map_state("s")
+        entries = sorted(self.model.get(("sorted", context), {}).items())
+        assert state.last(context) == (entries[-1] if entries else None)
+        assert state.first(context) == (entries[0] if entries else None)
+
     @invariant()
     def same_contents(self) -> None:
         for kind in ("map", "sorted", "value"):
@@ -606,6 +620,9 @@ class BackendMachine(RuleBasedStateMachine):
                 assert all(same(value, wanted[key]) for key, value in items)
                 if kind == "sorted":
                     assert [key for key, _ in items] == sorted(wanted)
+        check = getattr(self.backend.sorted_map_state("s"), "_check", None)
+        if check is not None:  # a backend's own invariants of its sorted map, where it has them
+            check()
 
 
 def machine_for(

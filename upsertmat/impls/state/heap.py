@@ -166,46 +166,155 @@ class HeapMapState:
 
 
 class HeapSortedMapState(HeapMapState):
-    """``SortedMapState``: one sortedcontainers ``SortedDict`` per context key.
+    """``SortedMapState`` on dicts, in one of two forms per context key.
 
-    Point calls are O(log n) for n entries of the context (SortedDict keeps a dict for lookups,
-    so ``get`` is O(1)); ``last``/``first`` are O(1) amortised (``peekitem``), ``before`` is a
-    bisect, O(log n). ``get``/``delete``/``items``/``clear``/``contexts`` are HeapMapState's (a
-    SortedDict is a dict, and iterates in ascending user-key order).
+    *Ascending* (every context starts so): a plain dict whose insertion order is ascending key
+    order, plus ``keys``, the keys in ascending order with deleted ones left in place (lazy
+    deletion) and ``head``, the index below which every key is deleted. A put of a new key
+    above every live key appends to both (SORTED's appends take the tail's seq + 1, and a seq
+    above the tail is only reused after the tail is gone, so its nodes stay ascending); a
+    delete only pops the dict. ``last`` pops deleted keys off the end of ``keys`` and
+    ``first`` advances ``head`` past deleted ones, each key once; ``keys`` is rebuilt from the
+    dict when it holds more deleted keys than live ones (plus 32). So ``get``, ``put``,
+    ``delete``, ``last`` and ``first`` are O(1) amortised, with no sorted-container upkeep.
+
+    *Sorted*: a sortedcontainers ``SortedDict``. A context turns sorted, once and for good
+    (O(n log n)), on the first put of a new key below its greatest live key, the first
+    ``before`` or ``ceiling`` (bisections), or a rollback that puts back a deleted key below
+    it. Then ``put``/``delete`` are O(log n), ``get`` O(1), ``last``/``first`` O(1) amortised
+    (``peekitem``), ``before``/``ceiling`` O(log n). TTL timers (ceiling seeks) live sorted.
+
+    Both forms iterate in ascending key order (``items``, HeapMapState's), so the layouts see
+    one sorted map either way.
     """
 
-    _maps: dict[bytes, Any]  # context -> SortedDict
+    _maps: dict[bytes, Any]  # context -> dict (ascending) or SortedDict (sorted)
+
+    def __init__(self, journal: Journal | None = None) -> None:
+        super().__init__(journal)
+        # context -> [keys, head] for the contexts in the ascending form (see the class docstring)
+        self._orders: dict[bytes, list[Any]] = {}
 
     def put(self, context: bytes, key: bytes, value: Value) -> None:
-        """O(log n)."""
+        """O(1) amortised (ascending form), O(log n) (sorted form)."""
         entries = self._maps.get(context)
         if entries is None:
-            entries = self._maps[context] = SortedDict()
-        self._journal.append((self, context, key, entries.get(key, _ABSENT)))
+            self._journal.append((self, context, key, _ABSENT))
+            self._maps[context] = {key: value}
+            self._orders[context] = [[key], 0]
+            return
+        previous = entries.get(key, _ABSENT)
+        if previous is _ABSENT:
+            order = self._orders.get(context)
+            if order is not None:
+                keys = order[0]
+                while keys[-1] not in entries:  # deleted keys at the end (a live key remains)
+                    keys.pop()
+                if key > keys[-1]:
+                    keys.append(key)
+                else:
+                    entries = self._to_sorted(context)
+        self._journal.append((self, context, key, previous))
         entries[key] = value
 
-    def _new_entries(self) -> Any:
-        return SortedDict()
+    def delete(self, context: bytes, key: bytes) -> None:
+        """O(1) amortised; an emptied context is dropped."""
+        entries = self._maps.get(context)
+        if entries is None or key not in entries:
+            return
+        self._journal.append((self, context, key, entries.pop(key)))
+        if not entries:
+            del self._maps[context]
+            self._orders.pop(context, None)
+            return
+        order = self._orders.get(context)
+        if order is not None and len(order[0]) - order[1] > 2 * len(entries) + 32:
+            order[0] = list(entries)  # insertion order is ascending key order
+            order[1] = 0
+
+    def clear(self, context: bytes) -> None:
+        """O(1)."""
+        super().clear(context)
+        self._orders.pop(context, None)
+
+    def undo(self, context: bytes, key: bytes | None, previous: Value) -> None:
+        """Put back what one journal record replaced (rollback only; not journaled). A key
+        put back below the greatest live key turns the context sorted."""
+        if key is None:  # a clear: the whole context comes back, in the form it had
+            self._maps[context] = previous
+            if type(previous) is dict:
+                self._orders[context] = [list(previous), 0]
+            else:
+                self._orders.pop(context, None)
+            return
+        entries = self._maps.get(context)
+        if previous is _ABSENT:
+            if entries is not None:
+                entries.pop(key, None)
+                if not entries:
+                    del self._maps[context]
+                    self._orders.pop(context, None)
+            return
+        if entries is None:
+            self._maps[context] = {key: previous}
+            self._orders[context] = [[key], 0]
+        elif key in entries:
+            entries[key] = previous
+        else:
+            order = self._orders.get(context)
+            if order is not None:
+                live = [each for each in order[0] if each in entries]
+                if live and key < live[-1]:
+                    entries = self._to_sorted(context)
+                else:
+                    order[0] = [*live, key]
+                    order[1] = 0
+            entries[key] = previous
+
+    def _to_sorted(self, context: bytes) -> Any:
+        """Turn ``context`` into the sorted form; its SortedDict. O(n log n), once."""
+        entries = SortedDict(self._maps[context])
+        self._maps[context] = entries
+        del self._orders[context]
+        return entries
 
     def last(self, context: bytes) -> tuple[bytes, Value] | None:
         """The greatest entry: O(1) amortised."""
         entries = self._maps.get(context)
         if not entries:
             return None
-        key, value = entries.peekitem(-1)
-        return key, _detached(value)
+        order = self._orders.get(context)
+        if order is None:
+            key, value = entries.peekitem(-1)
+            return key, _detached(value)
+        keys = order[0]
+        while keys[-1] not in entries:
+            keys.pop()
+        key = keys[-1]
+        return key, _detached(entries[key])
 
     def first(self, context: bytes) -> tuple[bytes, Value] | None:
         """The smallest entry: O(1) amortised."""
         entries = self._maps.get(context)
         if not entries:
             return None
-        key, value = entries.peekitem(0)
-        return key, _detached(value)
+        order = self._orders.get(context)
+        if order is None:
+            key, value = entries.peekitem(0)
+            return key, _detached(value)
+        keys, head = order
+        while keys[head] not in entries:
+            head += 1
+        if head > 32 and 2 * head > len(keys):  # drop the deleted prefix: amortised O(1)
+            del keys[:head]
+            head = 0
+        order[1] = head
+        key = keys[head]
+        return key, _detached(entries[key])
 
     def before(self, context: bytes, key: bytes) -> tuple[bytes, Value] | None:
-        """The greatest entry strictly below ``key``: O(log n)."""
-        entries = self._maps.get(context)
+        """The greatest entry strictly below ``key``: O(log n) (the context turns sorted)."""
+        entries = self._sorted(context)
         if not entries:
             return None
         index = entries.bisect_left(key)
@@ -215,8 +324,8 @@ class HeapSortedMapState(HeapMapState):
         return found, _detached(value)
 
     def ceiling(self, context: bytes, key: bytes) -> tuple[bytes, Value] | None:
-        """The smallest entry at or above ``key``: O(log n)."""
-        entries = self._maps.get(context)
+        """The smallest entry at or above ``key``: O(log n) (the context turns sorted)."""
+        entries = self._sorted(context)
         if not entries:
             return None
         index = entries.bisect_left(key)
@@ -224,6 +333,33 @@ class HeapSortedMapState(HeapMapState):
             return None
         found, value = entries.peekitem(index)
         return found, _detached(value)
+
+    def _sorted(self, context: bytes) -> Any:
+        """The SortedDict of ``context`` (turning it sorted first), or None if it is empty."""
+        entries = self._maps.get(context)
+        if entries is not None and context in self._orders:
+            entries = self._to_sorted(context)
+        return entries
+
+    def _check(self) -> None:
+        """The forms' invariants (tests): an ascending context's dict iterates in ascending
+        key order and its ``keys[head:]`` hold every live key in ascending order; every
+        other context is a SortedDict. O(entries)."""
+        for context, entries in self._maps.items():
+            assert entries, f"an empty context {context!r} is stored"
+            order = self._orders.get(context)
+            if order is None:
+                assert isinstance(entries, SortedDict), f"context {context!r} has neither form"
+                continue
+            assert type(entries) is dict
+            live = list(entries)
+            assert live == sorted(live), f"context {context!r}: insertion order is not ascending"
+            keys, head = order
+            assert keys == sorted(set(keys)), f"context {context!r}: keys not strictly ascending"
+            assert [key for key in keys[head:] if key in entries] == live, (
+                f"context {context!r}: keys miss a live key"
+            )
+        assert set(self._orders) <= set(self._maps), "an order without entries"
 
 
 class HeapBackend:
