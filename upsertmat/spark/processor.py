@@ -32,6 +32,7 @@ from ..impls.state.codec import decode_seq
 from ..impls.state.spark import SparkBackend
 from ..spec import Change, Keys, Materializer, RowKind
 from ..spec.changes import Row
+from .packing import PACKED, unpack_records
 
 OUTPUT_SCHEMA = "arrival LONG, op STRING, row STRING"
 # A Row class with fixed fields: building rows positionally costs about half of Row(**kwargs).
@@ -40,7 +41,6 @@ _KINDS = {kind.value: kind for kind in RowKind}
 # One reused encoder: json.dumps with non-default options builds a new one per call.
 _ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
 SPARK_STRATEGIES = tuple(strategy for strategy, backend in PIPELINE_ONLY if backend is Backend.SPARK)
-PACKED = "_upsertmat_packed"  # the input column of ProcessorSpec.packed
 # The op of an output row carrying a grouping key's whole batch (ProcessorSpec.batched_output).
 BATCH_OP = "*"
 TIMERS = "ttl_timers"  # the strategies' TTL timer index (upsertmat/impls/strategies/timers.py)
@@ -97,11 +97,12 @@ class ProcessorSpec:
     ``blob_state``: each state of a grouping key is one Spark ``ValueState`` blob holding all
     its entries (:class:`~upsertmat.impls.state.spark.BlobSparkMap`: one read and one write per
     grouping key and batch; for key buckets) instead of a ``MapState`` of entries.
-    ``packed``: the input rows carry one column, :data:`PACKED`, a JSON object whose values
-    are, in order, ``arrival``, ``op``, ``ts`` (if set) and ``columns`` (:func:`packed_fields`);
-    pyspark converts every input cell separately (~2 µs each), so one text column parsed with
-    ``json.loads`` is cheaper than five typed ones. Only for columns whose JSON form is exact
-    (integers, booleans, strings: no floating point, whose NaN Spark writes as a string).
+    ``packed``: the input rows carry one column, :data:`PACKED`, a msgpack array of records
+    (:mod:`upsertmat.spark.packing`: many changes per input row, packed per key bucket before
+    the shuffle), each ``[arrival, op, ts (if set), *columns]`` (:meth:`packed_fields`);
+    pyspark converts every input row and cell separately (~5 µs a row), so a few rows holding
+    many changes are far cheaper than one row per change. Only for columns msgpack carries
+    exactly (integers, floats, booleans, strings, nulls: ``packing.PACKABLE_TYPES``).
     ``batched_output`` (with ``last_per_key``): a grouping key emits at most ONE output row per
     batch, op :data:`BATCH_OP`, whose ``row`` is the JSON array of its changes as
     ``[arrival, op, row]`` triples (:func:`expand_output`): pyspark converts every output row
@@ -188,9 +189,9 @@ class MaterializerProcessor(StatefulProcessor):
             outputs = self._apply(now, [], [])
         elif self.spec.packed:
             position = first.__fields__.index(PACKED)
-            texts = [first[position]]
-            texts.extend(record[position] for record in rows)
-            outputs = self._apply(now, *self._packed_changes(texts))
+            blobs = [first[position]]
+            blobs.extend(record[position] for record in rows)
+            outputs = self._apply(now, *self._packed_changes(blobs))
         else:
             outputs = self._apply(now, *self._row_changes(first, rows))
         return iter([_OUTPUT_ROW(*output) for output in outputs])
@@ -227,12 +228,20 @@ class MaterializerProcessor(StatefulProcessor):
         self._finish()
         return outputs
 
-    def _packed_changes(self, texts: list[str]) -> tuple[list[int], list[Change]]:
-        """(arrivals, changes) of packed input texts (:data:`PACKED`), sorted by arrival."""
-        spec = self.spec
-        loads = json.loads
-        records = [tuple(loads(text).values()) for text in texts]
-        return self._sorted_changes(records, spec.packed_fields())
+    def _packed_changes(self, blobs: list[bytes]) -> tuple[list[int], list[Change]]:
+        """(arrivals, changes) of packed input blobs (:data:`PACKED`), sorted by arrival.
+        O(records log records); a record's row is a slice of the decoded tuple."""
+        records = unpack_records(blobs)
+        records.sort(key=itemgetter(0))
+        kinds, start = _KINDS, 2 if self.spec.ts is None else 3
+        bulk = self.spec.bulk_read_rows
+        if bulk is not None and len(records) >= bulk:
+            self._backend.bulk_reads(True)
+        if start == 2:
+            changes = [Change(kinds[record[1]], record[2:], None) for record in records]
+        else:
+            changes = [Change(kinds[record[1]], record[3:], record[2]) for record in records]
+        return [record[0] for record in records], changes
 
     def _row_changes(self, first: Any, rows: Iterator[Any]) -> tuple[list[int], list[Change]]:
         """(arrivals, changes) of typed input rows, sorted by arrival."""
