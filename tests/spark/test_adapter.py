@@ -189,7 +189,9 @@ def test_batched_output_is_one_row_per_key_and_batch_holding_the_last_per_key_ch
         emitted = tester.test(("k",), list(reversed(rows_of(batch, start))))
         start += len(batch)
         assert [row.op for row in emitted] == [BATCH_OP]
-        table = pa.table({name: [getattr(row, name) for row in emitted] for name in ("arrival", "op", "row")})
+        table = pa.table(
+            {name: [getattr(row, name) for row in emitted] for name in ("arrival", "op", "changes")}
+        )
         decoded = materialized_changes(table)
         assert sorted(decoded) == sorted((at, c.kind.value, c.row) for at, c in expected)
     with pytest.raises(ValueError, match="batched_output needs last_per_key"):

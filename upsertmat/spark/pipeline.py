@@ -20,6 +20,7 @@ from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
+import msgpack
 from pyspark.sql import DataFrame, SparkSession, functions
 
 from ..impls.settings import Backend, Settings, TimeDomain
@@ -29,7 +30,7 @@ from .config import BatchProgress, BatchTiming, PipelineConfig, PipelineConfigEr
 from .conflict import build_conflict_frame
 from .packing import pack_changes, packable, packed_schema
 from .processor import (
-    BATCH_OP,
+    BATCHED_OUTPUT_SCHEMA,
     OUTPUT_SCHEMA,
     SPARK_STRATEGIES,
     MaterializerProcessor,
@@ -151,26 +152,27 @@ def build_query_frame(
         else:
             source = source.withColumn(BUCKET, bucket)
         grouped = source.groupBy(BUCKET)
-    frame = grouped.transformWithState(MaterializerProcessor(spec), OUTPUT_SCHEMA, "Append", time_mode)
+    schema = BATCHED_OUTPUT_SCHEMA if spec.batched_output else OUTPUT_SCHEMA
+    frame = grouped.transformWithState(MaterializerProcessor(spec), schema, "Append", time_mode)
     return frame, materialized_changes, time_mode
 
 
 def materialized_changes(table: Any) -> list[Change]:
-    """(arrival, op, row) of the materializer's output (a pyarrow Table ``arrival, op, row``):
-    one per output row, or the triples of a batched row (``ProcessorSpec.batched_output``).
-    O(changes); each row text (or batched text) is parsed once with ``json.loads``."""
+    """(arrival, op, row) of the materializer's output (a pyarrow Table): one per output row
+    (``arrival, op, row``: each row text parsed once with ``json.loads``), or, for batched
+    output (``arrival, op, changes``: ``ProcessorSpec.batched_output``), the msgpack triples
+    of every row. O(changes)."""
+    if "changes" in table.column_names:
+        changes: list[Change] = []
+        unpackb = msgpack.unpackb
+        for blob in table.column("changes").to_pylist():
+            changes.extend(unpackb(blob, use_list=False, raw=False))
+        return changes
     loads = json.loads
-    changes: list[Change] = []
-    append, extend = changes.append, changes.extend
     arrivals = table.column("arrival").to_pylist()
     ops = table.column("op").to_pylist()
     texts = table.column("row").to_pylist()
-    for arrival, op, text in zip(arrivals, ops, texts, strict=True):
-        if op == BATCH_OP:
-            extend((at, kind, tuple(row)) for at, kind, row in loads(text))
-        else:
-            append((arrival, op, tuple(loads(text))))
-    return changes
+    return [(arrival, op, tuple(loads(text))) for arrival, op, text in zip(arrivals, ops, texts, strict=True)]
 
 
 def spec_fields(config: PipelineConfig, layout: Layout) -> list[str]:

@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 from operator import itemgetter
 from typing import Any
 
+import msgpack
 from pyspark.sql import Row as SparkRow
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
 
@@ -35,8 +36,12 @@ from ..spec.changes import Row
 from .packing import PACKED, unpack_records
 
 OUTPUT_SCHEMA = "arrival LONG, op STRING, row STRING"
-# A Row class with fixed fields: building rows positionally costs about half of Row(**kwargs).
+# ProcessorSpec.batched_output: one row per grouping key and batch, its changes in msgpack.
+BATCHED_OUTPUT_SCHEMA = "arrival LONG, op STRING, changes BINARY"
+# Row classes with fixed fields: building rows positionally costs about half of Row(**kwargs).
 _OUTPUT_ROW = SparkRow("arrival", "op", "row")
+_BATCHED_ROW = SparkRow("arrival", "op", "changes")
+_PACK = msgpack.Packer(use_bin_type=True, autoreset=True).pack
 _KINDS = {kind.value: kind for kind in RowKind}
 # One reused encoder: json.dumps with non-default options builds a new one per call.
 _ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
@@ -104,11 +109,13 @@ class ProcessorSpec:
     many changes are far cheaper than one row per change. Only for columns msgpack carries
     exactly (integers, floats, booleans, strings, nulls: ``packing.PACKABLE_TYPES``).
     ``batched_output`` (with ``last_per_key``): a grouping key emits at most ONE output row per
-    batch, op :data:`BATCH_OP`, whose ``row`` is the JSON array of its changes as
-    ``[arrival, op, row]`` triples (:func:`expand_output`): pyspark converts every output row
-    and cell separately on the way to Arrow and back on the driver, so one text per key bucket
-    is far cheaper than one row per sink key. Needs ``last_per_key`` (each sink key at most once
-    per batch, so the order between the triples of different keys does not matter to the sink).
+    batch (schema :data:`BATCHED_OUTPUT_SCHEMA`), op :data:`BATCH_OP`, whose ``changes`` is a
+    msgpack array of its changes as ``[arrival, op, row]`` triples (exact for integers, floats
+    including NaN, booleans, strings and nulls; ``pipeline.materialized_changes`` reads it):
+    pyspark converts every output row and cell separately on the way to Arrow and back on the
+    driver, so one blob per key bucket is far cheaper than one row per sink key. Needs
+    ``last_per_key`` (each sink key at most once per batch, so the order between the triples of
+    different keys does not matter to the sink).
     """
 
     keys: Keys
@@ -194,12 +201,14 @@ class MaterializerProcessor(StatefulProcessor):
             outputs = self._apply(now, *self._packed_changes(blobs))
         else:
             outputs = self._apply(now, *self._row_changes(first, rows))
-        return iter([_OUTPUT_ROW(*output) for output in outputs])
+        make = _BATCHED_ROW if self.spec.batched_output else _OUTPUT_ROW
+        return iter([make(*output) for output in outputs])
 
-    def _apply(self, now: int, arrivals: list[int], changes: list[Change]) -> list[tuple[int, str, str]]:
-        """Run the key's changes (sorted by arrival) and flush: the output ``(arrival, op, text)``s."""
+    def _apply(self, now: int, arrivals: list[int], changes: list[Change]) -> list[tuple[int, str, Any]]:
+        """Run the key's changes (sorted by arrival) and flush: the output ``(arrival, op, text)``s
+        (``(arrival, BATCH_OP, msgpack bytes)`` with ``batched_output``)."""
         materializer = self._materializer(now)
-        outputs: list[tuple[int, str, str]] = []
+        outputs: list[tuple[int, str, Any]] = []
         if changes:
             emitted = run_many(materializer, changes)
             encode = _ENCODER.encode
@@ -213,8 +222,8 @@ class MaterializerProcessor(StatefulProcessor):
                         last[tuple([row[index] for index in pk])] = (at, change)
                 if self.spec.batched_output:
                     if last:
-                        triples = [[at, change.kind.value, list(change.row)] for at, change in last.values()]
-                        outputs = [(arrivals[0], BATCH_OP, encode(triples))]
+                        triples = [(at, change.kind.value, change.row) for at, change in last.values()]
+                        outputs = [(arrivals[0], BATCH_OP, _PACK(triples))]
                 else:
                     outputs = [
                         (at, change.kind.value, encode(list(change.row))) for at, change in last.values()
