@@ -6,10 +6,12 @@ sorts the key's rows by the arrival-order column (Spark gives no order inside a 
 them one by one to the strategy (running on :class:`~upsertmat.impls.state.spark.SparkBackend`),
 flushes the buffered state writes once, and returns one output row per emitted change:
 ``arrival`` (the input's arrival value), ``op`` (``+I``/``+U``/``-D``) and ``row`` (the row as a
-JSON array, so JSON types stay exact: ``1``, ``1.0`` and ``true`` differ).
+JSON array, so JSON types stay exact: ``1``, ``1.0`` and ``true`` differ); with
+``ProcessorSpec.batched_output``, one row per grouping key and batch carrying msgpack instead.
 
-Rows come either from typed columns (``ProcessorSpec.columns``: their values in order) or from
-one column holding the row as a JSON array (``ProcessorSpec.row_json``). The processor object is
+Rows come from typed columns (``ProcessorSpec.columns``: their values in order), from one
+column holding the row as a JSON array (``ProcessorSpec.row_json``), or packed many to an input
+row by :mod:`upsertmat.spark.packing` (``ProcessorSpec.packed``). The processor object is
 pickled by reference to this module and shipped to the Python workers, which must be able to
 import upsertmat (it is installed; ``PYSPARK_PYTHON`` is the driver's interpreter).
 """
