@@ -295,6 +295,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="Spark grouping: N hash buckets of sink keys (default 256; 0: one group per sink key)",
     )
+    pipe.add_argument(
+        "--shuffle-partitions",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help="spark.sql.shuffle.partitions = state partitions (default 2, on local[2])",
+    )
     out = parser.add_argument_group("output")
     out.add_argument(
         "--output-dir",

@@ -65,6 +65,7 @@ class PipelineBench:
     seed: int = 0
     source_format: SourceFormat = SourceFormat.JSONL
     key_buckets: int | None = DEFAULT_KEY_BUCKETS
+    shuffle_partitions: int = 2
 
 
 @dataclass(frozen=True)
@@ -84,6 +85,7 @@ class PipelineFigures:
     sink_timer_seconds: float
     batches: int
     key_buckets: int | None = None
+    shuffle_partitions: int = 2
     batch_ms: tuple[int, ...] = ()
     outside_batch_ms: tuple[int, ...] = ()
     state_commit_ms: tuple[int, ...] = ()
@@ -197,7 +199,10 @@ def bench_job(directory: Path, bench: PipelineBench, source: Path) -> JobSpec:
         checkpoint=directory / "checkpoint",
         settings=replace(Settings(), strategy=bench.strategy, backend=Backend.SPARK),
         spark=SparkOptions(
-            master="local[2]", shuffle_partitions=2, max_files_per_trigger=1, key_buckets=bench.key_buckets
+            master="local[2]",
+            shuffle_partitions=bench.shuffle_partitions,
+            max_files_per_trigger=1,
+            key_buckets=bench.key_buckets,
         ),
     )
 
@@ -222,7 +227,7 @@ def run_pipeline_bench(
         write_seconds = time.monotonic() - started
         say(f"wrote {changes:,} changes, {bench.keys:,} keys, {bench.files} file(s): {write_seconds:.1f} s")
         started = time.monotonic()
-        spark = build_session(master="local[2]", shuffle_partitions=2)
+        spark = build_session(master="local[2]", shuffle_partitions=bench.shuffle_partitions)
         session_seconds = time.monotonic() - started
         job = bench_job(directory, bench, source)
         config = pipeline_config(job)
@@ -272,6 +277,7 @@ def run_pipeline_bench(
             strategy=bench.strategy.value,
             source_format=bench.source_format.value,
             key_buckets=bench.key_buckets,
+            shuffle_partitions=bench.shuffle_partitions,
             session_seconds=session_seconds,
             write_seconds=write_seconds,
             source_seconds=source_seconds,
@@ -309,6 +315,7 @@ def report(figures: PipelineFigures) -> str:
     lines = [
         f"pipeline: {figures.changes:,} changes over {figures.keys:,} keys, {figures.files} file(s) "
         f"({figures.batches} micro-batches, {figures.source_format}), strategy {figures.strategy}, local[2], "
+        f"{figures.shuffle_partitions} shuffle partitions, "
         f"key buckets {figures.key_buckets or 'none (one group per key)'}",
         f"end to end: {figures.end_to_end_seconds:.1f} s = {rate:,.0f} changes/s "
         f"(goal {GOAL_CHANGES_PER_SECOND:,.0f}: ratio {rate / GOAL_CHANGES_PER_SECOND:.2f})",
@@ -350,6 +357,7 @@ def run_pipeline_command(args: Any) -> int:
         seed=args.seed,
         source_format=SourceFormat(args.source_format),
         key_buckets=DEFAULT_KEY_BUCKETS if args.key_buckets is None else args.key_buckets or None,
+        shuffle_partitions=getattr(args, "shuffle_partitions", None) or PipelineBench.shuffle_partitions,
     )
     figures = run_pipeline_bench(
         bench,

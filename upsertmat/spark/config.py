@@ -84,7 +84,9 @@ class PipelineConfig:
     per-grouping-key cost (about 0.3 ms per key per batch, the dominant cost) is paid per bucket;
     buckets also keep each state as one blob per bucket (one read, one write per batch), emit
     only the last change per sink key of a batch
-    (what the sink keeps) and take exact-JSON input rows packed in one column (docs/spark.md).
+    (what the sink keeps, as one msgpack output row per bucket), and, when every column is an
+    integer, double, boolean or string, pack each source Arrow batch's changes per bucket
+    before the shuffle (``upsertmat.spark.packing``; docs/spark.md).
     Pinned in the checkpoint like ``shuffle_partitions``. ``master``: the Spark master the
     pipeline starts its session on when it starts one (``local[2]``, ``spark://host:7077``...;
     the checkpoint, source and sink must then be reachable from every executor);

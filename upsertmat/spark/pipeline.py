@@ -20,6 +20,7 @@ from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
+import msgpack
 from pyspark.sql import DataFrame, SparkSession, functions
 
 from ..impls.settings import Backend, Settings, TimeDomain
@@ -27,10 +28,10 @@ from ..spec import Keys
 from ..spec.changes import Row
 from .config import BatchProgress, BatchTiming, PipelineConfig, PipelineConfigError, PipelineResult
 from .conflict import build_conflict_frame
+from .packing import pack_changes, packable, packed_schema
 from .processor import (
-    BATCH_OP,
+    BATCHED_OUTPUT_SCHEMA,
     OUTPUT_SCHEMA,
-    PACKED,
     SPARK_STRATEGIES,
     MaterializerProcessor,
     ProcessorSpec,
@@ -130,7 +131,7 @@ def build_query_frame(
         last_per_key=config.key_buckets is not None,
         # A bucket's state as one blob: two state calls per bucket and batch.
         blob_state=config.key_buckets is not None,
-        packed=config.key_buckets is not None and packable(source, spec_fields(config, layout)),
+        packed=config.key_buckets is not None and packable(column_types(source), spec_fields(config, layout)),
         # One output row per bucket and batch holding all its changes (the bucket's keys are
         # reduced to their last change first): pyspark's per-row conversions are paid per bucket.
         batched_output=config.key_buckets is not None,
@@ -143,34 +144,35 @@ def build_query_frame(
     else:
         bucket = functions.pmod(functions.xxhash64(*config.pk), functions.lit(config.key_buckets))
         if spec.packed:
-            fields = [
-                functions.col(name).alias(f"c{index}") for index, name in enumerate(spec.packed_fields())
-            ]
-            packed = functions.to_json(functions.struct(*fields), {"ignoreNullFields": "false"})
-            source = source.select(bucket.alias(BUCKET), packed.alias(PACKED))
+            # One row per bucket and Arrow batch instead of one per change (upsertmat.spark.packing).
+            fields = [functions.col(name) for name in spec.packed_fields()]
+            source = source.select(bucket.alias(BUCKET), *fields).mapInArrow(
+                pack_changes, packed_schema(BUCKET)
+            )
         else:
             source = source.withColumn(BUCKET, bucket)
         grouped = source.groupBy(BUCKET)
-    frame = grouped.transformWithState(MaterializerProcessor(spec), OUTPUT_SCHEMA, "Append", time_mode)
+    schema = BATCHED_OUTPUT_SCHEMA if spec.batched_output else OUTPUT_SCHEMA
+    frame = grouped.transformWithState(MaterializerProcessor(spec), schema, "Append", time_mode)
     return frame, materialized_changes, time_mode
 
 
 def materialized_changes(table: Any) -> list[Change]:
-    """(arrival, op, row) of the materializer's output (a pyarrow Table ``arrival, op, row``):
-    one per output row, or the triples of a batched row (``ProcessorSpec.batched_output``).
-    O(changes); each row text (or batched text) is parsed once with ``json.loads``."""
+    """(arrival, op, row) of the materializer's output (a pyarrow Table): one per output row
+    (``arrival, op, row``: each row text parsed once with ``json.loads``), or, for batched
+    output (``arrival, op, changes``: ``ProcessorSpec.batched_output``), the msgpack triples
+    of every row. O(changes)."""
+    if "changes" in table.column_names:
+        changes: list[Change] = []
+        unpackb = msgpack.unpackb
+        for blob in table.column("changes").to_pylist():
+            changes.extend(unpackb(blob, use_list=False, raw=False))
+        return changes
     loads = json.loads
-    changes: list[Change] = []
-    append, extend = changes.append, changes.extend
     arrivals = table.column("arrival").to_pylist()
     ops = table.column("op").to_pylist()
     texts = table.column("row").to_pylist()
-    for arrival, op, text in zip(arrivals, ops, texts, strict=True):
-        if op == BATCH_OP:
-            extend((at, kind, tuple(row)) for at, kind, row in loads(text))
-        else:
-            append((arrival, op, tuple(loads(text))))
-    return changes
+    return [(arrival, op, tuple(loads(text))) for arrival, op, text in zip(arrivals, ops, texts, strict=True)]
 
 
 def spec_fields(config: PipelineConfig, layout: Layout) -> list[str]:
@@ -179,12 +181,9 @@ def spec_fields(config: PipelineConfig, layout: Layout) -> list[str]:
     return [config.arrival_column, config.op_column, *ts, *layout.columns]
 
 
-def packable(source: DataFrame, names: list[str]) -> bool:
-    """True when every column in ``names`` survives Spark's ``to_json`` exactly (integers,
-    booleans, strings: ``json.loads`` gives back the same value and type)."""
-    exact = {"bigint", "int", "smallint", "tinyint", "boolean", "string"}
-    types = {item.name: item.dataType.simpleString() for item in source.schema}
-    return all(types[name] in exact for name in names)
+def column_types(frame: DataFrame) -> dict[str, str]:
+    """``name -> Spark simple type`` of ``frame``'s columns."""
+    return {item.name: item.dataType.simpleString() for item in frame.schema}
 
 
 def checkpoint_query_id(checkpoint_dir: Path) -> str:

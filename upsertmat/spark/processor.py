@@ -6,10 +6,12 @@ sorts the key's rows by the arrival-order column (Spark gives no order inside a 
 them one by one to the strategy (running on :class:`~upsertmat.impls.state.spark.SparkBackend`),
 flushes the buffered state writes once, and returns one output row per emitted change:
 ``arrival`` (the input's arrival value), ``op`` (``+I``/``+U``/``-D``) and ``row`` (the row as a
-JSON array, so JSON types stay exact: ``1``, ``1.0`` and ``true`` differ).
+JSON array, so JSON types stay exact: ``1``, ``1.0`` and ``true`` differ); with
+``ProcessorSpec.batched_output``, one row per grouping key and batch carrying msgpack instead.
 
-Rows come either from typed columns (``ProcessorSpec.columns``: their values in order) or from
-one column holding the row as a JSON array (``ProcessorSpec.row_json``). The processor object is
+Rows come from typed columns (``ProcessorSpec.columns``: their values in order), from one
+column holding the row as a JSON array (``ProcessorSpec.row_json``), or packed many to an input
+row by :mod:`upsertmat.spark.packing` (``ProcessorSpec.packed``). The processor object is
 pickled by reference to this module and shipped to the Python workers, which must be able to
 import upsertmat (it is installed; ``PYSPARK_PYTHON`` is the driver's interpreter).
 """
@@ -22,6 +24,7 @@ from dataclasses import dataclass, replace
 from operator import itemgetter
 from typing import Any
 
+import msgpack
 from pyspark.sql import Row as SparkRow
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
 
@@ -32,15 +35,19 @@ from ..impls.state.codec import decode_seq
 from ..impls.state.spark import SparkBackend
 from ..spec import Change, Keys, Materializer, RowKind
 from ..spec.changes import Row
+from .packing import PACKED, unpack_records
 
 OUTPUT_SCHEMA = "arrival LONG, op STRING, row STRING"
-# A Row class with fixed fields: building rows positionally costs about half of Row(**kwargs).
+# ProcessorSpec.batched_output: one row per grouping key and batch, its changes in msgpack.
+BATCHED_OUTPUT_SCHEMA = "arrival LONG, op STRING, changes BINARY"
+# Row classes with fixed fields: building rows positionally costs about half of Row(**kwargs).
 _OUTPUT_ROW = SparkRow("arrival", "op", "row")
+_BATCHED_ROW = SparkRow("arrival", "op", "changes")
+_PACK = msgpack.Packer(use_bin_type=True, autoreset=True).pack
 _KINDS = {kind.value: kind for kind in RowKind}
 # One reused encoder: json.dumps with non-default options builds a new one per call.
 _ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
 SPARK_STRATEGIES = tuple(strategy for strategy, backend in PIPELINE_ONLY if backend is Backend.SPARK)
-PACKED = "_upsertmat_packed"  # the input column of ProcessorSpec.packed
 # The op of an output row carrying a grouping key's whole batch (ProcessorSpec.batched_output).
 BATCH_OP = "*"
 TIMERS = "ttl_timers"  # the strategies' TTL timer index (upsertmat/impls/strategies/timers.py)
@@ -97,17 +104,20 @@ class ProcessorSpec:
     ``blob_state``: each state of a grouping key is one Spark ``ValueState`` blob holding all
     its entries (:class:`~upsertmat.impls.state.spark.BlobSparkMap`: one read and one write per
     grouping key and batch; for key buckets) instead of a ``MapState`` of entries.
-    ``packed``: the input rows carry one column, :data:`PACKED`, a JSON object whose values
-    are, in order, ``arrival``, ``op``, ``ts`` (if set) and ``columns`` (:func:`packed_fields`);
-    pyspark converts every input cell separately (~2 µs each), so one text column parsed with
-    ``json.loads`` is cheaper than five typed ones. Only for columns whose JSON form is exact
-    (integers, booleans, strings: no floating point, whose NaN Spark writes as a string).
+    ``packed``: the input rows carry one column, :data:`PACKED`, a msgpack array of records
+    (:mod:`upsertmat.spark.packing`: many changes per input row, packed per key bucket before
+    the shuffle), each ``[arrival, op, ts (if set), *columns]`` (:meth:`packed_fields`);
+    pyspark converts every input row and cell separately (~5 µs a row), so a few rows holding
+    many changes are far cheaper than one row per change. Only for columns msgpack carries
+    exactly (integers, floats, booleans, strings, nulls: ``packing.PACKABLE_TYPES``).
     ``batched_output`` (with ``last_per_key``): a grouping key emits at most ONE output row per
-    batch, op :data:`BATCH_OP`, whose ``row`` is the JSON array of its changes as
-    ``[arrival, op, row]`` triples (:func:`expand_output`): pyspark converts every output row
-    and cell separately on the way to Arrow and back on the driver, so one text per key bucket
-    is far cheaper than one row per sink key. Needs ``last_per_key`` (each sink key at most once
-    per batch, so the order between the triples of different keys does not matter to the sink).
+    batch (schema :data:`BATCHED_OUTPUT_SCHEMA`), op :data:`BATCH_OP`, whose ``changes`` is a
+    msgpack array of its changes as ``[arrival, op, row]`` triples (exact for integers, floats
+    including NaN, booleans, strings and nulls; ``pipeline.materialized_changes`` reads it):
+    pyspark converts every output row and cell separately on the way to Arrow and back on the
+    driver, so one blob per key bucket is far cheaper than one row per sink key. Needs
+    ``last_per_key`` (each sink key at most once per batch, so the order between the triples of
+    different keys does not matter to the sink).
     """
 
     keys: Keys
@@ -188,17 +198,19 @@ class MaterializerProcessor(StatefulProcessor):
             outputs = self._apply(now, [], [])
         elif self.spec.packed:
             position = first.__fields__.index(PACKED)
-            texts = [first[position]]
-            texts.extend(record[position] for record in rows)
-            outputs = self._apply(now, *self._packed_changes(texts))
+            blobs = [first[position]]
+            blobs.extend(record[position] for record in rows)
+            outputs = self._apply(now, *self._packed_changes(blobs))
         else:
             outputs = self._apply(now, *self._row_changes(first, rows))
-        return iter([_OUTPUT_ROW(*output) for output in outputs])
+        make = _BATCHED_ROW if self.spec.batched_output else _OUTPUT_ROW
+        return iter([make(*output) for output in outputs])
 
-    def _apply(self, now: int, arrivals: list[int], changes: list[Change]) -> list[tuple[int, str, str]]:
-        """Run the key's changes (sorted by arrival) and flush: the output ``(arrival, op, text)``s."""
+    def _apply(self, now: int, arrivals: list[int], changes: list[Change]) -> list[tuple[int, str, Any]]:
+        """Run the key's changes (sorted by arrival) and flush: the output ``(arrival, op, text)``s
+        (``(arrival, BATCH_OP, msgpack bytes)`` with ``batched_output``)."""
         materializer = self._materializer(now)
-        outputs: list[tuple[int, str, str]] = []
+        outputs: list[tuple[int, str, Any]] = []
         if changes:
             emitted = run_many(materializer, changes)
             encode = _ENCODER.encode
@@ -212,8 +224,8 @@ class MaterializerProcessor(StatefulProcessor):
                         last[tuple([row[index] for index in pk])] = (at, change)
                 if self.spec.batched_output:
                     if last:
-                        triples = [[at, change.kind.value, list(change.row)] for at, change in last.values()]
-                        outputs = [(arrivals[0], BATCH_OP, encode(triples))]
+                        triples = [(at, change.kind.value, change.row) for at, change in last.values()]
+                        outputs = [(arrivals[0], BATCH_OP, _PACK(triples))]
                 else:
                     outputs = [
                         (at, change.kind.value, encode(list(change.row))) for at, change in last.values()
@@ -227,12 +239,20 @@ class MaterializerProcessor(StatefulProcessor):
         self._finish()
         return outputs
 
-    def _packed_changes(self, texts: list[str]) -> tuple[list[int], list[Change]]:
-        """(arrivals, changes) of packed input texts (:data:`PACKED`), sorted by arrival."""
-        spec = self.spec
-        loads = json.loads
-        records = [tuple(loads(text).values()) for text in texts]
-        return self._sorted_changes(records, spec.packed_fields())
+    def _packed_changes(self, blobs: list[bytes]) -> tuple[list[int], list[Change]]:
+        """(arrivals, changes) of packed input blobs (:data:`PACKED`), sorted by arrival.
+        O(records log records); a record's row is a slice of the decoded tuple."""
+        records = unpack_records(blobs)
+        records.sort(key=itemgetter(0))
+        kinds, start = _KINDS, 2 if self.spec.ts is None else 3
+        bulk = self.spec.bulk_read_rows
+        if bulk is not None and len(records) >= bulk:
+            self._backend.bulk_reads(True)
+        if start == 2:
+            changes = [Change(kinds[record[1]], record[2:], None) for record in records]
+        else:
+            changes = [Change(kinds[record[1]], record[3:], record[2]) for record in records]
+        return [record[0] for record in records], changes
 
     def _row_changes(self, first: Any, rows: Iterator[Any]) -> tuple[list[int], list[Change]]:
         """(arrivals, changes) of typed input rows, sorted by arrival."""
