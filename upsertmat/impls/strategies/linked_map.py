@@ -368,6 +368,9 @@ class MapMaterializer(StrategyBase):
     def __init__(self, keys: Keys, backend: StateBackend, settings: Settings | None = None) -> None:
         super().__init__(keys, backend, settings)
         self._meta: ValueState = self._value_state("meta")
+        # No meta is ever changed in place (LinkedList returns new ones), so heap state may hand
+        # it out by reference (``stored``) instead of as a copy: the hot path's reads.
+        self._meta_of: Callable[[bytes], Meta | None] = getattr(self._meta, "stored", self._meta.get)
         self._list = LinkedList(self._index_state("index"), backend.map_state("nodes"))
 
     def _trim(self, context: bytes, meta: Meta, match: bytes) -> Meta | None:
@@ -380,7 +383,7 @@ class MapMaterializer(StrategyBase):
         return trimmed
 
     def _add(self, context: bytes, match: bytes, row: Row, stamp: int) -> Change:
-        meta = self._meta.get(context)
+        meta = self._meta_of(context)
         if self._lazy and meta is not None:
             meta = self._trim(context, meta, match)
         if meta is None:
@@ -393,7 +396,7 @@ class MapMaterializer(StrategyBase):
         return emit(RowKind.UPDATE_AFTER, row)
 
     def _retract(self, context: bytes, match: bytes, change: Change, stamp: int) -> Change | None:
-        meta = self._meta.get(context)
+        meta = self._meta_of(context)
         if self._lazy and meta is not None:
             meta = self._trim(context, meta, match)
         entry = None if meta is None else self._list.find(context, match)
