@@ -205,19 +205,24 @@ class FailingCommitHeap(HeapBackend):
         super().commit()
 
 
-@pytest.mark.parametrize("strategy", ["VALUE", "ADAPTIVE"])
+@pytest.mark.parametrize(
+    ("strategy", "thresholds"),
+    [("VALUE", (3, 2)), ("ADAPTIVE", (3, 2)), ("ADAPTIVE", (1, 0))],
+    ids=["VALUE", "ADAPTIVE-3-2", "ADAPTIVE-1-0"],
+)
 @pytest.mark.parametrize("upsert", [True, False], ids=["uk", "row"])
 @pytest.mark.parametrize("update", [UpdateType.ON_CREATE_AND_WRITE, UpdateType.ON_READ_AND_WRITE])
 def test_in_place_records_on_heap_roll_back_a_failed_input(
-    strategy: str, upsert: bool, update: UpdateType
+    strategy: str, thresholds: tuple[int, int], upsert: bool, update: UpdateType
 ) -> None:
     """VALUE and ADAPTIVE (VALUE mode) on heap change records in place (value_inplace.py) and
     journal the inverse: an input that fails after all its changes (ADAPTIVE's conversions to
-    MAP and back included: thresholds 3/2) leaves state, clock and misses as before."""
+    MAP and back included; with threshold high 1 a new key's first row converts it) leaves
+    state, clock and misses as before."""
     keys = Keys(pk=(0,), upsert_key=(1,) if upsert else ())
     ttl = TtlSettings(0, TimeDomain.PROCESSING_TIME, update)  # TTL off: the in-place path
     backend = FailingCommitHeap()
-    settings = Settings(ttl=ttl, threshold_high=3, threshold_low=2)
+    settings = Settings(ttl=ttl, threshold_high=thresholds[0], threshold_low=thresholds[1])
     materializer = STRATEGIES[strategy].build(keys, backend, settings)  # type: ignore[attr-defined]
     assert isinstance(materializer, HeapValueMaterializer | HeapAdaptiveMaterializer)
     model = ModelMaterializer(keys, ttl=ttl, granularity=Granularity.PER_ELEMENT)

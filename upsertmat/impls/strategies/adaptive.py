@@ -30,6 +30,7 @@ from .common import StrategyBase, emit, missing, require
 from .linked_map import ROW, SIZE, STAMP, TAIL, LinkedList, Meta
 from .value import (
     check_record,
+    in_place_on_heap,
     live_record,
     new_record,
     record_add,
@@ -75,18 +76,11 @@ class AdaptiveMaterializer(StrategyBase):
 
     @classmethod
     def build(cls, keys: Keys, backend: StateBackend, settings: Settings) -> StrategyBase:
-        """On heap with TTL and async state off (async gains nothing on heap),
-        :class:`~.value_inplace.HeapAdaptiveMaterializer` (VALUE-mode records changed in
-        place); otherwise ADAPTIVE's general path."""
-        from ..state.heap import HeapBackend
-        from .value_inplace import HeapAdaptiveMaterializer
+        """Where :func:`~.value.in_place_on_heap`, :class:`~.value_inplace.HeapAdaptiveMaterializer`
+        (VALUE-mode records changed in place); otherwise ADAPTIVE's general path."""
+        if cls is AdaptiveMaterializer and in_place_on_heap(backend, settings):
+            from .value_inplace import HeapAdaptiveMaterializer
 
-        if (
-            cls is AdaptiveMaterializer
-            and isinstance(backend, HeapBackend)
-            and not settings.ttl.enabled
-            and not settings.async_state
-        ):
             return HeapAdaptiveMaterializer(keys, backend, settings)
         return cls(keys, backend, settings)
 

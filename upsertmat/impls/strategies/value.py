@@ -20,11 +20,12 @@ sweep lags (docs/ttl.md), an input first drops the expired elements of the recor
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeGuard
 
 from ...spec import Change, Keys, Row, RowKind
 from ..settings import Settings
 from ..state import StateBackend, open_backend
+from ..state.heap import HeapBackend
 from .common import StrategyBase, emit, require
 
 ValueRecord = list[Any]  # [rows, stamps, matches]
@@ -114,6 +115,21 @@ def live_record(
     return None
 
 
+def count_matches(matches: list[bytes]) -> dict[bytes, int]:
+    """Match key -> how many elements of a record have it. O(n)."""
+    counts: dict[bytes, int] = {}
+    for match in matches:
+        counts[match] = counts.get(match, 0) + 1
+    return counts
+
+
+def in_place_on_heap(backend: StateBackend, settings: Settings) -> TypeGuard[HeapBackend]:
+    """Whether VALUE records are changed in place (:mod:`.value_inplace`): on a heap backend
+    with TTL off (expiry rewrites whole records) and async state off (its prefetched copies
+    would miss in-place writes; it gains nothing on heap)."""
+    return isinstance(backend, HeapBackend) and not settings.ttl.enabled and not settings.async_state
+
+
 def check_record(context: bytes, record: ValueRecord | None, match_key: Callable[[Row], bytes]) -> int:
     """Verify a stored VALUE record (raise LayoutError); returns its size. O(n).
 
@@ -127,10 +143,7 @@ def check_record(context: bytes, record: ValueRecord | None, match_key: Callable
     expected = [match_key(tuple(row)) for row in rows]
     require(list(matches) == expected, context, "a stored match key is not its row's")
     if record is not None and len(record) == 4:  # an in-place heap record (value_inplace.py)
-        counts: dict[bytes, int] = {}
-        for match in matches:
-            counts[match] = counts.get(match, 0) + 1
-        require(record[3] == counts, context, "counts differ from the stored match keys")
+        require(record[3] == count_matches(matches), context, "counts differ from the stored match keys")
     return len(rows)
 
 
@@ -146,18 +159,11 @@ class ValueMaterializer(StrategyBase):
 
     @classmethod
     def build(cls, keys: Keys, backend: StateBackend, settings: Settings) -> StrategyBase:
-        """On heap with TTL and async state off (async gains nothing on heap),
-        :class:`~.value_inplace.HeapValueMaterializer` (the same layout, changed in place);
-        otherwise VALUE's general path."""
-        from ..state.heap import HeapBackend
-        from .value_inplace import HeapValueMaterializer
+        """Where :func:`in_place_on_heap`, :class:`~.value_inplace.HeapValueMaterializer` (the
+        same layout, changed in place); otherwise VALUE's general path."""
+        if cls is ValueMaterializer and in_place_on_heap(backend, settings):
+            from .value_inplace import HeapValueMaterializer
 
-        if (
-            cls is ValueMaterializer
-            and isinstance(backend, HeapBackend)
-            and not settings.ttl.enabled
-            and not settings.async_state
-        ):
             return HeapValueMaterializer(keys, backend, settings)
         return cls(keys, backend, settings)
 

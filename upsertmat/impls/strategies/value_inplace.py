@@ -33,24 +33,16 @@ from ..settings import Settings
 from ..state.heap import HeapBackend, HeapValueState
 from .adaptive import AdaptiveMaterializer
 from .common import StrategyBase, emit
-from .value import ValueMaterializer
+from .value import ValueMaterializer, count_matches
 
 _APPEND = 0
 _REPLACE = 1
 _REMOVE = 2
 
 
-def count(matches: list[bytes]) -> dict[bytes, int]:
-    """Match key -> occurrences in ``matches``. O(n)."""
-    counts: dict[bytes, int] = {}
-    for match in matches:
-        counts[match] = counts.get(match, 0) + 1
-    return counts
-
-
 def counted_record(rows: list[Row], stamps: list[int], matches: list[bytes]) -> list[Any]:
     """An in-place record from parallel lists (taken by reference)."""
-    return [rows, stamps, matches, count(matches)]
+    return [rows, stamps, matches, count_matches(matches)]
 
 
 class _RecordUndo:
@@ -80,18 +72,29 @@ class _RecordUndo:
             if len(matches) < size:
                 matches.insert(position, match)
         counts.clear()
-        counts.update(count(matches))
+        counts.update(count_matches(matches))
 
 
 _UNDO = _RecordUndo()
 
 
 def add_in_place(
-    values: HeapValueState, record: list[Any], match: bytes, row: Row, stamp: int, upsert: bool, restamp: bool
-) -> None:
-    """Rules 3-4 on a stored, non-empty record of ``values``, in place and journaled: with
-    ``upsert`` the first element matching ``match`` takes ``row`` (and ``stamp`` if
-    ``restamp``), else the row is appended. O(1), or a scan to the first match."""
+    values: HeapValueState,
+    context: bytes,
+    record: list[Any] | None,
+    match: bytes,
+    row: Row,
+    stamp: int,
+    upsert: bool,
+    restamp: bool,
+) -> Change:
+    """Rules 3-5 on the stored record of ``context`` in ``values`` (None: the key is empty),
+    in place and journaled: with ``upsert`` the first element matching ``match`` takes
+    ``row`` (and ``stamp`` if ``restamp``), else the row is appended (an empty key gets a new
+    record: 1 write). Returns the ``+I``/``+U`` to emit. O(1), or a scan to the first match."""
+    if record is None:
+        values.put(context, [[row], [stamp], [match], {match: 1}])
+        return emit(RowKind.INSERT, row)
     rows, stamps, matches, counts = record
     if upsert and match in counts:
         position = matches.index(match)
@@ -99,12 +102,13 @@ def add_in_place(
         rows[position] = row
         if restamp:
             stamps[position] = stamp
-        return
+        return emit(RowKind.UPDATE_AFTER, row)
     values.journal(_UNDO, record, (_APPEND, len(rows)))
     rows.append(row)
     stamps.append(stamp)
     matches.append(match)
     counts[match] = counts.get(match, 0) + 1
+    return emit(RowKind.UPDATE_AFTER, row)
 
 
 def retract_in_place(
@@ -151,11 +155,7 @@ class HeapValueMaterializer(ValueMaterializer):
         """1 read; a new key 1 write. O(1), or a scan to the first match (rule 4)."""
         values = self._values
         record = values.stored(context)
-        if record is None:
-            values.put(context, [[row], [stamp], [match], {match: 1}])
-            return emit(RowKind.INSERT, row)
-        add_in_place(values, record, match, row, stamp, self._upsert, self._restamp_replaced)
-        return emit(RowKind.UPDATE_AFTER, row)
+        return add_in_place(values, context, record, match, row, stamp, self._upsert, self._restamp_replaced)
 
     def _retract(self, context: bytes, match: bytes, change: Change, stamp: int) -> Change | None:
         """1 read; 1 delete if the key empties. O(1) plus a scan to the first match."""
@@ -187,15 +187,17 @@ class HeapAdaptiveMaterializer(AdaptiveMaterializer):
     def _add(self, context: bytes, match: bytes, row: Row, stamp: int) -> Change:
         records = self._heap_records
         record = records.stored(context)
-        if record is None:
-            records.put(context, [[row], [stamp], [match], {match: 1}])
-            return emit(RowKind.INSERT, row)
-        if type(record[0]) is int:  # MAP mode
+        if record is not None and type(record[0]) is int:  # MAP mode
             return self._add_map_mode(context, record, match, row, stamp)
-        add_in_place(records, record, match, row, stamp, self._upsert, self._restamp_replaced)
+        output = add_in_place(
+            records, context, record, match, row, stamp, self._upsert, self._restamp_replaced
+        )
+        if record is None:  # the new key's record: one element already reaches high = 1
+            record = records.stored(context)
+            assert record is not None
         if len(record[0]) >= self.high:
             records.put(context, self._to_map(context, record))
-        return emit(RowKind.UPDATE_AFTER, row)
+        return output
 
     def _retract(self, context: bytes, match: bytes, change: Change, stamp: int) -> Change | None:
         records = self._heap_records
