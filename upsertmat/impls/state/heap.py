@@ -238,38 +238,21 @@ class HeapSortedMapState(HeapMapState):
         self._orders.pop(context, None)
 
     def undo(self, context: bytes, key: bytes | None, previous: Value) -> None:
-        """Put back what one journal record replaced (rollback only; not journaled). A key
-        put back below the greatest live key turns the context sorted."""
-        if key is None:  # a clear: the whole context comes back, in the form it had
-            self._maps[context] = previous
-            if type(previous) is dict:
-                self._orders[context] = [list(previous), 0]
-            else:
-                self._orders.pop(context, None)
-            return
+        """HeapMapState's undo, keeping the forms: a deleted key put back below the greatest
+        live key of an ascending context turns it sorted first; afterwards an ascending
+        context's key list is made whole again (O(n), on rollback only)."""
+        order = self._orders.get(context)
+        if order is not None and key is not None and previous is not _ABSENT:
+            entries = self._maps[context]
+            if key not in entries and key < max(entries):
+                self._to_sorted(context)
+        super().undo(context, key, previous)
         entries = self._maps.get(context)
-        if previous is _ABSENT:
-            if entries is not None:
-                entries.pop(key, None)
-                if not entries:
-                    del self._maps[context]
-                    self._orders.pop(context, None)
-            return
-        if entries is None:
-            self._maps[context] = {key: previous}
-            self._orders[context] = [[key], 0]
-        elif key in entries:
-            entries[key] = previous
+        if type(entries) is dict:  # insertion order is ascending key order
+            if key is None or context not in self._orders or key not in self._orders[context][0]:
+                self._orders[context] = [list(entries), 0]
         else:
-            order = self._orders.get(context)
-            if order is not None:
-                live = [each for each in order[0] if each in entries]
-                if live and key < live[-1]:
-                    entries = self._to_sorted(context)
-                else:
-                    order[0] = [*live, key]
-                    order[1] = 0
-            entries[key] = previous
+            self._orders.pop(context, None)
 
     def _to_sorted(self, context: bytes) -> Any:
         """Turn ``context`` into the sorted form; its SortedDict. O(n log n), once."""
