@@ -31,7 +31,9 @@ from upsertmat.impls.state.heap import HeapBackend
 from upsertmat.impls.strategies import value_inplace
 from upsertmat.impls.strategies.adaptive import AdaptiveMaterializer
 from upsertmat.impls.strategies.linked_map import MapMaterializer
+from upsertmat.impls.strategies.linked_map_heap import HeapMapMaterializer
 from upsertmat.impls.strategies.sorted import SortedMaterializer
+from upsertmat.impls.strategies.sorted_heap import HeapSortedMaterializer
 from upsertmat.impls.strategies.value import ValueMaterializer
 from upsertmat.impls.strategies.value_inplace import HeapAdaptiveMaterializer, HeapValueMaterializer
 from upsertmat.spec import (
@@ -207,24 +209,26 @@ class FailingCommitHeap(HeapBackend):
 
 @pytest.mark.parametrize(
     ("strategy", "thresholds"),
-    [("VALUE", (3, 2)), ("ADAPTIVE", (3, 2)), ("ADAPTIVE", (1, 0))],
-    ids=["VALUE", "ADAPTIVE-3-2", "ADAPTIVE-1-0"],
+    [("VALUE", (3, 2)), ("MAP", (3, 2)), ("SORTED", (3, 2)), ("ADAPTIVE", (3, 2)), ("ADAPTIVE", (1, 0))],
+    ids=["VALUE", "MAP", "SORTED", "ADAPTIVE-3-2", "ADAPTIVE-1-0"],
 )
 @pytest.mark.parametrize("upsert", [True, False], ids=["uk", "row"])
 @pytest.mark.parametrize("update", [UpdateType.ON_CREATE_AND_WRITE, UpdateType.ON_READ_AND_WRITE])
 def test_in_place_records_on_heap_roll_back_a_failed_input(
     strategy: str, thresholds: tuple[int, int], upsert: bool, update: UpdateType
 ) -> None:
-    """VALUE and ADAPTIVE (VALUE mode) on heap change records in place (value_inplace.py) and
-    journal the inverse: an input that fails after all its changes (ADAPTIVE's conversions to
-    MAP and back included; with threshold high 1 a new key's first row converts it) leaves
-    state, clock and misses as before."""
+    """VALUE and ADAPTIVE (VALUE mode) on heap change records in place (value_inplace.py), MAP,
+    ADAPTIVE (MAP mode) and SORTED write the heap dicts directly (linked_map_heap.py,
+    sorted_heap.py), each journaling the inverse: an input that fails after all its changes
+    (ADAPTIVE's conversions to MAP and back included; with threshold high 1 a new key's first
+    row converts it) leaves state, clock and misses as before."""
     keys = Keys(pk=(0,), upsert_key=(1,) if upsert else ())
     ttl = TtlSettings(0, TimeDomain.PROCESSING_TIME, update)  # TTL off: the in-place path
     backend = FailingCommitHeap()
     settings = Settings(ttl=ttl, threshold_high=thresholds[0], threshold_low=thresholds[1])
     materializer = STRATEGIES[strategy].build(keys, backend, settings)  # type: ignore[attr-defined]
-    assert isinstance(materializer, HeapValueMaterializer | HeapAdaptiveMaterializer)
+    direct = HeapValueMaterializer | HeapAdaptiveMaterializer | HeapMapMaterializer | HeapSortedMaterializer
+    assert isinstance(materializer, direct)
     model = ModelMaterializer(keys, ttl=ttl, granularity=Granularity.PER_ELEMENT)
     for step, item in enumerate(stream()):
         before = (export(materializer, True), materializer.now, materializer.retract_misses)

@@ -15,6 +15,13 @@ A layout that changes a stored value in place instead of rewriting it (VALUE on 
 :mod:`upsertmat.impls.strategies.value_inplace`) reads it with :meth:`HeapValueState.stored`
 (by reference) and first journals the inverse of each change with :meth:`HeapValueState.journal`:
 O(1) per change where a rewrite would copy the value.
+
+A layout may also write the dicts themselves (MAP's linked list on heap:
+:mod:`upsertmat.impls.strategies.linked_map_heap`), skipping a method call per access:
+:meth:`HeapValueState.table`, :meth:`HeapMapState.tables` and :attr:`HeapBackend.journal`.
+Each such write must first append the journal record the state's own ``put``/``delete``
+would append, ``(state, context, key or None, previous value or ABSENT)``, and must leave no
+empty entries dict behind (a map state drops an emptied context).
 """
 
 from __future__ import annotations
@@ -27,7 +34,7 @@ from sortedcontainers import SortedDict  # type: ignore[import-untyped]
 from .base import Value
 from .named import NamedStates
 
-_ABSENT: Any = object()  # undo record: the key had no value
+ABSENT: Any = object()  # undo record: the key had no value
 Journal = list[tuple[Any, Any, Any, Any]]  # (state, context, key or None, previous value)
 
 
@@ -60,6 +67,10 @@ class HeapValueState:
         journaling the change's inverse with :meth:`journal`, so a rollback can revert it."""
         return self._values.get(context)
 
+    def table(self) -> dict[bytes, Value]:
+        """The dict itself (context -> value), for direct writes (module docstring)."""
+        return self._values
+
     def journal(self, undoer: Undoer, target: Any, change: Any) -> None:
         """Record an in-place change of ``target`` (a stored value): a rollback calls
         ``undoer.undo(target, change, None)``, newest first among all writes. O(1)."""
@@ -73,18 +84,18 @@ class HeapValueState:
     def put(self, context: bytes, value: Value) -> None:
         """O(1)."""
         values = self._values
-        self._journal.append((self, context, None, values.get(context, _ABSENT)))
+        self._journal.append((self, context, None, values.get(context, ABSENT)))
         values[context] = value
 
     def delete(self, context: bytes) -> None:
         """O(1)."""
-        previous = self._values.pop(context, _ABSENT)
-        if previous is not _ABSENT:
+        previous = self._values.pop(context, ABSENT)
+        if previous is not ABSENT:
             self._journal.append((self, context, None, previous))
 
     def undo(self, context: bytes, key: None, previous: Value) -> None:
         """Put back what one journal record replaced (rollback only; not journaled)."""
-        if previous is _ABSENT:
+        if previous is ABSENT:
             self._values.pop(context, None)
         else:
             self._values[context] = previous
@@ -109,6 +120,10 @@ class HeapMapState:
         value = entries.get(key)
         return value.copy() if type(value) is list else value
 
+    def tables(self) -> dict[bytes, dict[bytes, Value]]:
+        """The dicts themselves (context -> key -> value), for direct writes (module docstring)."""
+        return self._maps
+
     def get_many(self, pairs: Sequence[tuple[bytes, bytes]]) -> list[Value | None]:
         """``[get(c, k) for c, k in pairs]``: O(1) each."""
         return [self.get(context, key) for context, key in pairs]
@@ -117,10 +132,10 @@ class HeapMapState:
         """O(1)."""
         entries = self._maps.get(context)
         if entries is None:
-            self._journal.append((self, context, key, _ABSENT))
+            self._journal.append((self, context, key, ABSENT))
             self._maps[context] = {key: value}
         else:
-            self._journal.append((self, context, key, entries.get(key, _ABSENT)))
+            self._journal.append((self, context, key, entries.get(key, ABSENT)))
             entries[key] = value
 
     def delete(self, context: bytes, key: bytes) -> None:
@@ -137,7 +152,7 @@ class HeapMapState:
             self._maps[context] = previous
             return
         entries = self._maps.get(context)
-        if previous is _ABSENT:
+        if previous is ABSENT:
             if entries is not None:
                 entries.pop(key, None)
                 if not entries:
@@ -163,6 +178,14 @@ class HeapMapState:
     def contexts(self) -> Iterator[bytes]:
         """Context keys with at least one entry (a snapshot: O(contexts))."""
         return iter(list(self._maps))
+
+
+def compact(entries: dict[bytes, Value], order: list[Any]) -> None:
+    """Rebuild an ascending context's ``keys`` (:class:`HeapSortedMapState`) once it holds more
+    deleted keys than live ones (plus 32): amortised O(1) per delete."""
+    if len(order[0]) - order[1] > 2 * len(entries) + 32:
+        order[0] = list(entries)  # insertion order is ascending key order
+        order[1] = 0
 
 
 class HeapSortedMapState(HeapMapState):
@@ -199,12 +222,12 @@ class HeapSortedMapState(HeapMapState):
         """O(1) amortised (ascending form), O(log n) (sorted form)."""
         entries = self._maps.get(context)
         if entries is None:
-            self._journal.append((self, context, key, _ABSENT))
+            self._journal.append((self, context, key, ABSENT))
             self._maps[context] = {key: value}
             self._orders[context] = [[key], 0]
             return
-        previous = entries.get(key, _ABSENT)
-        if previous is _ABSENT:
+        previous = entries.get(key, ABSENT)
+        if previous is ABSENT:
             order = self._orders.get(context)
             if order is not None:
                 keys = order[0]
@@ -228,9 +251,8 @@ class HeapSortedMapState(HeapMapState):
             self._orders.pop(context, None)
             return
         order = self._orders.get(context)
-        if order is not None and len(order[0]) - order[1] > 2 * len(entries) + 32:
-            order[0] = list(entries)  # insertion order is ascending key order
-            order[1] = 0
+        if order is not None:
+            compact(entries, order)
 
     def clear(self, context: bytes) -> None:
         """O(1)."""
@@ -242,7 +264,7 @@ class HeapSortedMapState(HeapMapState):
         live key of an ascending context turns it sorted first; afterwards an ascending
         context's key list is made whole again (O(n), on rollback only)."""
         order = self._orders.get(context)
-        if order is not None and key is not None and previous is not _ABSENT:
+        if order is not None and key is not None and previous is not ABSENT:
             entries = self._maps[context]
             if key not in entries and key < max(entries):
                 self._to_sorted(context)
@@ -253,6 +275,12 @@ class HeapSortedMapState(HeapMapState):
                 self._orders[context] = [list(entries), 0]
         else:
             self._orders.pop(context, None)
+
+    def orders(self) -> dict[bytes, list[Any]]:
+        """The ascending form's ``[keys, head]`` per context (class docstring), for direct
+        writes (module docstring): a put of a new key above the greatest live key appends it
+        to ``keys`` too, and a delete that leaves entries calls :func:`compact` afterwards."""
+        return self._orders
 
     def _to_sorted(self, context: bytes) -> Any:
         """Turn ``context`` into the sorted form; its SortedDict. O(n log n), once."""
@@ -366,6 +394,11 @@ class HeapBackend:
     def sorted_map_state(self, name: str) -> HeapSortedMapState:
         """The sorted map state ``name``."""
         return self._states.get(name, HeapSortedMapState)
+
+    @property
+    def journal(self) -> Journal:
+        """The undo journal, for direct writes (module docstring)."""
+        return self._journal
 
     def commit(self) -> None:
         """Forget the undo records: the writes since the last commit stay. O(1) amortised."""

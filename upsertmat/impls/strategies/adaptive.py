@@ -130,7 +130,7 @@ class AdaptiveMaterializer(StrategyBase):
             self._records.put(context, record)
             if stamped:
                 self._stamped(context, 0, stamp)
-        return Change(kind, row)
+        return emit(kind, row)
 
     def _add_map_mode(self, context: bytes, meta: Meta, match: bytes, row: Row, stamp: int) -> Change:
         """Rules 3-5 on a key in MAP mode (``meta`` as read)."""

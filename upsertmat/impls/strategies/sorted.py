@@ -45,6 +45,7 @@ from .common import (
     require,
     same_chains,
 )
+from .value import in_place_on_heap
 
 Node = list[Any]  # [row, same, stamp]
 
@@ -56,6 +57,16 @@ class SortedMaterializer(StrategyBase):
     """SORTED on a backend with ordered iteration."""
 
     strategy_name = "SORTED"
+
+    @classmethod
+    def build(cls, keys: Keys, backend: StateBackend, settings: Settings) -> StrategyBase:
+        """Where :func:`~.value.in_place_on_heap`, :class:`~.sorted_heap.HeapSortedMaterializer`
+        (the same layout, its dicts written directly); otherwise SORTED's general path."""
+        if cls is SortedMaterializer and in_place_on_heap(backend, settings):
+            from .sorted_heap import HeapSortedMaterializer
+
+            return HeapSortedMaterializer(keys, backend, settings)
+        return cls(keys, backend, settings)
 
     def __init__(self, keys: Keys, backend: StateBackend, settings: Settings | None = None) -> None:
         if not backend.supports_ordered:
@@ -145,7 +156,7 @@ class SortedMaterializer(StrategyBase):
         nodes.put(context, encode_seq(seq), [row, 0, stamp])
         index.put(context, match, entry)
         self._stamped(context, seq, stamp)
-        return Change(kind, row)
+        return emit(kind, row)
 
     def _unlink(self, context: bytes, match: bytes, entry: list[int], seq: int) -> bytes:
         """Delete node ``seq`` of the chain ``entry`` of ``match``; returns its key.
@@ -244,6 +255,6 @@ class SortedMaterializer(StrategyBase):
             self._index.put(context, match, entry)
 
 
-def create(keys: Keys, settings: Settings) -> SortedMaterializer:
+def create(keys: Keys, settings: Settings) -> StrategyBase:
     """SORTED on ``settings.backend`` (registry factory); refuses unordered backends."""
-    return SortedMaterializer(keys, open_backend(settings), settings)
+    return SortedMaterializer.build(keys, open_backend(settings), settings)

@@ -33,6 +33,8 @@ from ..settings import Settings
 from ..state.heap import HeapBackend, HeapValueState
 from .adaptive import AdaptiveMaterializer
 from .common import StrategyBase, emit
+from .linked_map import Meta
+from .linked_map_heap import HeapLinkedList
 from .value import ValueMaterializer, count_matches
 
 _APPEND = 0
@@ -177,12 +179,34 @@ class HeapValueMaterializer(ValueMaterializer):
 
 class HeapAdaptiveMaterializer(AdaptiveMaterializer):
     """ADAPTIVE on heap with TTL off: VALUE-mode records changed in place (module docstring);
-    MAP mode and the conversions are ADAPTIVE's (a MAP meta is never changed in place, so
-    it is read by reference too)."""
+    MAP-mode events through :class:`~.linked_map_heap.HeapLinkedList` (a MAP meta is never
+    changed in place, so it is read by reference too); the conversions are ADAPTIVE's."""
 
     def __init__(self, keys: Keys, backend: HeapBackend, settings: Settings | None = None) -> None:
         super().__init__(keys, backend, settings)
         self._heap_records: HeapValueState = backend.value_state("adaptive")
+        self._heap_list = HeapLinkedList(backend)
+
+    def _add_map_mode(self, context: bytes, meta: Meta, match: bytes, row: Row, stamp: int) -> Change:
+        """Rules 3-5 on a key in MAP mode: O(1) dict operations."""
+        added = self._heap_list.add(context, meta, match, row, stamp, self._upsert, self._restamp_replaced)
+        if added is not None:
+            self._heap_records.put(context, added)
+        return emit(RowKind.UPDATE_AFTER, row)
+
+    def _retract_map_mode(
+        self, context: bytes, meta: Meta, match: bytes, change: Change, restamp: int | None
+    ) -> Change | None:
+        """Rules 6-10 on a key in MAP mode; a key left with ``low`` rows turns VALUE again."""
+        found, after, rollback = self._heap_list.retract(context, meta, match, restamp)
+        if not found:
+            self._miss(context, change)
+            return None
+        if after is None:
+            self._heap_records.delete(context)
+            return emit(RowKind.DELETE, change.row)
+        self._store_meta(context, after)
+        return None if rollback is None else emit(RowKind.UPDATE_AFTER, rollback)
 
     def _add(self, context: bytes, match: bytes, row: Row, stamp: int) -> Change:
         records = self._heap_records
