@@ -30,7 +30,6 @@ from .common import StrategyBase, emit, missing, require
 from .linked_map import ROW, SIZE, STAMP, TAIL, LinkedList, Meta
 from .value import (
     check_record,
-    in_place_on_heap,
     live_record,
     new_record,
     record_add,
@@ -74,15 +73,7 @@ class AdaptiveMaterializer(StrategyBase):
         """Refuse thresholds unless ``high > low >= 0`` (:func:`thresholds`)."""
         thresholds(settings)
 
-    @classmethod
-    def build(cls, keys: Keys, backend: StateBackend, settings: Settings) -> StrategyBase:
-        """Where :func:`~.value.in_place_on_heap`, :class:`~.value_inplace.HeapAdaptiveMaterializer`
-        (VALUE-mode records changed in place); otherwise ADAPTIVE's general path."""
-        if cls is AdaptiveMaterializer and in_place_on_heap(backend, settings):
-            from .value_inplace import HeapAdaptiveMaterializer
-
-            return HeapAdaptiveMaterializer(keys, backend, settings)
-        return cls(keys, backend, settings)
+    heap_variant = ".value_inplace:HeapAdaptiveMaterializer"
 
     def __init__(self, keys: Keys, backend: StateBackend, settings: Settings | None = None) -> None:
         settings = settings or Settings()

@@ -9,10 +9,11 @@ misses, and commits the backend once per input so each input's state change is a
 
 from __future__ import annotations
 
+import importlib
 import logging
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any, NoReturn
+from typing import Any, ClassVar, NoReturn, TypeGuard
 
 from ...spec import Change, Element, Granularity, Keys, Row, RowKind, TimeDomain, UpdateType
 from ..encoding import KeyEncoder
@@ -20,6 +21,7 @@ from ..settings import Settings
 from ..state import CorruptStateError, MapState, StateBackend, ValueState
 from ..state.codec import decode_seq, encode_seq
 from ..state.errors import storage_failure
+from ..state.heap import HeapBackend
 from .prefetch import PrefetchedMapState, PrefetchedValueState
 from .timers import Timers
 
@@ -54,6 +56,15 @@ def _slot_setters() -> tuple[Any, Any, Any] | None:
 
 
 _SETTERS = _slot_setters()
+
+
+def in_place_on_heap(backend: StateBackend, settings: Settings) -> TypeGuard[HeapBackend]:
+    """Whether a strategy's heap variant (:attr:`StrategyBase.heap_variant`) runs: on a heap
+    backend with TTL off (expiry and trimming take the general paths) and async state off
+    (its prefetched copies would miss direct writes; it gains nothing on heap)."""
+    return isinstance(backend, HeapBackend) and not settings.ttl.enabled and not settings.async_state
+
+
 _new = object.__new__
 
 
@@ -172,10 +183,21 @@ class StrategyBase(ABC):
         registry opens any state. Nothing to refuse here; subclasses extend it."""
         return
 
+    heap_variant: ClassVar[str | None] = None
+    """``"module:Class"`` (relative to this package) of a variant of the strategy that writes
+    a heap backend's dicts directly, used by :meth:`build` where :func:`in_place_on_heap`."""
+
     @classmethod
     def build(cls, keys: Keys, backend: StateBackend, settings: Settings) -> StrategyBase:
-        """The instance the registry builds on an opened ``backend``: ``cls(keys, backend,
-        settings)``; a strategy may return a subclass specialised for that backend."""
+        """The instance the registry builds on an opened ``backend``: the class's own
+        :attr:`heap_variant` (not an inherited one) where :func:`in_place_on_heap`, else
+        ``cls(keys, backend, settings)``."""
+        variant = cls.__dict__.get("heap_variant")
+        if variant and in_place_on_heap(backend, settings):
+            module, name = variant.split(":")
+            factory = getattr(importlib.import_module(module, __package__), name)
+            built: StrategyBase = factory(keys, backend, settings)
+            return built
         return cls(keys, backend, settings)
 
     def __init__(self, keys: Keys, backend: StateBackend, settings: Settings | None = None) -> None:

@@ -53,7 +53,6 @@ from ...spec import Change, Keys, Row, RowKind
 from ..settings import Settings
 from ..state import MapState, StateBackend, ValueState, open_backend
 from .common import StrategyBase, check_chains, decode_seq, emit, encode_seq, missing, require, same_chains
-from .value import in_place_on_heap
 
 Meta = list[int]  # [size, head, tail]
 Node = list[Any]  # [row, prev, next, same, stamp]
@@ -366,15 +365,7 @@ class MapMaterializer(StrategyBase):
 
     strategy_name = "MAP"
 
-    @classmethod
-    def build(cls, keys: Keys, backend: StateBackend, settings: Settings) -> StrategyBase:
-        """Where :func:`~.value.in_place_on_heap`, :class:`~.linked_map_heap.HeapMapMaterializer`
-        (the same layout, its dicts written directly); otherwise MAP's general path."""
-        if cls is MapMaterializer and in_place_on_heap(backend, settings):
-            from .linked_map_heap import HeapMapMaterializer
-
-            return HeapMapMaterializer(keys, backend, settings)
-        return cls(keys, backend, settings)
+    heap_variant = ".linked_map_heap:HeapMapMaterializer"
 
     def __init__(self, keys: Keys, backend: StateBackend, settings: Settings | None = None) -> None:
         super().__init__(keys, backend, settings)

@@ -45,7 +45,6 @@ from .common import (
     require,
     same_chains,
 )
-from .value import in_place_on_heap
 
 Node = list[Any]  # [row, same, stamp]
 
@@ -58,15 +57,7 @@ class SortedMaterializer(StrategyBase):
 
     strategy_name = "SORTED"
 
-    @classmethod
-    def build(cls, keys: Keys, backend: StateBackend, settings: Settings) -> StrategyBase:
-        """Where :func:`~.value.in_place_on_heap`, :class:`~.sorted_heap.HeapSortedMaterializer`
-        (the same layout, its dicts written directly); otherwise SORTED's general path."""
-        if cls is SortedMaterializer and in_place_on_heap(backend, settings):
-            from .sorted_heap import HeapSortedMaterializer
-
-            return HeapSortedMaterializer(keys, backend, settings)
-        return cls(keys, backend, settings)
+    heap_variant = ".sorted_heap:HeapSortedMaterializer"
 
     def __init__(self, keys: Keys, backend: StateBackend, settings: Settings | None = None) -> None:
         if not backend.supports_ordered:

@@ -20,12 +20,11 @@ sweep lags (docs/ttl.md), an input first drops the expired elements of the recor
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypeGuard
+from typing import Any
 
 from ...spec import Change, Keys, Row, RowKind
 from ..settings import Settings
 from ..state import StateBackend, open_backend
-from ..state.heap import HeapBackend
 from .common import StrategyBase, emit, require
 
 ValueRecord = list[Any]  # [rows, stamps, matches]
@@ -123,13 +122,6 @@ def count_matches(matches: list[bytes]) -> dict[bytes, int]:
     return counts
 
 
-def in_place_on_heap(backend: StateBackend, settings: Settings) -> TypeGuard[HeapBackend]:
-    """Whether VALUE records are changed in place (:mod:`.value_inplace`): on a heap backend
-    with TTL off (expiry rewrites whole records) and async state off (its prefetched copies
-    would miss in-place writes; it gains nothing on heap)."""
-    return isinstance(backend, HeapBackend) and not settings.ttl.enabled and not settings.async_state
-
-
 def check_record(context: bytes, record: ValueRecord | None, match_key: Callable[[Row], bytes]) -> int:
     """Verify a stored VALUE record (raise LayoutError); returns its size. O(n).
 
@@ -157,15 +149,7 @@ class ValueMaterializer(StrategyBase):
 
     strategy_name = "VALUE"
 
-    @classmethod
-    def build(cls, keys: Keys, backend: StateBackend, settings: Settings) -> StrategyBase:
-        """Where :func:`in_place_on_heap`, :class:`~.value_inplace.HeapValueMaterializer` (the
-        same layout, changed in place); otherwise VALUE's general path."""
-        if cls is ValueMaterializer and in_place_on_heap(backend, settings):
-            from .value_inplace import HeapValueMaterializer
-
-            return HeapValueMaterializer(keys, backend, settings)
-        return cls(keys, backend, settings)
+    heap_variant = ".value_inplace:HeapValueMaterializer"
 
     def __init__(self, keys: Keys, backend: StateBackend, settings: Settings | None = None) -> None:
         super().__init__(keys, backend, settings)
