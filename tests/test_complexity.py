@@ -13,9 +13,11 @@ from collections.abc import Callable, Sequence
 import msgpack
 import pytest
 
+from upsertmat.impls import Settings
 from upsertmat.impls.legacy import LegacyMaterializer
 from upsertmat.impls.state import CountingBackend, HeapBackend
 from upsertmat.impls.strategies import MapMaterializer, SortedMaterializer, StrategyBase
+from upsertmat.impls.strategies.adaptive import AdaptiveMaterializer
 from upsertmat.spec import (
     CanonicalEqualizer,
     Change,
@@ -109,6 +111,62 @@ def test_fast_strategies_do_constant_work_per_event(strategy: str, upsert: bool)
         assert reads + writes <= MAX_ACCESSES, name
         assert scanned == 0, name
         assert match_keys == 1, name  # only the incoming row's; no stored row is looked at
+
+
+class JournalCountingHeap(HeapBackend):
+    """A heap backend recording how many undo records (one per write) each commit ends."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.writes: list[int] = []
+
+    def commit(self) -> None:
+        self.writes.append(len(self.journal))
+        super().commit()
+
+
+HEAP_VARIANTS: dict[str, tuple[type[StrategyBase], Settings]] = {
+    "MAP": (MapMaterializer, Settings()),
+    "SORTED": (SortedMaterializer, Settings()),
+    # thresholds that keep both history sizes in MAP mode through every probe
+    "ADAPTIVE": (AdaptiveMaterializer, Settings(threshold_high=5, threshold_low=2)),
+}
+
+
+def measure_heap_variant(strategy: str, size: int, upsert: bool) -> list[tuple[str, int, int]]:
+    """(probe, writes, match keys computed) of each probe on ``size`` rows, on the strategy's
+    heap variant (the heap dicts written directly: the journal counts its writes)."""
+    equalizer = CountingEqualizer()
+    keys = Keys(pk=(0,), upsert_key=(1,) if upsert else (), equalizer=equalizer)
+    backend = JournalCountingHeap()
+    cls, settings = HEAP_VARIANTS[strategy]
+    materializer = cls.build(keys, backend, settings)
+    assert type(materializer).__module__.endswith(("_heap", "_inplace")), type(materializer)
+    materializer.load_histories([(keys.context_key((0,)), history(size))])
+    counts = []
+    for name, change in probes(size, upsert):
+        backend.writes.clear()
+        equalizer.calls = 0
+        materializer.process(change)
+        assert len(backend.writes) == 1, name
+        counts.append((name, backend.writes[0], equalizer.calls))
+    materializer._check()
+    materializer.close()
+    return counts
+
+
+@pytest.mark.parametrize("upsert", [False, True], ids=["no-upsert-key", "upsert-key"])
+@pytest.mark.parametrize("strategy", list(HEAP_VARIANTS))
+def test_heap_variants_do_constant_work_per_event(strategy: str, upsert: bool) -> None:
+    """The heap variants (MAP, SORTED, ADAPTIVE in MAP mode) bypass the counted state interface:
+    their writes per event, counted in the undo journal, and the match keys they compute are
+    the same at 10 and 10,000 rows."""
+    small = measure_heap_variant(strategy, SMALL, upsert)
+    large = measure_heap_variant(strategy, LARGE, upsert)
+    assert large == small
+    for name, writes, match_keys in large:
+        assert writes <= MAX_ACCESSES, name
+        assert match_keys == 1, name
 
 
 def measure_legacy(size: int) -> list[tuple[str, int, int]]:
