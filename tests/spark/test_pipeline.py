@@ -14,6 +14,7 @@ from upsertmat.impls.settings import Strategy, TimeDomain, TtlSettings
 from upsertmat.spark import BatchProgress, PipelineConfig, PipelineConfigError
 from upsertmat.spark.packing import packable
 from upsertmat.spark.pipeline import column_types, read_table, run_pipeline
+from upsertmat.spark.session import CHECKPOINT_MANAGER_CONF
 from upsertmat.spec import Change, ModelMaterializer, RowKind
 from upsertmat.spec.changes import Row
 
@@ -189,3 +190,42 @@ def test_processing_time_ttl_expires_state_between_runs(
         if output is not None:
             table[output.row[0]] = output.row
     assert normalized(read_table(config, spark)) == normalized(table)
+
+
+def test_a_checkpoint_written_through_sparks_default_file_manager_continues(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    # Earlier builds wrote checkpoints through Spark's default checkpoint file manager (FileContext);
+    # build_session now makes Spark rename through the FileSystem API. Same files either way.
+    ours = spark.conf.get(CHECKPOINT_MANAGER_CONF)
+    assert ours is not None and "FileSystemBased" in ours
+    changes = changelog(seed=11, keys=40, updates=400)
+    rows = records(changes)
+    half = len(rows) // 2
+    write_files(tmp_path / "in", rows[:half], files=2)
+    config = config_for(tmp_path, key_buckets=8, strategy=Strategy.VALUE)
+    spark.conf.set(CHECKPOINT_MANAGER_CONF, ours.replace("FileSystemBased", "FileContextBased"))
+    try:
+        first = run_pipeline(config, spark)
+    finally:
+        spark.conf.set(CHECKPOINT_MANAGER_CONF, ours)
+    later = tmp_path / "later"
+    write_files(later, rows[half:], files=2)
+    for path in sorted(later.iterdir()):
+        path.rename(tmp_path / "in" / f"late-{path.name}")
+    second = run_pipeline(config, spark)
+    assert [b.batch_id for b in first.batches] == [0, 1]
+    assert [b.batch_id for b in second.batches] == [2, 3]
+    continued = normalized(read_table(config, spark))
+    assert continued == normalized(model_table(changes))
+    whole = tmp_path / "whole"
+    write_files(whole / "in", rows, files=4)
+    assert (
+        normalized(read_table(_run(config_for(whole, key_buckets=8, strategy=Strategy.VALUE), spark), spark))
+        == continued
+    )
+
+
+def _run(config: PipelineConfig, spark: SparkSession) -> PipelineConfig:
+    run_pipeline(config, spark)
+    return config

@@ -84,3 +84,13 @@ def test_generated_streams_match_the_model(
     )
     for stream, outputs in zip(streams, got, strict=True):
         assert outputs == model_outputs(keys, stream.arrival), stream
+
+
+def test_the_state_schemas_given_as_structs_equal_the_ddl_the_checkpoints_pinned(spark: SparkSession) -> None:
+    # Checkpoints written when the adapter passed DDL strings must find the same state schemas.
+    from upsertmat.impls.state.spark import KEY_SCHEMA, VALUE_SCHEMA
+    from upsertmat.spark.processor import KEY_STRUCT, VALUE_STRUCT
+
+    assert spark.createDataFrame([], KEY_SCHEMA).schema == KEY_STRUCT
+    assert spark.createDataFrame([], VALUE_SCHEMA).schema == VALUE_STRUCT
+    assert spark.createDataFrame([], VALUE_SCHEMA).schema.json() == VALUE_STRUCT.json()

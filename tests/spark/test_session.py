@@ -16,7 +16,14 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from upsertmat.spark.session import LOG_ENV, is_loopback_master
+from upsertmat.spark.session import (
+    CHECKPOINT_MANAGER_CONF,
+    FILE_SYSTEM_CHECKPOINT_MANAGERS,
+    LOG_ENV,
+    file_system_checkpoint_manager,
+    is_loopback_master,
+    session_conf,
+)
 
 from .sockets import listening, outside_loopback
 
@@ -105,3 +112,14 @@ def test_the_ui_when_asked_for_listens_on_loopback_only(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("ui ok")
+
+
+def test_checkpoints_are_renamed_through_the_file_system_api(spark: SparkSession) -> None:
+    # FileContext.rename forks a readlink process per rename on the local file system.
+    manager = spark.conf.get(CHECKPOINT_MANAGER_CONF)
+    assert manager in FILE_SYSTEM_CHECKPOINT_MANAGERS
+    assert manager == file_system_checkpoint_manager(spark)
+
+
+def test_the_jit_keeps_its_c2_tier() -> None:
+    assert "TieredStopAtLevel" not in session_conf()["spark.driver.extraJavaOptions"]

@@ -47,7 +47,7 @@ from ..impls.settings import Backend, Settings
 from ..impls.state.spark import SparkBackend
 from ..spec import Change, ConflictBehavior, RowKind
 from .config import PipelineConfigError
-from .processor import OUTPUT_SCHEMA, ProcessorSpec
+from .processor import KEY_STRUCT, OUTPUT_SCHEMA, VALUE_STRUCT, ProcessorSpec
 
 __all__ = ["CONFLICT_OP", "OUTPUT_SCHEMA", "ConflictProcessor", "build_conflict_frame"]
 
@@ -79,7 +79,9 @@ class ConflictProcessor(StatefulProcessor):
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         self._handle = handle
-        self._backend = SparkBackend(handle, blob=self.spec.blob_state)
+        self._backend = SparkBackend(
+            handle, blob=self.spec.blob_state, key_schema=KEY_STRUCT, value_schema=VALUE_STRUCT
+        )
         # Register the state variables with Spark (only allowed in init; reading is not, so no
         # materializer is built here: its constructor reads the dirty index).
         for name in (CURRENT, DIRTY, META):

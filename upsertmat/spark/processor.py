@@ -27,6 +27,7 @@ from typing import Any
 import msgpack
 from pyspark.sql import Row as SparkRow
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
+from pyspark.sql.types import BinaryType, StructField, StructType
 
 from ..impls.registry import PIPELINE_ONLY
 from ..impls.settings import Backend, Settings, Strategy
@@ -51,6 +52,10 @@ SPARK_STRATEGIES = tuple(strategy for strategy, backend in PIPELINE_ONLY if back
 # The op of an output row carrying a grouping key's whole batch (ProcessorSpec.batched_output).
 BATCH_OP = "*"
 TIMERS = "ttl_timers"  # the strategies' TTL timer index (upsertmat/impls/strategies/timers.py)
+# The state schemas of upsertmat.impls.state.spark (KEY_SCHEMA, VALUE_SCHEMA) as StructTypes: given
+# as DDL strings, pyspark has the JVM parse each one twice per registered state and task.
+KEY_STRUCT = StructType([StructField("k", BinaryType(), True)])
+VALUE_STRUCT = StructType([StructField("v", BinaryType(), True)])
 
 
 def run_many(materializer: Materializer, changes: list[Change]) -> list[Change | None]:
@@ -178,7 +183,9 @@ class MaterializerProcessor(StatefulProcessor):
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         self._handle = handle
-        self._backend = SparkBackend(handle, blob=self.spec.blob_state)
+        self._backend = SparkBackend(
+            handle, blob=self.spec.blob_state, key_schema=KEY_STRUCT, value_schema=VALUE_STRUCT
+        )
         self._ttl = self.spec.settings.ttl.enabled
         # Building one strategy here registers its state variables with Spark (only allowed in init).
         build_materializer(self.spec.keys, self.spec.settings, self._backend)

@@ -382,20 +382,31 @@ class SparkBackend:
     name = "spark"
     supports_ordered = False
 
-    def __init__(self, handle: SparkStateHandle, blob: bool = False) -> None:
+    def __init__(
+        self,
+        handle: SparkStateHandle,
+        blob: bool = False,
+        key_schema: Any = KEY_SCHEMA,
+        value_schema: Any = VALUE_SCHEMA,
+    ) -> None:
+        # The schemas: DDL strings, or the equal pyspark StructTypes, which spare pyspark two
+        # round trips to the JVM per registered state and task (a DDL string is parsed by the
+        # JVM, twice); the state's schema in the checkpoint is the same either way.
         self._handle = handle
         self._codec = ValueCodec()
         self._blob = blob
+        self._key_schema = key_schema
+        self._value_schema = value_schema
         self._stores: dict[str, CachedSparkMap] = {}
 
     def _store(self, name: str) -> CachedSparkMap:
         store = self._stores.get(name)
         if store is None:
             if self._blob:
-                value_state = self._handle.getValueState(name, VALUE_SCHEMA)
+                value_state = self._handle.getValueState(name, self._value_schema)
                 store = self._stores[name] = BlobSparkMap(name, value_state, self._codec)
             else:
-                spark_map = self._handle.getMapState(name, KEY_SCHEMA, VALUE_SCHEMA)
+                spark_map = self._handle.getMapState(name, self._key_schema, self._value_schema)
                 store = self._stores[name] = CachedSparkMap(name, spark_map, self._codec)
         return store
 
