@@ -73,6 +73,7 @@ def test_per_batch_timings_and_fixed_cost_in_the_report() -> None:
     )  # fmt: skip
     summary = figures.batch_summary()
     assert summary["batch"] == {"min": 2000, "median": 3000, "max": 4000}
+    assert figures.stages()["sink write"] == 0.75  # the sink's own transaction times, summed
     assert summary["fixed (one-change batch)"]["median"] == 700
     assert figures.fixed_cost_ms == 700
     data = figures.as_dict()
