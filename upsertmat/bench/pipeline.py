@@ -220,7 +220,7 @@ def run_pipeline_bench(
     from ..jobs.runner import pipeline_config, require_pyspark, run_job
 
     require_pyspark()
-    from ..spark.pipeline import build_query_frame, resolve_layout
+    from ..spark.pipeline import build_query_frame, column_types, resolve_layout
     from ..spark.session import build_session
     from ..spark.sources import read_changelog
 
@@ -246,9 +246,7 @@ def run_pipeline_bench(
         def noop_run(path: Path, checkpoint: Path) -> None:
             """The pipeline's query (grouping, processor, time mode) into Spark's noop sink."""
             stream = read_changelog(spark, replace(config, source_path=path))
-            layout = resolve_layout(
-                config, {item.name: item.dataType.simpleString() for item in stream.schema}
-            )
+            layout = resolve_layout(config, column_types(stream))
             out, _decode, _time_mode = build_query_frame(config, stream, layout)
             writer = out.writeStream.format("noop").option("checkpointLocation", str(checkpoint))
             writer.trigger(availableNow=True).start().awaitTermination()

@@ -208,7 +208,7 @@ def run_pipeline(config: PipelineConfig, spark: SparkSession | None = None) -> P
     else:
         spark.conf.set("spark.sql.shuffle.partitions", str(config.shuffle_partitions))
     source = read_changelog(spark, config)
-    layout = resolve_layout(config, {field.name: field.dataType.simpleString() for field in source.schema})
+    layout = resolve_layout(config, column_types(source))
     frame, decode, _time_mode = build_query_frame(config, source, layout)
     sink = open_sink(config.sink_url, config.table, layout.sink_columns, layout.keys.pk)
     batches: list[BatchProgress] = []
@@ -300,6 +300,5 @@ def _open_config_sink(config: PipelineConfig, spark: SparkSession | None) -> Ups
     spark = spark or build_session(
         master=config.master, shuffle_partitions=config.shuffle_partitions, conf=config.spark_conf
     )
-    fields = spark.createDataFrame([], config.schema).schema
-    layout = resolve_layout(config, {field.name: field.dataType.simpleString() for field in fields})
+    layout = resolve_layout(config, column_types(spark.createDataFrame([], config.schema)))
     return open_sink(config.sink_url, config.table, layout.sink_columns, layout.keys.pk)

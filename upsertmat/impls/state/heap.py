@@ -180,6 +180,14 @@ class HeapMapState:
         return iter(list(self._maps))
 
 
+def live_tail(entries: dict[bytes, Value], keys: list[bytes]) -> bytes:
+    """The greatest live key of a non-empty ascending context (:class:`HeapSortedMapState`):
+    deleted keys are popped off the end of ``keys`` first, each once (amortised O(1))."""
+    while keys[-1] not in entries:
+        keys.pop()
+    return keys[-1]
+
+
 def compact(entries: dict[bytes, Value], order: list[Any]) -> None:
     """Rebuild an ascending context's ``keys`` (:class:`HeapSortedMapState`) once it holds more
     deleted keys than live ones (plus 32): amortised O(1) per delete."""
@@ -231,9 +239,7 @@ class HeapSortedMapState(HeapMapState):
             order = self._orders.get(context)
             if order is not None:
                 keys = order[0]
-                while keys[-1] not in entries:  # deleted keys at the end (a live key remains)
-                    keys.pop()
-                if key > keys[-1]:
+                if key > live_tail(entries, keys):
                     keys.append(key)
                 else:
                     entries = self._to_sorted(context)
@@ -279,7 +285,8 @@ class HeapSortedMapState(HeapMapState):
     def orders(self) -> dict[bytes, list[Any]]:
         """The ascending form's ``[keys, head]`` per context (class docstring), for direct
         writes (module docstring): a put of a new key above the greatest live key appends it
-        to ``keys`` too, and a delete that leaves entries calls :func:`compact` afterwards."""
+        to ``keys`` too (:func:`live_tail` gives the greatest live key), and a delete that leaves
+        entries calls :func:`compact` afterwards."""
         return self._orders
 
     def _to_sorted(self, context: bytes) -> Any:
@@ -298,10 +305,7 @@ class HeapSortedMapState(HeapMapState):
         if order is None:
             key, value = entries.peekitem(-1)
             return key, _detached(value)
-        keys = order[0]
-        while keys[-1] not in entries:
-            keys.pop()
-        key = keys[-1]
+        key = live_tail(entries, order[0])
         return key, _detached(entries[key])
 
     def first(self, context: bytes) -> tuple[bytes, Value] | None:

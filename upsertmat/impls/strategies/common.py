@@ -56,6 +56,7 @@ def _slot_setters() -> tuple[Any, Any, Any] | None:
 
 
 _SETTERS = _slot_setters()
+_new = object.__new__
 
 
 def in_place_on_heap(backend: StateBackend, settings: Settings) -> TypeGuard[HeapBackend]:
@@ -63,9 +64,6 @@ def in_place_on_heap(backend: StateBackend, settings: Settings) -> TypeGuard[Hea
     backend with TTL off (expiry and trimming take the general paths) and async state off
     (its prefetched copies would miss direct writes; it gains nothing on heap)."""
     return isinstance(backend, HeapBackend) and not settings.ttl.enabled and not settings.async_state
-
-
-_new = object.__new__
 
 
 def emit(kind: RowKind, row: Row) -> Change:

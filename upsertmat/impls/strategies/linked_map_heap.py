@@ -160,9 +160,7 @@ class HeapMapMaterializer(MapMaterializer):
 
     def __init__(self, keys: Keys, backend: HeapBackend, settings: Settings | None = None) -> None:
         super().__init__(keys, backend, settings)
-        meta = backend.value_state("meta")
-        self._meta_state = meta
-        self._metas = meta.table()
+        self._metas = backend.value_state("meta").table()  # the dict of ``self._meta``
         self._journal = backend.journal
         self._heap_list = HeapLinkedList(backend)
 
@@ -171,12 +169,12 @@ class HeapMapMaterializer(MapMaterializer):
         metas = self._metas
         meta = metas.get(context)
         if meta is None:
-            self._journal.append((self._meta_state, context, None, ABSENT))
+            self._journal.append((self._meta, context, None, ABSENT))
             metas[context] = self._heap_list.insert(context, match, row, stamp)
             return emit(RowKind.INSERT, row)
         added = self._heap_list.add(context, meta, match, row, stamp, self._upsert, self._restamp_replaced)
         if added is not None:
-            self._journal.append((self._meta_state, context, None, meta))
+            self._journal.append((self._meta, context, None, meta))
             metas[context] = added
         return emit(RowKind.UPDATE_AFTER, row)
 
@@ -192,7 +190,7 @@ class HeapMapMaterializer(MapMaterializer):
         if not found:
             self._miss(context, change)
             return None
-        self._journal.append((self._meta_state, context, None, meta))
+        self._journal.append((self._meta, context, None, meta))
         if after is None:
             del metas[context]
             return emit(RowKind.DELETE, change.row)

@@ -20,7 +20,7 @@ from __future__ import annotations
 from ...spec import Change, Keys, Row, RowKind
 from ..settings import Settings
 from ..state.codec import decode_seq, encode_seq
-from ..state.heap import ABSENT, HeapBackend, compact
+from ..state.heap import ABSENT, HeapBackend, compact, live_tail
 from .common import emit, missing
 from .sorted import ROW, SAME, STAMP, SortedMaterializer
 
@@ -32,11 +32,11 @@ class HeapSortedMaterializer(SortedMaterializer):
 
     def __init__(self, keys: Keys, backend: HeapBackend, settings: Settings | None = None) -> None:
         super().__init__(keys, backend, settings)
+        # SortedMaterializer's ``_nodes`` and ``_index`` are these heap states (async state is
+        # off): the journal records name them, the dicts below are theirs.
         nodes = backend.sorted_map_state("nodes")
-        index = backend.map_state("index")
-        self._nodes_heap, self._index_heap = nodes, index
         self._node_maps, self._orders = nodes.tables(), nodes.orders()
-        self._index_maps = index.tables()
+        self._index_maps = backend.map_state("index").tables()
         self._journal = backend.journal
 
     def _add(self, context: bytes, match: bytes, row: Row, stamp: int) -> Change:
@@ -44,10 +44,10 @@ class HeapSortedMaterializer(SortedMaterializer):
         journal = self._journal
         entries = self._node_maps.get(context)
         if entries is None:  # an empty key: no index entry can exist
-            journal.append((self._nodes_heap, context, _FIRST, ABSENT))
+            journal.append((self._nodes, context, _FIRST, ABSENT))
             self._node_maps[context] = {_FIRST: [row, 0, stamp]}
             self._orders[context] = [[_FIRST], 0]
-            journal.append((self._index_heap, context, match, ABSENT))
+            journal.append((self._index, context, match, ABSENT))
             self._index_maps[context] = {match: [1, 1]}
             return emit(RowKind.INSERT, row)
         order = self._orders.get(context)
@@ -60,13 +60,11 @@ class HeapSortedMaterializer(SortedMaterializer):
             node = entries.get(key)
             if node is None:
                 raise missing("nodes", context, entry[0])
-            journal.append((self._nodes_heap, context, key, node))
+            journal.append((self._nodes, context, key, node))
             entries[key] = [row, node[SAME], stamp if self._restamp_replaced else node[STAMP]]
             return emit(RowKind.UPDATE_AFTER, row)
         keys = order[0]
-        while keys[-1] not in entries:  # deleted keys at the end (a live key remains)
-            keys.pop()
-        tail_key = keys[-1]
+        tail_key = live_tail(entries, keys)
         seq = decode_seq(tail_key) + 1
         if entry is None:
             chain = [seq, seq]
@@ -75,14 +73,14 @@ class HeapSortedMaterializer(SortedMaterializer):
             last = entries.get(last_key)
             if last is None:
                 raise missing("nodes", context, entry[1])
-            journal.append((self._nodes_heap, context, last_key, last))
+            journal.append((self._nodes, context, last_key, last))
             entries[last_key] = [last[ROW], seq, last[STAMP]]
             chain = [entry[0], seq]
         key = encode_seq(seq)
-        journal.append((self._nodes_heap, context, key, ABSENT))  # above the tail: none there
+        journal.append((self._nodes, context, key, ABSENT))  # above the tail: none there
         keys.append(key)
         entries[key] = [row, 0, stamp]
-        journal.append((self._index_heap, context, match, ABSENT if entry is None else entry))
+        journal.append((self._index, context, match, ABSENT if entry is None else entry))
         index[match] = chain
         return emit(RowKind.UPDATE_AFTER, row)
 
@@ -103,9 +101,9 @@ class HeapSortedMaterializer(SortedMaterializer):
         node = entries.get(key)
         if node is None:
             raise missing("nodes", context, first)
-        journal.append((self._nodes_heap, context, key, node))
+        journal.append((self._nodes, context, key, node))
         del entries[key]
-        journal.append((self._index_heap, context, match, entry))
+        journal.append((self._index, context, match, entry))
         same = 0 if first == last else node[SAME]
         if same:
             index[match] = [same, last]
@@ -116,15 +114,12 @@ class HeapSortedMaterializer(SortedMaterializer):
             if not index:
                 del self._index_maps[context]
             return emit(RowKind.DELETE, change.row)
-        keys = order[0]
-        while keys[-1] not in entries:
-            keys.pop()
-        tail_key = keys[-1]
+        tail_key = live_tail(entries, order[0])
         compact(entries, order)
         if tail_key > key:  # rule 10: not the tail
             return None
         tail = entries[tail_key]  # rule 9: the new tail is emitted
         if self._restamp_rollback:
-            journal.append((self._nodes_heap, context, tail_key, tail))
+            journal.append((self._nodes, context, tail_key, tail))
             entries[tail_key] = [tail[ROW], tail[SAME], stamp]
         return emit(RowKind.UPDATE_AFTER, tuple(tail[ROW]))
