@@ -120,10 +120,7 @@ def test_restart_on_the_checkpoint_continues_and_new_files_are_picked_up(
     config = config_for(tmp_path)
     first = run_pipeline(config, spark)
     assert normalized(read_table(config, spark)) == normalized(model_table(changes[:half]))
-    later = tmp_path / "later"
-    write_files(later, rows[half:], files=2)
-    for path in sorted(later.iterdir()):
-        path.rename(tmp_path / "in" / f"late-{path.name}")
+    arrive_later(tmp_path, rows[half:], files=2)
     second = run_pipeline(config, spark)
     assert [b.batch_id for b in first.batches] == [0, 1]
     assert [b.batch_id for b in second.batches] == [2, 3]
@@ -171,9 +168,7 @@ def test_processing_time_ttl_expires_state_between_runs(
     config = config_for(tmp_path, strategy=strategy, ttl=TtlSettings(ttl_ms=ttl), key_buckets=buckets)
     run_pipeline(config, spark)
     time.sleep(ttl / 1000 + 1)
-    write_files(tmp_path / "later", rows[len(first) :], files=1)
-    for path in (tmp_path / "later").iterdir():
-        path.rename(tmp_path / "in" / f"late-{path.name}")
+    arrive_later(tmp_path, rows[len(first) :], files=1)
     result = run_pipeline(config, spark)
     assert [(b.changes, b.upserts, b.deletes) for b in result.batches] == [(2, 2, 0)]
     model = ModelMaterializer(KEYS, TtlSettings(ttl_ms=ttl))
@@ -209,10 +204,7 @@ def test_a_checkpoint_written_through_sparks_default_file_manager_continues(
         first = run_pipeline(config, spark)
     finally:
         spark.conf.set(CHECKPOINT_MANAGER_CONF, ours)
-    later = tmp_path / "later"
-    write_files(later, rows[half:], files=2)
-    for path in sorted(later.iterdir()):
-        path.rename(tmp_path / "in" / f"late-{path.name}")
+    arrive_later(tmp_path, rows[half:], files=2)
     second = run_pipeline(config, spark)
     assert [b.batch_id for b in first.batches] == [0, 1]
     assert [b.batch_id for b in second.batches] == [2, 3]
@@ -229,3 +221,12 @@ def test_a_checkpoint_written_through_sparks_default_file_manager_continues(
 def _run(config: PipelineConfig, spark: SparkSession) -> PipelineConfig:
     run_pipeline(config, spark)
     return config
+
+
+def arrive_later(tmp_path: Path, rows: list[dict[str, Any]], files: int) -> None:
+    """``rows`` as ``files`` new source files in ``tmp_path / "in"``, written aside first and
+    then renamed in, so a running or restarted query sees each file whole."""
+    later = tmp_path / "later"
+    write_files(later, rows, files=files)
+    for path in sorted(later.iterdir()):
+        path.rename(tmp_path / "in" / f"late-{path.name}")
