@@ -10,6 +10,10 @@ a loopback address, the driver, its block manager and (when asked for) the UI bi
 ``127.0.0.1`` (``spark.driver.bindAddress``/``spark.driver.host``, ``SPARK_LOCAL_IP`` for the
 JVM), so an embedded run opens no port on other interfaces. The UI is off unless ``ui=True``.
 
+Checkpoint files: for such a master, when this call starts the JVM and a JDK's ``javac`` is at
+hand, ``file:`` paths use :data:`~.localfs.NIO_LOCAL_FS`, which sets file permissions with a
+system call instead of forking ``chmod`` for every file Spark creates (:mod:`.localfs`).
+
 Logs: when this call starts the JVM, the JVM's stdout and stderr — Spark's log4j console output
 and the output of every Python worker it starts (e.g. "Streaming TransformWithStateInPandas
 Python worker ...") — go to a log file (:func:`session_log`), not to the console. Its path is
@@ -32,6 +36,8 @@ from pyspark import SparkConf, SparkContext
 from pyspark.java_gateway import launch_gateway
 from pyspark.sql import SparkSession
 
+from .localfs import nio_local_fs_conf, nio_local_fs_jar
+
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 # The serial collector suits a small local heap on few cores. The JIT keeps its C2 tier: stopping
 # at C1 (-XX:TieredStopAtLevel=1) started the session faster (4.3 -> 3.5 s) but left the JVM's
@@ -49,6 +55,7 @@ FILE_SYSTEM_CHECKPOINT_MANAGERS = (
 )
 LOOPBACK = "127.0.0.1"
 LOG_ENV = "UPSERTMAT_SPARK_LOG"
+FILE_SYSTEM_CONF = "spark.hadoop.fs.file.impl"
 
 _started_log: list[Path] = []  # the log file of the JVM this process started (at most one)
 
@@ -129,9 +136,11 @@ def build_session(
     A loopback master (:func:`is_loopback_master`) gets :func:`loopback_conf` and, for the JVM,
     ``SPARK_LOCAL_IP=127.0.0.1``; ``ui=True`` turns the Spark UI on (on loopback for such a
     master). When no JVM runs yet, this starts one whose stdout and stderr go to ``log_file``
-    (default :func:`default_log_file`; see :func:`session_log`). Sets ``PYSPARK_PYTHON`` to this
-    interpreter (workers otherwise run ``python3`` from PATH, which may lack upsertmat). JVM
-    options and the log file apply only when this call starts the JVM.
+    (default :func:`default_log_file`; see :func:`session_log`), and, for such a master, with
+    :func:`~.localfs.nio_local_fs_conf` unless ``conf`` names ``spark.hadoop.fs.file.impl`` or
+    no ``javac`` is found. Sets ``PYSPARK_PYTHON`` to this interpreter (workers otherwise run
+    ``python3`` from PATH, which may lack upsertmat). JVM options, the class path and the log
+    file apply only when this call starts the JVM.
     """
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -143,6 +152,13 @@ def build_session(
         settings["spark.ui.enabled"] = "true"
     settings.update(conf or {})
     if SparkContext._active_spark_context is None and SparkContext._gateway is None:
+        if is_loopback_master(master) and FILE_SYSTEM_CONF not in settings:
+            jar = nio_local_fs_jar()
+            if jar is not None:
+                for key, value in nio_local_fs_conf(jar).items():
+                    # The caller's own class path entries stay, ahead of ours.
+                    joined = os.pathsep.join(filter(None, [settings.get(key), value]))
+                    settings[key] = joined if key.endswith("extraClassPath") else value
         _start_jvm(master, app_name, settings, log_file or default_log_file())
     builder = SparkSession.builder.master(master).appName(app_name)
     for key, value in settings.items():

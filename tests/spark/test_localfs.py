@@ -1,0 +1,101 @@
+"""upsertmat.spark.localfs: the Hadoop local file system that sets permissions by system call."""
+
+from __future__ import annotations
+
+import os
+import stat
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pyspark.sql import SparkSession
+
+from upsertmat.spark.localfs import NIO_LOCAL_FS, find_javac, nio_local_fs_jar
+
+pytestmark = pytest.mark.spark
+
+
+def require_javac() -> None:
+    """Skip without a JDK's javac; in CI (which installs one) fail instead."""
+    if find_javac() is None:
+        message = "no javac (install a JDK, e.g. the Debian package openjdk-17-jdk-headless)"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+
+
+def test_the_jar_is_compiled_once_and_holds_both_classes(tmp_path: Path) -> None:
+    require_javac()
+    jar = nio_local_fs_jar(tmp_path)
+    assert jar is not None and jar.parent == tmp_path
+    with zipfile.ZipFile(jar) as archive:
+        assert sorted(archive.namelist()) == [
+            "upsertmat/hadoop/NioLocalFileSystem.class",
+            "upsertmat/hadoop/NioRawLocalFileSystem.class",
+        ]
+    built = jar.stat().st_mtime_ns
+    assert nio_local_fs_jar(tmp_path) == jar
+    assert jar.stat().st_mtime_ns == built
+    assert [path.name for path in tmp_path.iterdir()] == [jar.name]  # no build directory left behind
+
+
+def test_without_a_working_javac_there_is_no_jar(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    home = tmp_path / "jdk"
+    (home / "bin").mkdir(parents=True)
+    javac = home / "bin" / "javac"
+    javac.write_text("#!/bin/sh\necho 'javac: broken' >&2\nexit 2\n")
+    javac.chmod(0o755)
+    monkeypatch.setenv("JAVA_HOME", str(home))
+    assert find_javac() == javac
+    assert nio_local_fs_jar(tmp_path / "cache") is None
+    assert not list((tmp_path / "cache").glob("*.jar"))
+
+
+def test_an_unwritable_cache_gives_no_jar_and_no_error(tmp_path: Path) -> None:
+    require_javac()
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    assert nio_local_fs_jar(blocker / "cache") is None
+
+
+def test_the_session_writes_local_files_through_it(spark: SparkSession) -> None:
+    require_javac()
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    conf = spark.sparkContext._jsc.hadoopConfiguration()
+    assert conf.get("fs.file.impl") == NIO_LOCAL_FS
+    local = jvm.org.apache.hadoop.fs.FileSystem.getLocal(conf)
+    assert local.getClass().getName() == NIO_LOCAL_FS
+
+
+def set_permission(spark: SparkSession, path: Path, octal: str) -> None:
+    """``setPermission(path, octal)`` on the session's local Hadoop file system."""
+    jvm: Any = spark.sparkContext._jvm
+    local = jvm.org.apache.hadoop.fs.FileSystem.getLocal(spark.sparkContext._jsc.hadoopConfiguration())
+    local.setPermission(
+        jvm.org.apache.hadoop.fs.Path(str(path)), jvm.org.apache.hadoop.fs.permission.FsPermission(octal)
+    )
+
+
+@pytest.mark.parametrize("mode", [0o600, 0o640, 0o644, 0o755, 0o444, 0o000, 0o777])
+def test_set_permission_sets_exactly_the_bits(spark: SparkSession, tmp_path: Path, mode: int) -> None:
+    require_javac()
+    jvm: Any = spark.sparkContext._jvm
+    local = jvm.org.apache.hadoop.fs.FileSystem.getLocal(spark.sparkContext._jsc.hadoopConfiguration())
+    path = tmp_path / "file"
+    output = local.create(jvm.org.apache.hadoop.fs.Path(str(path)), True)
+    output.write(b"x")
+    output.close()
+    assert stat.S_IMODE(path.stat().st_mode) == 0o644  # a new file: 0666 under Hadoop's default umask 022
+    set_permission(spark, path, f"{mode:03o}")
+    assert stat.S_IMODE(path.stat().st_mode) == mode
+
+
+def test_a_sticky_bit_is_set_too(spark: SparkSession, tmp_path: Path) -> None:
+    """java.nio cannot set the sticky bit: such a permission still goes through chmod(1)."""
+    require_javac()
+    directory = tmp_path / "shared"
+    directory.mkdir()
+    set_permission(spark, directory, "1777")
+    assert stat.S_IMODE(directory.stat().st_mode) == 0o1777
