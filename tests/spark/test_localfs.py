@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import stat
+import tempfile
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -11,7 +12,7 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
-from upsertmat.spark.localfs import NIO_LOCAL_FS, find_javac, nio_local_fs_jar
+from upsertmat.spark.localfs import CACHE_ENV, NIO_LOCAL_FS, find_javac, nio_local_fs_jar
 
 pytestmark = pytest.mark.spark
 
@@ -52,11 +53,24 @@ def test_without_a_working_javac_there_is_no_jar(tmp_path: Path, monkeypatch: py
     assert not list((tmp_path / "cache").glob("*.jar"))
 
 
-def test_an_unwritable_cache_gives_no_jar_and_no_error(tmp_path: Path) -> None:
+def test_an_unwritable_directory_gives_no_jar_and_no_error(tmp_path: Path) -> None:
     require_javac()
     blocker = tmp_path / "a-file"
     blocker.write_text("not a directory")
     assert nio_local_fs_jar(blocker / "cache") is None
+
+
+def test_an_unwritable_cache_falls_back_to_the_temporary_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    require_javac()
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    monkeypatch.setenv(CACHE_ENV, str(blocker / "cache"))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    jar = nio_local_fs_jar()
+    assert jar is not None and jar.parent == tmp_path / "tmp" / f"upsertmat-cache-{os.getuid()}"
 
 
 def test_the_session_writes_local_files_through_it(spark: SparkSession) -> None:

@@ -64,7 +64,8 @@ def find_javac() -> Path | None:
 def nio_local_fs_jar(directory: Path | None = None) -> Path | None:
     """The jar holding :data:`NIO_LOCAL_FS`, compiled on first use; None without a usable ``javac``.
 
-    ``directory``: where jars are kept (default :func:`cache_dir`). The jar's name carries a
+    ``directory``: where jars are kept (default :func:`cache_dir`, or, when that cannot be
+    written, ``upsertmat-cache-<uid>`` in the temporary directory). The jar's name carries a
     digest of the sources and of the Hadoop jars' names, so a changed source or another pyspark
     gets its own jar. Compiling (~1-2 s) writes to a temporary directory and renames the jar
     into place, so concurrent first uses do not see a partial jar.
@@ -78,13 +79,18 @@ def nio_local_fs_jar(directory: Path | None = None) -> Path | None:
         digest.update(source.read_bytes())
     for jar in jars:
         digest.update(jar.name.encode())
-    target = (directory or cache_dir()) / f"upsertmat-localfs-{digest.hexdigest()[:16]}.jar"
-    if target.is_file():
-        return target
-    try:
-        return _compile(javac, jars, target)
-    except OSError:  # e.g. a read-only cache directory: Hadoop's default file system stays
-        return None
+    name = f"upsertmat-localfs-{digest.hexdigest()[:16]}.jar"
+    # A home without a writable cache (a read-only or missing home) falls back to the temp dir.
+    fallback = Path(tempfile.gettempdir()) / f"upsertmat-cache-{os.getuid()}"
+    for place in [directory] if directory is not None else [cache_dir(), fallback]:
+        target = place / name
+        if target.is_file():
+            return target
+        try:
+            return _compile(javac, jars, target)
+        except OSError:  # not writable: try the next place, else Hadoop's default stays
+            continue
+    return None
 
 
 def _compile(javac: Path, jars: list[Path], target: Path) -> Path | None:
