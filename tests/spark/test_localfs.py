@@ -12,7 +12,14 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
-from upsertmat.spark.localfs import CACHE_ENV, NIO_LOCAL_FS, find_javac, nio_local_fs_jar
+from upsertmat.spark.localfs import (
+    CACHE_ENV,
+    FILE_SYSTEM_CONF,
+    NIO_LOCAL_FS,
+    find_javac,
+    nio_local_fs_conf,
+    nio_local_fs_jar,
+)
 
 pytestmark = pytest.mark.spark
 
@@ -73,32 +80,46 @@ def test_an_unwritable_cache_falls_back_to_the_temporary_directory(
     assert jar is not None and jar.parent == tmp_path / "tmp" / f"upsertmat-cache-{os.getuid()}"
 
 
+def test_the_conf_keeps_the_callers_class_path_ahead_of_the_jar() -> None:
+    jar = Path("/cache/upsertmat-localfs.jar")
+    conf = nio_local_fs_conf(jar, {"spark.driver.extraClassPath": "/opt/mine.jar"})
+    assert conf == {
+        "spark.driver.extraClassPath": f"/opt/mine.jar{os.pathsep}{jar}",
+        "spark.executor.extraClassPath": str(jar),
+        FILE_SYSTEM_CONF: NIO_LOCAL_FS,
+    }
+
+
+def local_fs(spark: SparkSession) -> Any:
+    """The session's local Hadoop file system (``FileSystem.getLocal``)."""
+    jvm: Any = spark.sparkContext._jvm
+    return jvm.org.apache.hadoop.fs.FileSystem.getLocal(spark.sparkContext._jsc.hadoopConfiguration())
+
+
+def hadoop_path(spark: SparkSession, path: Path) -> Any:
+    jvm: Any = spark.sparkContext._jvm
+    return jvm.org.apache.hadoop.fs.Path(str(path))
+
+
 def test_the_session_writes_local_files_through_it(spark: SparkSession) -> None:
     require_javac()
-    jvm = spark.sparkContext._jvm
-    assert jvm is not None
-    conf = spark.sparkContext._jsc.hadoopConfiguration()
-    assert conf.get("fs.file.impl") == NIO_LOCAL_FS
-    local = jvm.org.apache.hadoop.fs.FileSystem.getLocal(conf)
-    assert local.getClass().getName() == NIO_LOCAL_FS
+    assert spark.sparkContext._jsc.hadoopConfiguration().get("fs.file.impl") == NIO_LOCAL_FS
+    assert local_fs(spark).getClass().getName() == NIO_LOCAL_FS
 
 
 def set_permission(spark: SparkSession, path: Path, octal: str) -> None:
     """``setPermission(path, octal)`` on the session's local Hadoop file system."""
     jvm: Any = spark.sparkContext._jvm
-    local = jvm.org.apache.hadoop.fs.FileSystem.getLocal(spark.sparkContext._jsc.hadoopConfiguration())
-    local.setPermission(
-        jvm.org.apache.hadoop.fs.Path(str(path)), jvm.org.apache.hadoop.fs.permission.FsPermission(octal)
+    local_fs(spark).setPermission(
+        hadoop_path(spark, path), jvm.org.apache.hadoop.fs.permission.FsPermission(octal)
     )
 
 
 @pytest.mark.parametrize("mode", [0o600, 0o640, 0o644, 0o755, 0o444, 0o000, 0o777])
 def test_set_permission_sets_exactly_the_bits(spark: SparkSession, tmp_path: Path, mode: int) -> None:
     require_javac()
-    jvm: Any = spark.sparkContext._jvm
-    local = jvm.org.apache.hadoop.fs.FileSystem.getLocal(spark.sparkContext._jsc.hadoopConfiguration())
     path = tmp_path / "file"
-    output = local.create(jvm.org.apache.hadoop.fs.Path(str(path)), True)
+    output = local_fs(spark).create(hadoop_path(spark, path), True)
     output.write(b"x")
     output.close()
     assert stat.S_IMODE(path.stat().st_mode) == 0o644  # a new file: 0666 under Hadoop's default umask 022

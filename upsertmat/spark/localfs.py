@@ -24,11 +24,13 @@ import shutil
 import subprocess
 import tempfile
 import zipfile
+from collections.abc import Mapping
 from pathlib import Path
 
 NIO_LOCAL_FS = "upsertmat.hadoop.NioLocalFileSystem"
 SOURCES = Path(__file__).parent / "java"
 CACHE_ENV = "UPSERTMAT_CACHE_DIR"
+FILE_SYSTEM_CONF = "spark.hadoop.fs.file.impl"
 
 
 def java_sources() -> list[Path]:
@@ -112,11 +114,15 @@ def _compile(javac: Path, jars: list[Path], target: Path) -> Path | None:
     return target
 
 
-def nio_local_fs_conf(jar: Path) -> dict[str, str]:
+def nio_local_fs_conf(jar: Path, settings: Mapping[str, str]) -> dict[str, str]:
     """Spark settings that make ``file:`` paths use :data:`NIO_LOCAL_FS` from ``jar`` (driver and
-    executors on this machine)."""
+    executors on this machine): ``jar`` is appended to the class paths ``settings`` already has."""
+
+    def after_existing(key: str) -> str:
+        return os.pathsep.join(filter(None, [settings.get(key), str(jar)]))
+
     return {
-        "spark.driver.extraClassPath": str(jar),
-        "spark.executor.extraClassPath": str(jar),
-        "spark.hadoop.fs.file.impl": NIO_LOCAL_FS,
+        "spark.driver.extraClassPath": after_existing("spark.driver.extraClassPath"),
+        "spark.executor.extraClassPath": after_existing("spark.executor.extraClassPath"),
+        FILE_SYSTEM_CONF: NIO_LOCAL_FS,
     }

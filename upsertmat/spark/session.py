@@ -36,7 +36,7 @@ from pyspark import SparkConf, SparkContext
 from pyspark.java_gateway import launch_gateway
 from pyspark.sql import SparkSession
 
-from .localfs import nio_local_fs_conf, nio_local_fs_jar
+from .localfs import FILE_SYSTEM_CONF, nio_local_fs_conf, nio_local_fs_jar
 
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 # The serial collector suits a small local heap on few cores. The JIT keeps its C2 tier: stopping
@@ -55,7 +55,6 @@ FILE_SYSTEM_CHECKPOINT_MANAGERS = (
 )
 LOOPBACK = "127.0.0.1"
 LOG_ENV = "UPSERTMAT_SPARK_LOG"
-FILE_SYSTEM_CONF = "spark.hadoop.fs.file.impl"
 
 _started_log: list[Path] = []  # the log file of the JVM this process started (at most one)
 
@@ -155,10 +154,7 @@ def build_session(
         if is_loopback_master(master) and FILE_SYSTEM_CONF not in settings:
             jar = nio_local_fs_jar()
             if jar is not None:
-                for key, value in nio_local_fs_conf(jar).items():
-                    # The caller's own class path entries stay, ahead of ours.
-                    joined = os.pathsep.join(filter(None, [settings.get(key), value]))
-                    settings[key] = joined if key.endswith("extraClassPath") else value
+                settings.update(nio_local_fs_conf(jar, settings))
         _start_jvm(master, app_name, settings, log_file or default_log_file())
     builder = SparkSession.builder.master(master).appName(app_name)
     for key, value in settings.items():
