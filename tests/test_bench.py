@@ -14,7 +14,7 @@ import matplotlib.image
 import pytest
 
 from upsertmat import cli
-from upsertmat.bench import command, runner
+from upsertmat.bench import runner
 from upsertmat.bench.goals import (
     EXACT,
     INCONCLUSIVE,
@@ -32,6 +32,7 @@ from upsertmat.bench.report import CSV_COLUMNS
 from upsertmat.bench.runner import CHUNK, PARTIAL, SKIPPED, Cell, CellResult, Plan, run_cell
 from upsertmat.bench.stats import summarize
 from upsertmat.bench.workload import HistoryShape, WorkloadSpec, generate, keys_for
+from upsertmat.commands import bench as command
 from upsertmat.impls import Backend, Strategy
 from upsertmat.impls import create as create_materializer
 from upsertmat.spec import ModelMaterializer, RowKind

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from upsertmat.bench import command
 from upsertmat.bench.manykeys import ManyKeysSpec, generate_many_keys
 from upsertmat.bench.runner import FLIP544, MANY_KEYS, Cell, Plan
 from upsertmat.bench.workload import keys_for
+from upsertmat.commands import bench as command
 from upsertmat.errors import CliError
 from upsertmat.impls import Backend, Strategy
 from upsertmat.spec import ModelMaterializer, RowKind

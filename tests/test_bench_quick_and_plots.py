@@ -9,8 +9,8 @@ import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from upsertmat.bench import command
 from upsertmat.bench.plot import _log_axes
+from upsertmat.commands import bench as command
 
 
 def labelled_y_ticks(lows_highs: list[float]) -> list[str]:

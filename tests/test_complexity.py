@@ -14,10 +14,10 @@ import msgpack
 import pytest
 
 from upsertmat.impls import Settings
-from upsertmat.impls.legacy import LegacyMaterializer
 from upsertmat.impls.state import CountingBackend, HeapBackend
 from upsertmat.impls.strategies import MapMaterializer, SortedMaterializer, StrategyBase
 from upsertmat.impls.strategies.adaptive import AdaptiveMaterializer
+from upsertmat.impls.strategies.legacy import LegacyMaterializer
 from upsertmat.spec import (
     CanonicalEqualizer,
     Change,

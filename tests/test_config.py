@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from upsertmat.cliconfig import add_config_arguments, config_layers, default_layer, settings_from_args
+from upsertmat.commands.options import add_config_arguments, config_layers, settings_from_args
+from upsertmat.defaults import default_layer
 from upsertmat.impls import Backend, ConfigError, Settings, Strategy, TimeDomain, UpdateType, build_settings
 from upsertmat.impls.config import (
     BACKEND,
@@ -23,8 +24,8 @@ from upsertmat.impls.config import (
     parse_duration_ms,
     parse_set_option,
 )
-from upsertmat.impls.legacy import create_heap
 from upsertmat.impls.settings import TtlSettings
+from upsertmat.impls.strategies.legacy import create_heap
 from upsertmat.spec import Keys
 
 

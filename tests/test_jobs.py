@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from upsertmat.cli import build_parser, main
+from upsertmat.commands.run import job_from_args
 from upsertmat.impls.settings import Backend, Strategy
-from upsertmat.jobs.command import job_from_args
 from upsertmat.jobs.loader import JobError, load_job, with_overrides
 from upsertmat.jobs.model import SourceFormat
 

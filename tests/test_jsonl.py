@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from upsertmat.jsonl import (
+from upsertmat.replay.jsonl import (
     BadLine,
     ChangeLine,
     ClockLine,

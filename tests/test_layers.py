@@ -21,8 +21,16 @@ from pathlib import Path
 import pytest
 
 import upsertmat
+import upsertmat.conformance
+import upsertmat.impls
+import upsertmat.spec
 
-PACKAGE = Path(upsertmat.__file__).parent
+ROOTS: dict[str, Path] = {
+    module.__name__: Path(module.__file__ or "").parent
+    for module in (upsertmat, upsertmat.spec, upsertmat.impls, upsertmat.conformance)
+}
+"""Package -> its folder: ``spec``, ``impls`` and ``conformance`` are top-level folders of the
+source tree (the build maps them), so their modules are found through the imported packages."""
 
 ALLOWED: dict[str, frozenset[str]] = {
     "spec": frozenset({"spec"}),
@@ -41,10 +49,21 @@ EXTRAS: dict[str, frozenset[str]] = {
 
 
 def module_name(path: Path) -> str:
-    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    package, root = max(
+        ((name, root) for name, root in ROOTS.items() if path.is_relative_to(root)),
+        key=lambda item: len(item[1].parts),
+    )
+    parts = [*package.split("."), *path.relative_to(root).with_suffix("").parts]
     if parts[-1] == "__init__":
         parts.pop()
     return ".".join(parts)
+
+
+def package_files(package: str) -> list[Path]:
+    """Every module file of ``package`` (``upsertmat`` alone: without the mapped subpackages)."""
+    root = ROOTS[package]
+    others = [other for name, other in ROOTS.items() if name != package and other.is_relative_to(root)]
+    return sorted(path for path in root.rglob("*.py") if not any(path.is_relative_to(o) for o in others))
 
 
 def imported_modules(path: Path) -> Iterator[tuple[int, str]]:
@@ -81,11 +100,11 @@ def subpackage(module: str) -> str | None:
 
 def violations(layer: str) -> list[str]:
     found = []
-    for path in sorted((PACKAGE / layer).rglob("*.py")):
+    for path in package_files(f"upsertmat.{layer}"):
         for line, module in imported_modules(path):
             target = subpackage(module)
             if target is not None and target not in ALLOWED[layer]:
-                found.append(f"{path.relative_to(PACKAGE.parent)}:{line} imports {module}")
+                found.append(f"{path}:{line} imports {module}")
     return found
 
 
@@ -96,29 +115,33 @@ def test_layer_imports_only_what_is_below_it(layer: str) -> None:
 
 def test_optional_packages_are_imported_only_by_their_extra() -> None:
     found = []
-    for path in sorted(PACKAGE.rglob("*.py")):
+    for path in (path for root in ROOTS for path in package_files(root)):
         owner = subpackage(module_name(path))
         for line, module in imported_modules(path):
             allowed = EXTRAS.get(module.split(".")[0])
             if allowed is not None and owner not in allowed:
-                found.append(f"{path.relative_to(PACKAGE.parent)}:{line} imports {module}")
+                found.append(f"{path}:{line} imports {module}")
     assert found == []
 
 
 def test_the_checker_sees_relative_and_nested_imports() -> None:
     # the rules are only as good as the import reader: check it on this package's own files
-    modules = {module for _, module in imported_modules(PACKAGE / "conformance" / "suite.py")}
+    modules = {module for _, module in imported_modules(ROOTS["upsertmat.conformance"] / "suite.py")}
     assert {subpackage(module) for module in modules} >= {"impls", "spec", "conformance"}
     assert "upsertmat.conformance.checks" in modules and "pytest" in modules
-    plugin = {module for _, module in imported_modules(PACKAGE / "conformance" / "plugin.py")}
+    plugin = {module for _, module in imported_modules(ROOTS["upsertmat.conformance"] / "plugin.py")}
     assert "upsertmat.conformance.misses" in plugin  # imported inside a function
-    assert subpackage("upsertmat.replay") == "replay" and subpackage("json") is None
+    assert subpackage("upsertmat.commands.replay") == "commands" and subpackage("json") is None
+    assert (
+        module_name(ROOTS["upsertmat.impls"] / "strategies" / "legacy.py")
+        == "upsertmat.impls.strategies.legacy"
+    )
 
 
 def test_bench_without_matplotlib_is_a_clear_usage_error(monkeypatch: pytest.MonkeyPatch) -> None:
     import importlib.util
 
-    from upsertmat.bench import command
+    from upsertmat.commands import bench as command
     from upsertmat.errors import CliError, ExitCode
 
     real = importlib.util.find_spec

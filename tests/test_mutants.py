@@ -20,8 +20,8 @@ from upsertmat.conformance.generators import GeneratedStream, any_streams
 from upsertmat.conformance.machine import MaterializerMachine
 from upsertmat.conformance.scenarios import SCENARIOS
 from upsertmat.impls import Settings
-from upsertmat.impls.legacy import LegacyMaterializer
 from upsertmat.impls.state import open_backend
+from upsertmat.impls.strategies.legacy import LegacyMaterializer
 from upsertmat.spec import Change, Keys, Materializer, Row, RowKind
 
 

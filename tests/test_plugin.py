@@ -91,6 +91,20 @@ def test_suite_fails_for_a_broken_third_party_factory(pytester: pytest.Pytester)
 
 
 @pytest.mark.usefixtures("dev_profile")
+def test_a_failing_tests_printed_id_runs_that_test_alone(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(broken_impl=BROKEN_IMPL)
+    first = pytester.runpytest_subprocess(
+        "--upsertmat-impl=broken_impl:factory", "-p", "no:cacheprovider", "-k", "pinned", "-rf"
+    )
+    failed = [line.split(" ", 2)[1] for line in first.outlines if line.startswith("FAILED ")]
+    assert failed and all(node.split("::")[0].endswith("selected.py") for node in failed), first.outlines
+    again = pytester.runpytest_subprocess(
+        "--upsertmat-impl=broken_impl:factory", "-p", "no:cacheprovider", failed[0]
+    )
+    assert again.parseoutcomes() == {"failed": 1}
+
+
+@pytest.mark.usefixtures("dev_profile")
 def test_unknown_implementation_is_a_usage_error(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest_subprocess("--upsertmat-impl=NOPE/heap")
     assert result.ret == pytest.ExitCode.USAGE_ERROR

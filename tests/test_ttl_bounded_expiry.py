@@ -25,7 +25,6 @@ from upsertmat.conformance.generators import Advance, Step, TimedStream, timed_s
 from upsertmat.conformance.suite import TTL_CONFIGS, MaterializerTests, scaled_settings
 from upsertmat.impls import Settings, create_named
 from upsertmat.impls.config import EXPIRY_BUDGET, ConfigError, build_settings
-from upsertmat.impls.legacy import LegacyMaterializer
 from upsertmat.impls.settings import Backend
 from upsertmat.impls.state import CountingBackend, HeapBackend, StateBackend, open_backend
 from upsertmat.impls.strategies import (
@@ -35,6 +34,7 @@ from upsertmat.impls.strategies import (
     StrategyBase,
     ValueMaterializer,
 )
+from upsertmat.impls.strategies.legacy import LegacyMaterializer
 from upsertmat.impls.strategies.timers import Timers
 from upsertmat.spec import Change, Keys, Row, RowKind, TtlSettings, delete, insert
 

@@ -14,24 +14,21 @@ import sys
 import traceback
 from collections.abc import Callable, Sequence
 
-from . import __version__, conformance_command, replay, savepoints
-from .bench import command as bench
-from .demo import command as demo
-from .errors import CliError, ExitCode, StateDirError, exit_code_of
-from .jobs import command as run_job
-from .plan import command as plan
+from upsertmat import __version__
+from upsertmat.commands import bench, conformance, demo, plan, replay, run, savepoint
+from upsertmat.errors import CliError, ExitCode, StateDirError, exit_code_of
 
 SubcommandAdder = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], None]
 SUBCOMMANDS: tuple[SubcommandAdder, ...] = (
     replay.add_parser,
-    savepoints.add_parser,
+    savepoint.add_parser,
     bench.add_parser,
-    run_job.add_parser,
+    run.add_parser,
     demo.add_parser,
     plan.add_compile_parser,
     plan.add_explain_parser,
     plan.add_execute_parser,
-    conformance_command.add_parser,
+    conformance.add_parser,
 )
 
 

@@ -23,13 +23,13 @@ from typing import Any
 import pytest
 
 from upsertmat.impls import Settings, Strategy
-from upsertmat.impls.legacy import LegacyMaterializer
 from upsertmat.impls.settings import Backend
 from upsertmat.impls.state import StateBackend, open_backend
 from upsertmat.impls.state.counting import Counters, CountingBackend
 from upsertmat.impls.state.heap import HeapBackend
 from upsertmat.impls.strategies import value_inplace
 from upsertmat.impls.strategies.adaptive import AdaptiveMaterializer
+from upsertmat.impls.strategies.legacy import LegacyMaterializer
 from upsertmat.impls.strategies.linked_map import MapMaterializer
 from upsertmat.impls.strategies.linked_map_heap import HeapMapMaterializer
 from upsertmat.impls.strategies.sorted import SortedMaterializer

@@ -2,6 +2,6 @@
 
 Modules: ``workload`` (the seeded change list), ``runner`` (cells, repetitions, timing,
 budget), ``stats`` (median and spread), ``goals`` (the issue's performance goals),
-``report`` (CSV, JSON, tables), ``plot`` (one PNG per backend), ``progress`` (stderr),
-``command`` (the CLI subcommand).
+``report`` (CSV, JSON, tables), ``plot`` (one PNG per backend), ``progress`` (stderr);
+the command is :mod:`upsertmat.commands.bench`.
 """

@@ -40,7 +40,7 @@ from typing import Any
 
 import yaml
 
-from ..cliconfig import DEFAULTS_SOURCE, default_layer
+from ..defaults import DEFAULTS_SOURCE, default_layer
 from ..impls.config import (
     BACKEND,
     STRATEGY,

@@ -51,7 +51,7 @@ _ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(","
 SPARK_STRATEGIES = tuple(strategy for strategy, backend in PIPELINE_ONLY if backend is Backend.SPARK)
 # The op of an output row carrying a grouping key's whole batch (ProcessorSpec.batched_output).
 BATCH_OP = "*"
-TIMERS = "ttl_timers"  # the strategies' TTL timer index (upsertmat/impls/strategies/timers.py)
+TIMERS = "ttl_timers"  # the strategies' TTL timer index (impls/strategies/timers.py)
 # The state schemas of upsertmat.impls.state.spark (KEY_SCHEMA, VALUE_SCHEMA) as StructTypes: given
 # as DDL strings, pyspark has the JVM parse each one twice per registered state and task.
 KEY_STRUCT = StructType([StructField("k", BinaryType(), True)])
@@ -74,8 +74,8 @@ def build_materializer(keys: Keys, settings: Settings, backend: StateBackend) ->
     ValueError for SORTED (Spark's map state has no ordered seek) or TTL settings the strategy
     refuses.
     """
-    from ..impls.legacy import LegacyMaterializer
     from ..impls.strategies.adaptive import AdaptiveMaterializer
+    from ..impls.strategies.legacy import LegacyMaterializer
     from ..impls.strategies.linked_map import MapMaterializer
     from ..impls.strategies.value import ValueMaterializer
 

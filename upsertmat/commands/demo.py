@@ -15,19 +15,19 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..cliconfig import add_config_arguments, positive_int
-from ..errors import CliError, ExitCode
-from ..impls.config import ConfigError
-from ..jobs.command import cli_layers
-from ..jobs.loader import config_strings, resolve_settings, settings_layers
-from ..jobs.runner import announce_spark_log, batch_line
-from .report import absent_keys, row_count_note, side_by_side, summary
-from .runner import DemoOutcome, run_demo
-from .tables import disagreements
-from .workload import DemoShape
+from upsertmat.commands.options import add_config_arguments, positive_int
+from upsertmat.commands.run import cli_layers
+from upsertmat.demo.report import absent_keys, row_count_note, side_by_side, summary
+from upsertmat.demo.runner import DemoOutcome, run_demo
+from upsertmat.demo.tables import disagreements
+from upsertmat.demo.workload import DemoShape
+from upsertmat.errors import CliError, ExitCode
+from upsertmat.impls.config import ConfigError
+from upsertmat.jobs.loader import config_strings, resolve_settings, settings_layers
+from upsertmat.jobs.runner import announce_spark_log, batch_line
 
 if TYPE_CHECKING:
-    from ..spark.config import BatchProgress
+    from upsertmat.spark.config import BatchProgress
 
 NAME = "demo"
 EPILOG = """\

@@ -1,6 +1,6 @@
 """``upsertmat replay``: run a JSON Lines changelog through a materializer (docs/cli.md).
 
-One input line at a time: parse it (:mod:`upsertmat.jsonl`), check its row's shape, feed it to
+One input line at a time: parse it (:mod:`upsertmat.replay.jsonl`), check its row's shape, feed it to
 the materializer (or advance the clock), write the emitted change. Per line the cost is the
 materializer's plus O(length of the line). With ``--state-dir`` the state and the stream
 position persist (:mod:`upsertmat.impls.persistence.session`), so a stream split over several runs produces,
@@ -36,18 +36,19 @@ from pathlib import Path
 from types import FrameType
 from typing import IO, Any
 
-from .cliconfig import (
+from upsertmat.commands.options import (
     add_config_arguments,
     create_materializer,
     non_negative_int,
     positive_int,
     settings_from_args,
 )
-from .errors import CliError, ExitCode, StateDirError
-from .impls import ConfigError, Settings
-from .impls.config import CHECKPOINT_INTERVAL
-from .impls.conflict import Compacting
-from .impls.persistence.recovery import (
+from upsertmat.commands.progress import Progress
+from upsertmat.errors import CliError, ExitCode, StateDirError
+from upsertmat.impls import ConfigError, Settings
+from upsertmat.impls.config import CHECKPOINT_INTERVAL
+from upsertmat.impls.conflict import Compacting
+from upsertmat.impls.persistence.recovery import (
     EMPTY_SHA256,
     ConsumedInput,
     Position,
@@ -56,13 +57,19 @@ from .impls.persistence.recovery import (
     reopen_truncated,
     size_or_none,
 )
-from .impls.persistence.session import StateSession
-from .impls.persistence.statedir import DEAD_LETTER_NAME, is_json_value
-from .impls.settings import DEFAULT_CHECKPOINT_INTERVAL, TimeDomain
-from .impls.state.errors import CorruptStateError, StateError, StorageError
-from .jsonl import BadLine, ChangeLine, RowShape, format_change, format_dead_letter, parse_line
-from .progress import Progress
-from .spec import Change, ConflictError, Keys, Materializer, parse_equalizer
+from upsertmat.impls.persistence.session import StateSession
+from upsertmat.impls.persistence.statedir import DEAD_LETTER_NAME, is_json_value
+from upsertmat.impls.settings import DEFAULT_CHECKPOINT_INTERVAL, TimeDomain
+from upsertmat.impls.state.errors import CorruptStateError, StateError, StorageError
+from upsertmat.replay.jsonl import (
+    BadLine,
+    ChangeLine,
+    RowShape,
+    format_change,
+    format_dead_letter,
+    parse_line,
+)
+from upsertmat.spec import Change, ConflictError, Keys, Materializer, parse_equalizer
 
 NAME = "replay"
 PREFIX = f"upsertmat {NAME}"

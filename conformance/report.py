@@ -174,6 +174,9 @@ def run_suite(target: Sequence[str], profile: str, extra: Sequence[str] = ()) ->
             ini = Path(directory) / "pytest.ini"
             ini.write_text("[pytest]\n", encoding="utf-8")
             arguments = [str(suite_path()), "-c", str(ini), "--rootdir", directory, "-p", "no:cacheprovider"]
+            # upsertmat (this very module) is imported before pytest starts, so pytest cannot
+            # rewrite its asserts and would warn about it: the suite's checks do not need it.
+            arguments += ["-W", "ignore::pytest.PytestAssertRewriteWarning"]
             with contextlib.redirect_stdout(sys.stderr):
                 pytest.main([*arguments, "-q", "--tb=no", *target, *extra], plugins=[collector])
     finally:

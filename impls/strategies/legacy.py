@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import replace
 
-from ..spec import Change, Element, Granularity, Keys, Row, RowKind, UpdateType
-from .settings import Backend, Settings
-from .state import StateBackend, open_backend
-from .strategies.common import StrategyBase, emit, require
+from ...spec import Change, Element, Granularity, Keys, Row, RowKind, UpdateType
+from ..settings import Backend, Settings
+from ..state import StateBackend, open_backend
+from .common import StrategyBase, emit, require
 
 
 class LegacyMaterializer(StrategyBase):

@@ -16,7 +16,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from .errors import CliError, ExitCode
+from upsertmat.errors import CliError, ExitCode
 
 NAME = "conformance"
 
@@ -55,14 +55,33 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     parser.set_defaults(run=run)
 
 
+INTERPRETERS = re.compile(r"^(python[\d.]*|pypy[\d.]*|node|java|sh|bash|env|ruby|perl|uv|npx)$")
+
+
 def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-")[:80] or "report"
+
+
+def program_name(command: str) -> str:
+    """The report's default name for ``--cmd``: the program's file name without its extension,
+    past an interpreter and its options (``python3 -u my_engine.py --state-dir {STATE}`` ->
+    ``my_engine``; ``./engine`` -> ``engine``)."""
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        words = command.split()
+    for word in words:
+        name = Path(word).name
+        if word.startswith("-") or "=" in word or INTERPRETERS.match(name):
+            continue
+        return _slug(Path(name).stem or name)
+    return _slug(command)
 
 
 def run(args: argparse.Namespace) -> int:
     """Run the suite, write the report, print its path."""
     try:
-        from .conformance import report
+        from upsertmat.conformance import report
     except ImportError as error:
         raise CliError(
             f"the conformance suite needs its extra: pip install 'upsertmat[conformance]' ({error})",
@@ -78,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
             target.append(f"--upsertmat-ttl-granularity={args.ttl_granularity}")
         if args.scenarios_in_session:
             target.append("--upsertmat-scenarios-in-session")
-        title = args.name or args.cmd
+        title = args.name or program_name(args.cmd)
         command = (
             f"upsertmat conformance --cmd {shlex.quote(args.cmd)}"
             + (f" --ttl-granularity {args.ttl_granularity}" if args.ttl_granularity else "")

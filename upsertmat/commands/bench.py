@@ -17,15 +17,22 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ..cliconfig import positive_int
-from ..errors import CliError, ExitCode
-from ..impls import Backend, Strategy, available
-from ..impls.settings import DEFAULT_CHECKPOINT_INTERVAL
-from .goals import check_goals
-from .manykeys import ManyKeysSpec
-from .progress import Progress
-from .report import document, goals_table, machine_info, markdown_report, results_table, write_csv
-from .runner import CLOCKS, FLIP544, MANY_KEYS, WALL, WORKLOADS, Plan, run_plan
+from upsertmat.bench.goals import check_goals
+from upsertmat.bench.manykeys import ManyKeysSpec
+from upsertmat.bench.progress import Progress
+from upsertmat.bench.report import (
+    document,
+    goals_table,
+    machine_info,
+    markdown_report,
+    results_table,
+    write_csv,
+)
+from upsertmat.bench.runner import CLOCKS, FLIP544, MANY_KEYS, WALL, WORKLOADS, Plan, run_plan
+from upsertmat.commands.options import positive_int
+from upsertmat.errors import CliError, ExitCode
+from upsertmat.impls import Backend, Strategy, available
+from upsertmat.impls.settings import DEFAULT_CHECKPOINT_INTERVAL
 
 NAME = "bench"
 DEFAULT_BACKENDS = (Backend.HEAP, Backend.ROCKSDB, Backend.LMDB)
@@ -401,7 +408,7 @@ def _require_matplotlib() -> None:
 def run(args: argparse.Namespace) -> int:
     """Run the benchmark the options describe; write the files; print the report."""
     if args.pipeline:
-        from .pipeline import run_pipeline_command
+        from upsertmat.bench.pipeline import run_pipeline_command
 
         return run_pipeline_command(args)
     plan, unavailable = build_plan(args)
@@ -424,7 +431,7 @@ def run(args: argparse.Namespace) -> int:
     output: Path = args.output_dir
     (output / "results.json").write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
     write_csv(output / "results.csv", results)
-    from .plot import plot_backend  # matplotlib takes ~1 s to import: only when plotting
+    from upsertmat.bench.plot import plot_backend  # matplotlib takes ~1 s to import: only when plotting
 
     plots = []
     for backend in sorted({cell.backend for cell in plan.cells()}, key=list(Backend).index):

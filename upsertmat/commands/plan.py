@@ -13,16 +13,16 @@ import json
 import sys
 from pathlib import Path
 
-from ..cliconfig import add_config_arguments
-from ..errors import CliError, ExitCode
-from ..impls.config import ConfigError
-from ..jobs.command import add_job_arguments, cli_layers, execute, job_from_args
-from ..jobs.loader import with_overrides
-from ..jobs.model import JobSpec
-from .codec import plan_to_json, read_plan, write_plan
-from .compiler import compile_job, job_of_plan
-from .explain import explain
-from .model import Plan, PlanError
+from upsertmat.commands.options import add_config_arguments
+from upsertmat.commands.run import add_job_arguments, cli_layers, execute, job_from_args
+from upsertmat.errors import CliError, ExitCode
+from upsertmat.impls.config import ConfigError
+from upsertmat.jobs.loader import with_overrides
+from upsertmat.jobs.model import JobSpec
+from upsertmat.plan.codec import plan_to_json, read_plan, write_plan
+from upsertmat.plan.compiler import compile_job, job_of_plan
+from upsertmat.plan.explain import explain
+from upsertmat.plan.model import Plan, PlanError
 
 COMPILE, EXPLAIN, EXECUTE = "compile-plan", "explain-plan", "execute-plan"
 

@@ -73,7 +73,7 @@ def register_backend(entry: BackendEntry) -> None:
     BACKENDS[entry.backend] = entry
 
 
-register_strategy(StrategyEntry(Strategy.LEGACY, ".legacy:LegacyMaterializer"))
+register_strategy(StrategyEntry(Strategy.LEGACY, ".strategies.legacy:LegacyMaterializer"))
 register_strategy(StrategyEntry(Strategy.VALUE, ".strategies.value:ValueMaterializer"))
 register_strategy(StrategyEntry(Strategy.MAP, ".strategies.linked_map:MapMaterializer"))
 register_strategy(StrategyEntry(Strategy.SORTED, ".strategies.sorted:SortedMaterializer", needs_ordered=True))

@@ -21,9 +21,11 @@ Loaded by pytest wherever upsertmat is installed, so it imports nothing heavy at
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -164,9 +166,42 @@ def pytest_configure(config: pytest.Config) -> None:
     _load_profile(config)
     if name is not None:
         _check_implementation(config, name)
-    path = str(suite_path())
-    if path not in config.args:
-        config.args.append(path)
+    if not any(_names_suite(arg, config) for arg in config.args):
+        config.args.append(str(suite_path()))
+
+
+def _names_suite(arg: str, config: pytest.Config) -> bool:
+    """True if a command-line argument is the suite file, or one of its tests (``PATH::NAME``)."""
+    path = Path(arg.split("::", 1)[0])
+    if not path.is_absolute():
+        path = config.invocation_params.dir / path
+    return path.resolve() == suite_path().resolve()
+
+
+SUITE_MODULE = "upsertmat.conformance.selected"
+
+
+class _SuiteModule(pytest.Module):
+    """The shipped suite module, imported by its package name, never from its file's path.
+
+    pytest imports a collected file under a name derived from the folders above it; in a source
+    tree the suite's folder is ``conformance/``, which the build maps to ``upsertmat.conformance``,
+    so that name would be wrong (and its relative imports would fail).
+    """
+
+    def _getobj(self) -> ModuleType:
+        return importlib.import_module(SUITE_MODULE)
+
+
+def pytest_pycollect_makemodule(module_path: Path, parent: pytest.Collector) -> pytest.Module | None:
+    """Collect the shipped suite file as :data:`SUITE_MODULE` (see :class:`_SuiteModule`)."""
+    if module_path != suite_path():
+        return None
+    # Node ids are relative to the rootdir, and the suite file lies outside the user's: name it
+    # by its path from the invocation directory instead, so that a failing test's id, passed
+    # back to pytest as printed, runs that test.
+    nodeid = os.path.relpath(module_path, parent.config.invocation_params.dir)
+    return _SuiteModule.from_parent(parent, path=module_path, nodeid=nodeid)
 
 
 def _is_suite_class(cls: object) -> bool:

@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
-from .spec import Change, JsonValue, Keys, Row, RowKind
+from upsertmat.spec import Change, JsonValue, Keys, Row, RowKind
 
 
 class BadLine(ValueError):

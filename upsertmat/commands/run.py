@@ -12,12 +12,12 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..cliconfig import add_config_arguments, config_layers
-from ..errors import CliError, ExitCode
-from ..impls.config import ConfigError
-from .loader import Layer, load_job, with_overrides
-from .model import JobSpec
-from .runner import announce_spark_log, printer, require_pyspark, run_job
+from upsertmat.commands.options import add_config_arguments, config_layers
+from upsertmat.errors import CliError, ExitCode
+from upsertmat.impls.config import ConfigError
+from upsertmat.jobs.loader import Layer, load_job, with_overrides
+from upsertmat.jobs.model import JobSpec
+from upsertmat.jobs.runner import announce_spark_log, printer, require_pyspark, run_job
 
 NAME = "run"
 EPILOG = """\
@@ -76,8 +76,8 @@ def job_from_args(args: argparse.Namespace) -> JobSpec:
 def execute(job: JobSpec, quiet: bool, prefix: str) -> int:
     """Run ``job`` with progress on stderr (unless quiet); print the summary on stdout."""
     require_pyspark()
-    from ..spark.config import PipelineConfigError
-    from ..spark.sink import SinkError
+    from upsertmat.spark.config import PipelineConfigError
+    from upsertmat.spark.sink import SinkError
 
     try:
         result = run_job(job, None if quiet else printer(prefix, sys.stderr))

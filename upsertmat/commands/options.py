@@ -11,29 +11,25 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Mapping
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from .errors import CliError, ExitCode, StateDirError
-from .impls.config import (
+from upsertmat.defaults import DEFAULTS_SOURCE, default_layer
+from upsertmat.errors import CliError, ExitCode, StateDirError
+from upsertmat.impls.config import (
     BACKEND,
     STRATEGY,
     TTL,
     ConfigError,
     build_settings,
-    flatten,
     load_config_file,
     parse_set_option,
 )
-from .impls.registry import UnknownImplementation, create
-from .impls.settings import Settings
-from .impls.state.errors import BackendUnavailableError, StateError, StorageError
-from .spec import Keys, Materializer
+from upsertmat.impls.registry import UnknownImplementation, create
+from upsertmat.impls.settings import Settings
+from upsertmat.impls.state.errors import BackendUnavailableError, StateError, StorageError
+from upsertmat.spec import Keys, Materializer
 
-DEFAULTS_SOURCE = "built-in defaults (upsertmat/data/defaults.yaml)"
 _SHORTCUTS = (("strategy", STRATEGY), ("backend", BACKEND), ("ttl", TTL))
 
 
@@ -74,15 +70,6 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument("--backend", metavar="NAME", help=f"shortcut for {BACKEND}: heap, rocksdb, lmdb")
     group.add_argument("--ttl", metavar="DURATION", help=f"shortcut for {TTL}, e.g. 0, 1000, '10 s', '1 h'")
-
-
-def default_layer() -> dict[str, Any]:
-    """The shipped defaults file as a flat key/value mapping."""
-    text = resources.files("upsertmat").joinpath("data/defaults.yaml").read_text(encoding="utf-8")
-    data = yaml.safe_load(text)
-    if not isinstance(data, Mapping):
-        raise ConfigError(f"{DEFAULTS_SOURCE} must hold a mapping")
-    return flatten(data)
 
 
 def config_layers(args: argparse.Namespace) -> list[tuple[str, Mapping[str, Any]]]:

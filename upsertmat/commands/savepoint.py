@@ -23,15 +23,26 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from .cliconfig import add_config_arguments, create_materializer, positive_int, settings_from_args
-from .errors import CliError, ExitCode, StateDirError
-from .impls import ConfigError, Settings
-from .impls.lifecycle import DEFAULT_MAX_PARALLELISM, Savepoint, SavepointError, export_state, write_savepoint
-from .impls.persistence.recovery import EMPTY_SHA256, Position
-from .impls.persistence.session import StateSession, recorded_keys
-from .impls.persistence.statedir import RunRecord
-from .impls.state.errors import StateError, StorageError
-from .spec import Materializer
+from upsertmat.commands.options import (
+    add_config_arguments,
+    create_materializer,
+    positive_int,
+    settings_from_args,
+)
+from upsertmat.errors import CliError, ExitCode, StateDirError
+from upsertmat.impls import ConfigError, Settings
+from upsertmat.impls.lifecycle import (
+    DEFAULT_MAX_PARALLELISM,
+    Savepoint,
+    SavepointError,
+    export_state,
+    write_savepoint,
+)
+from upsertmat.impls.persistence.recovery import EMPTY_SHA256, Position
+from upsertmat.impls.persistence.session import StateSession, recorded_keys
+from upsertmat.impls.persistence.statedir import RunRecord
+from upsertmat.impls.state.errors import StateError, StorageError
+from upsertmat.spec import Materializer
 
 EXIT_CODES = (
     "exit codes: 0 ok, 2 usage or configuration error, 3 state directory or savepoint refused, 4 I/O error."

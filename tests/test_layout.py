@@ -1,0 +1,73 @@
+"""The mapped layout: ``spec/``, ``impls/`` and ``conformance/`` are top-level folders of the
+source tree, imported as ``upsertmat.spec``, ``upsertmat.impls`` and ``upsertmat.conformance``.
+
+Whatever was installed (the wheel under tox, an editable install by hand), every module file of
+the source tree must be importable under the name the mapping gives it, from one file with the
+same text, and the build must hold no module the tree does not have.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import tomllib
+from pathlib import Path
+
+import pytest
+
+TREE = Path(__file__).resolve().parent.parent
+MAPPING: dict[str, str] = tomllib.loads((TREE / "pyproject.toml").read_text(encoding="utf-8"))["tool"][
+    "setuptools"
+]["package-dir"]
+
+
+def tree_modules() -> dict[str, Path]:
+    """Import name -> source file, for every module of every mapped folder of the tree."""
+    folders = {name: (TREE / folder).resolve() for name, folder in MAPPING.items()}
+    modules: dict[str, Path] = {}
+    for name, folder in folders.items():
+        nested = [other for other in folders.values() if other != folder and other.is_relative_to(folder)]
+        for path in folder.rglob("*.py"):
+            if (
+                any(path.is_relative_to(other) for other in nested)
+                or not (path.parent / "__init__.py").exists()
+            ):
+                continue
+            parts = [*name.split("."), *path.relative_to(folder).with_suffix("").parts]
+            if parts[-1] == "__init__":
+                parts.pop()
+            modules[".".join(parts)] = path
+    return modules
+
+
+def test_the_top_level_shows_the_three_parts() -> None:
+    for folder in ("spec", "impls", "conformance"):
+        assert (TREE / folder / "__init__.py").is_file(), folder
+        assert not (TREE / "upsertmat" / folder).exists(), (
+            f"upsertmat/{folder} must not exist: one path per file"
+        )
+        assert MAPPING[f"upsertmat.{folder}"] == folder
+
+
+@pytest.mark.parametrize("name", sorted(tree_modules()))
+def test_every_module_of_the_tree_is_installed_under_its_mapped_name(name: str) -> None:
+    spec = importlib.util.find_spec(name)
+    assert spec is not None and spec.origin is not None, f"{name} is not importable"
+    installed = Path(spec.origin)
+    assert installed.read_bytes() == tree_modules()[name].read_bytes(), f"{installed} differs from the tree"
+
+
+def test_the_build_holds_no_module_the_tree_lacks() -> None:
+    tree = set(tree_modules())
+    found: set[str] = set()
+    for package in ("upsertmat", "upsertmat.spec", "upsertmat.impls", "upsertmat.conformance"):
+        module = importlib.import_module(package)
+        for root in module.__path__:
+            for path in Path(root).rglob("*.py"):
+                if (path.parent / "__init__.py").exists():
+                    relative = path.relative_to(root).with_suffix("").parts
+                    parts = [*package.split("."), *relative]
+                    if parts[-1] == "__init__":
+                        parts.pop()
+                    found.add(".".join(parts))
+    assert found - tree == set()

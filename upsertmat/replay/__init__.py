@@ -1,0 +1,1 @@
+"""Replaying a JSON Lines changelog through a materializer: the input and output formats."""
