@@ -120,8 +120,15 @@ def test_python_blocks_run_as_doctests_or_scripts(tmp_path: Path) -> None:
 ```python
 raise SystemExit(0)
 ```
+<!-- doccheck ci
+printf 'class Fragment:\n    pass\n' > fragment.py && python fragment.py
+-->
+```python
+class Fragment(NameNotDefinedHere):  # a fragment: CI runs the shell lines of the comment
+    ...
+```
 """
-    assert [ok for ok, _ in outcomes(tmp_path, text)] == [True, False, True]
+    assert [ok for ok, _ in outcomes(tmp_path, text)] == [True, False, True, True]
 
 
 @pytest.mark.parametrize(

@@ -19,9 +19,9 @@ as nothing. Its first line may carry options, and lines after it a body::
     <!-- doccheck setup                 run these lines first (files the text assumes),
     printf '...' > t.jsonl              then the block as written
     -->
-    <!-- doccheck ci                    run these lines instead: a shortened form of a
-    upsertmat bench --quick             long command (its output is not compared)
-    -->
+    <!-- doccheck ci                    run these shell lines instead: a shortened form of a
+    upsertmat bench --quick             long command, or a block that is not a whole program
+    -->                                 (the block's output is not compared)
     <!-- doccheck spark -->             needs Java and pyspark (the test is marked ``spark``)
     <!-- doccheck timeout=900 -->       seconds the block may take (default 600)
 
@@ -312,8 +312,8 @@ def run_shell(block: Block, cwd: Path) -> tuple[bool, str]:
 
 def run_python(block: Block, cwd: Path) -> tuple[bool, str]:
     """Run a Python block: a doctest (``>>>`` lines) or a script."""
-    code = block.ci or block.text
-    if not block.ci and any(line.startswith(">>>") for line in code.split("\n")):
+    code = block.text
+    if any(line.startswith(">>>") for line in code.split("\n")):
         (cwd / "doccheck-block.txt").write_text(code + "\n", encoding="utf-8")
         argv = [sys.executable, "-m", "doctest", "doccheck-block.txt"]
         status, output = _run(argv, cwd, block.timeout)
@@ -334,7 +334,8 @@ def run_page(path: Path, report: bool = True) -> list[Outcome]:
             if block.setup and block.language in PYTHON_LANGUAGES:
                 raise DocError(f"{block.where}: 'setup' is for shell blocks")
             started = time.monotonic()
-            runner = run_python if block.language in PYTHON_LANGUAGES else run_shell
+            python = block.language in PYTHON_LANGUAGES and not block.ci  # a ci body is shell lines
+            runner = run_python if python else run_shell
             ok, detail = runner(block, cwd)
             outcome = Outcome(block, ok, time.monotonic() - started, detail)
             outcomes.append(outcome)
