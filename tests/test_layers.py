@@ -138,16 +138,23 @@ def test_the_checker_sees_relative_and_nested_imports() -> None:
     )
 
 
-def test_bench_without_matplotlib_is_a_clear_usage_error(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_bench_without_matplotlib_measures_and_skips_only_the_plots(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     import importlib.util
+    import json
 
     from upsertmat.commands import bench as command
-    from upsertmat.errors import CliError, ExitCode
 
     real = importlib.util.find_spec
     monkeypatch.setattr(
         importlib.util, "find_spec", lambda name, *a: None if name == "matplotlib" else real(name, *a)
     )
-    with pytest.raises(CliError, match=r"pip install 'upsertmat\[bench\]'") as caught:
-        command._require_matplotlib()
-    assert caught.value.code is ExitCode.USAGE
+    argv = ["--strategy", "VALUE", "--backend", "heap", "--upsert-key", "on", "--workload", "flip544"]
+    argv += ["--retract-delay", "2", "--retract-percentage", "100", "--records", "50", "--repetitions", "1"]
+    assert command.main([*argv, "--format", "json", "--quiet", "--output-dir", str(tmp_path)]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["results"][0]["status"] == "ok"
+    assert captured.err == f"upsertmat bench: {command.PLOTS_SKIPPED}\n"
+    assert "pip install 'upsertmat[bench]'" in command.PLOTS_SKIPPED
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["results.csv", "results.json"]

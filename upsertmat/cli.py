@@ -4,12 +4,16 @@ A subcommand module exposes ``add_parser(subparsers)``, which registers its pars
 the default ``run`` to a function ``(argparse.Namespace) -> int`` (the exit code). Adding a
 command is adding its module to :data:`SUBCOMMANDS`. Errors go to stderr as
 ``upsertmat COMMAND: MESSAGE`` with the exit codes of :class:`upsertmat.errors.ExitCode`;
-data goes to stdout.
+data goes to stdout. When stdout's reader goes away (``upsertmat inspect SP | head -1``), every
+command exits 141 without a message, as Unix tools do on SIGPIPE.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import select
+import stat
 import sys
 import traceback
 from collections.abc import Callable, Sequence
@@ -39,7 +43,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Sink upsert materialization: the executable specification, its "
         "implementations and tools. Run 'upsertmat COMMAND --help' for a command's options.",
         epilog="exit codes: 0 ok, 1 bad input, 2 usage or configuration error, 3 state "
-        "directory problem, 4 I/O error, 70 internal error, 130/143 interrupted.",
+        "directory problem, 4 I/O error, 70 internal error, 130/143 interrupted, 141 stdout's "
+        "reader went away.",
     )
     parser.add_argument("--version", action="version", version=f"upsertmat {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
@@ -48,25 +53,68 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def stdout_reader_gone() -> bool:
+    """True if file descriptor 1 is a pipe or socket whose reading end is closed.
+
+    Tells a ``BrokenPipeError`` from writing the command's output (the reader left: not an
+    error) from one raised by anything else (a socket, a child process: a bug). One ``fstat``
+    and one ``poll``; never blocks.
+    """
+    try:
+        if not stat.S_ISFIFO(mode := os.fstat(1).st_mode) and not stat.S_ISSOCK(mode):
+            return False
+        poller = select.poll()
+        poller.register(1, 0)  # POLLERR and POLLHUP are always reported
+        return any(events & (select.POLLERR | select.POLLHUP) for _, events in poller.poll(0))
+    except OSError:
+        return False
+
+
+def _quiet_closed_pipe() -> int:
+    """Exit code 141, and stdout pointed at /dev/null, so that the interpreter's final flush of
+    what is still buffered cannot print a second traceback."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 1)
+    finally:
+        os.close(devnull)
+    return int(ExitCode.CLOSED_PIPE)
+
+
+def _flushed(code: int) -> int:
+    """``code`` once stdout is flushed (inside ``main``, where a closed pipe is recognised)."""
+    try:
+        if sys.stdout is not None:  # None when the process was started with fd 1 closed
+            sys.stdout.flush()
+    except BrokenPipeError:
+        if stdout_reader_gone():
+            return _quiet_closed_pipe()
+        raise
+    return code
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line on ``argv`` (default: ``sys.argv[1:]``); return the exit code."""
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
     except SystemExit as exit_:  # --help, --version, or a usage error (argparse printed it)
-        return exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else ExitCode.USAGE)
+        code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else ExitCode.USAGE)
+        return _flushed(int(code))
     if args.command is None:
         parser.print_help(sys.stderr)
         return ExitCode.USAGE
     try:
-        return int(args.run(args))
+        return _flushed(int(args.run(args)))
     except CliError as error:
         print(f"upsertmat {args.command}: {error.message}", file=sys.stderr)
         return int(error.code)
     except StateDirError as error:
         print(f"upsertmat {args.command}: {error.message}", file=sys.stderr)
         return int(exit_code_of(error))
-    except Exception:
+    except Exception as error:
+        if isinstance(error, BrokenPipeError) and stdout_reader_gone():
+            return _quiet_closed_pipe()
         traceback.print_exc()
         print(f"upsertmat {args.command}: internal error (a bug; please report it)", file=sys.stderr)
         return int(ExitCode.INTERNAL)

@@ -38,6 +38,8 @@ class ExitCode(enum.IntEnum):
     """A bug: an implementation raised; nothing of this run is saved."""
     INTERRUPTED = 130
     """SIGINT (SIGTERM gives 143); state saved up to the last fully processed line."""
+    CLOSED_PIPE = 141
+    """stdout's reader went away (``upsertmat ... | head``): quiet, as Unix tools exit on SIGPIPE."""
 
 
 class CliError(Exception):

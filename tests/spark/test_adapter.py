@@ -15,9 +15,11 @@ from upsertmat.spark.processor import MaterializerProcessor, ProcessorSpec
 from upsertmat.spark.sink import last_per_key
 from upsertmat.spec import (
     Change,
+    Granularity,
     Keys,
     ModelMaterializer,
     RowKind,
+    TtlSettings,
     delete,
     insert,
     update_after,
@@ -88,6 +90,44 @@ def test_map_and_legacy_match_the_model_across_batches() -> None:
     for strategy in (Strategy.MAP, Strategy.LEGACY, Strategy.ADAPTIVE):
         outputs, _ = run(strategy, BATCHES)
         assert [item for batch in outputs for item in batch] == expected, strategy
+
+
+@pytest.mark.parametrize(
+    ("strategy", "granularity", "last"),
+    [
+        (Strategy.LEGACY, Granularity.PER_KEY, update_after(1, "a")),
+        (Strategy.VALUE, Granularity.PER_ELEMENT, delete(1, "b")),
+        (Strategy.MAP, Granularity.PER_ELEMENT, delete(1, "b")),
+        (Strategy.ADAPTIVE, Granularity.PER_ELEMENT, delete(1, "b")),
+    ],
+)
+def test_ttl_on_spark_is_applied_per_key_by_legacy_and_per_element_by_the_others(
+    strategy: Strategy, granularity: Granularity, last: Change
+) -> None:
+    """TTL 10 ms, the clock being each micro-batch's processing time: +I a at 1, +I b at 6, -D b
+    at 13. LEGACY keeps one stamp per sink key, which b's write re-stamped at 6, so a is still
+    there: +U a. The per-element strategies expired a at 11: -D b. Each equals the model of its
+    granularity, as on every other backend (docs/ttl.md)."""
+    ttl = TtlSettings(ttl_ms=10)
+    processor = MaterializerProcessor(
+        ProcessorSpec(
+            keys=KEYS, settings=Settings(strategy=strategy, ttl=ttl), row_json="row", arrival="arrival"
+        )
+    )
+    tester = TwsTester(processor, timeMode="ProcessingTime")
+    model = ModelMaterializer(KEYS, ttl=ttl, granularity=granularity)
+    outputs: list[Change] = []
+    expected: list[Change] = []
+    start = 0
+    for now, batch in ((1, [insert(1, "a")]), (6, [insert(1, "b")]), (13, [delete(1, "b")])):
+        tester.setProcessingTime(now)
+        emitted = tester.test(("k",), rows_of(batch, start))
+        outputs.extend(Change(RowKind.parse(r.op), tuple(json.loads(r.row))) for r in emitted)
+        model.advance_time(now)
+        expected.extend(out for change in batch if (out := model.process(change)) is not None)
+        start += len(batch)
+    assert outputs == expected
+    assert outputs[-1] == last
 
 
 def test_map_keys_keep_contexts_apart() -> None:

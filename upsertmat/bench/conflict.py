@@ -37,12 +37,15 @@ import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..impls import Backend, Settings, Strategy, create
 from ..impls.conflict import CompactingMaterializer
 from ..spec import Change, ConflictBehavior, Keys, Materializer, RowKind
 from .workload import WorkloadSpec, generate, keys_for
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 Line = Change | int
 WORKLOADS = ("long-history", "many-keys")
@@ -190,11 +193,17 @@ def markdown(cells: Sequence[Cell]) -> str:
 
 
 def plot(cells: Sequence[Cell], path: Path) -> None:
-    """Throughput and rows held against the watermark interval, one line per backend x behaviour."""
-    from matplotlib.figure import Figure
+    """Write :func:`conflict_figure` as a PNG."""
+    conflict_figure(cells).savefig(path, dpi=90)
+
+
+def conflict_figure(cells: Sequence[Cell]) -> Figure:
+    """Throughput and rows held against the watermark interval, one line per backend x
+    behaviour; one legend below the panels, axes in plain numbers (:mod:`upsertmat.bench.figures`)."""
+    from .figures import legend_below, log_values, log_x_at, new_figure
 
     workloads = sorted({cell.workload for cell in cells})
-    figure = Figure(figsize=(11, 4 * len(workloads)))
+    figure = new_figure(11, 4 * len(workloads) + 1.2)
     axes = figure.subplots(len(workloads), 2, squeeze=False)
     for row, workload in enumerate(workloads):
         ours = [cell for cell in cells if cell.workload == workload]
@@ -217,15 +226,15 @@ def plot(cells: Sequence[Cell], path: Path) -> None:
                     marker="o",
                     label=label,
                 )
+        intervals = sorted({cell.interval for cell in ours})
         for column, title in enumerate(("throughput (ops/ms, median)", "rows + pending changes held")):
-            axes[row][column].set_xscale("log")
-            axes[row][column].set_yscale("log")
+            log_x_at(axes[row][column], intervals)
+            log_values(axes[row][column])
             axes[row][column].set_xlabel("watermark every N changes")
             axes[row][column].set_title(f"{workload}: {title}")
             axes[row][column].grid(True, which="both", alpha=0.3)
-        axes[row][0].legend(fontsize="small")
-    figure.tight_layout()
-    figure.savefig(path, dpi=90)
+    legend_below(figure, [axes[row][0] for row in range(len(workloads))], columns=3)
+    return figure
 
 
 def _ints(text: str) -> list[int]:

@@ -3,7 +3,8 @@
 Panels: one row per upsert-key setting, one column per retract percentage. x = retract_delay
 (the history length the timed part runs at; log scale), y = median ops/ms (log scale), bars
 from min to max over the repetitions. A ``partial`` cell (budget ran out) is drawn as a
-hollow marker at its partial rate; skipped and failed cells are absent.
+hollow marker at its partial rate; skipped and failed cells are absent. One legend below the
+panels; axes labelled with plain numbers (:mod:`upsertmat.bench.figures`).
 """
 
 from __future__ import annotations
@@ -13,10 +14,13 @@ from pathlib import Path
 from typing import Any
 
 from matplotlib.figure import Figure
-from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter, NullLocator
+from matplotlib.lines import Line2D
 
 from ..impls import Backend, Strategy
+from .figures import legend_below, log_values, log_x_at, new_figure
 from .runner import OK, PARTIAL, CellResult
+
+PARTIAL_NOTE = "hollow: partial cell (budget ran out; rate over the records done, an upper bound)"
 
 _MARKERS = {
     Strategy.LEGACY: "o",
@@ -25,6 +29,8 @@ _MARKERS = {
     Strategy.SORTED: "D",
     Strategy.ADAPTIVE: "v",
 }
+# One colour per strategy in every panel, so that the figure's one legend holds for all of them.
+_COLORS = {strategy: f"C{index}" for index, strategy in enumerate(Strategy)}
 
 
 def _panel(axes: Any, results: Sequence[CellResult]) -> bool:
@@ -39,17 +45,15 @@ def _panel(axes: Any, results: Sequence[CellResult]) -> bool:
         partial = [r for r in mine if r.summary is None and r.partial_throughput]
         if not full and not partial:
             continue
-        marker = _MARKERS[strategy]
-        color = None
+        marker, color = _MARKERS[strategy], _COLORS[strategy]
         if full:
             xs = [r.cell.retract_delay for r in full]
             medians = [s.median for r in full if (s := r.summary) is not None]
             low = [s.median - s.minimum for r in full if (s := r.summary) is not None]
             high = [s.maximum - s.median for r in full if (s := r.summary) is not None]
-            container = axes.errorbar(
-                xs, medians, yerr=[low, high], marker=marker, capsize=3, label=strategy.value
+            axes.errorbar(
+                xs, medians, yerr=[low, high], marker=marker, color=color, capsize=3, label=strategy.value
             )
-            color = container.lines[0].get_color()
         if partial:
             axes.plot(
                 [r.cell.retract_delay for r in partial],
@@ -64,47 +68,27 @@ def _panel(axes: Any, results: Sequence[CellResult]) -> bool:
     return drawn
 
 
-def _plain(value: float, _position: float) -> str:
-    return f"{value:g}"
-
-
 def _log_axes(axes: Any, delays: Sequence[int]) -> None:
-    """Log scales with plain numbers: x ticks at the delays run; y ticks labelled at 1, 2 and
-    5 times each power of ten, or at every integer multiple when the data spans less than a
-    factor of 20, and the y range widened to at least a factor of 2.5 around the data, so
-    every panel has several labelled values to read against."""
-    axes.set_xscale("log")
-    axes.set_yscale("log")
-    axes.set_xticks([delay for delay in delays if delay > 0])
-    axes.xaxis.set_major_formatter(FuncFormatter(_plain))
-    axes.xaxis.set_minor_locator(NullLocator())
-    low, high = axes.get_ylim()
-    if high < 2.5 * low:
-        center = (low * high) ** 0.5
-        low, high = center / 1.6, center * 1.6
-        axes.set_ylim(low, high)
-    subs = (1.0, 2.0, 5.0) if high >= 20 * low else tuple(float(sub) for sub in range(1, 10))
-    axes.yaxis.set_major_locator(LogLocator(base=10, subs=subs))
-    axes.yaxis.set_major_formatter(FuncFormatter(_plain))
-    axes.yaxis.set_minor_locator(LogLocator(base=10, subs=tuple(float(sub) for sub in range(1, 10))))
-    axes.yaxis.set_minor_formatter(NullFormatter())
+    """x: log, a labelled tick at each delay run; y: log, labelled 1-2-5 or finer
+    (:func:`upsertmat.bench.figures.log_values`)."""
+    log_x_at(axes, delays)
+    log_values(axes)
 
 
-def plot_backend(
-    path: Path,
+def throughput_figure(
     backend: Backend,
     results: Sequence[CellResult],
     machine: Mapping[str, Any],
     records: int,
     payload: int,
-) -> bool:
-    """Write ``path`` (PNG) for ``backend``'s cells. False (nothing written) if none was measured."""
+) -> Figure | None:
+    """The figure of ``backend``'s cells; None if none of them was measured."""
     mine = [r for r in results if r.cell.backend is backend]
     keys = sorted({r.cell.upsert_key for r in mine}, reverse=True)
     percentages = sorted({r.cell.retract_percentage for r in mine}, reverse=True)
     if not keys or not percentages:
-        return False
-    figure = Figure(figsize=(5.5 * len(percentages), 4.2 * len(keys)))
+        return None
+    figure = new_figure(5.5 * len(percentages), 4.2 * len(keys) + 0.8)
     grid = figure.subplots(len(keys), len(percentages), squeeze=False)
     drawn = False
     for row, upsert_key in enumerate(keys):
@@ -116,25 +100,37 @@ def plot_backend(
             if _panel(axes, cells):
                 drawn = True
                 _log_axes(axes, sorted({r.cell.retract_delay for r in cells}))
-                axes.legend(fontsize="small")
             axes.set_title(f"upsert key {'on' if upsert_key else 'off'}, retract {percentage}%")
             axes.set_xlabel("retract_delay (history length)")
             axes.set_ylabel(f"ops/ms, {mine[0].clock} clock (median, min-max)")
             axes.grid(True, which="both", alpha=0.3)
+    if not drawn:
+        return None
     figure.suptitle(
         f"upsertmat bench - backend {backend.value}\n"
         f"{machine.get('cpu', '?')}, {machine.get('cores', '?')} cores, {machine.get('date', '')}; "
         f"{records} timed records, payload {payload} B",
         fontsize="medium",
     )
-    if any(r.status == PARTIAL for r in mine):
-        figure.text(
-            0.01,
-            0.005,
-            "hollow markers: partial cells (budget ran out; rate over the records done, an upper bound)",
-            fontsize="small",
-        )
-    figure.tight_layout(rect=(0, 0.02, 1, 1))
-    if drawn:
-        figure.savefig(path, dpi=100)
-    return drawn
+    note = Line2D(
+        [], [], linestyle="none", marker="o", markerfacecolor="none", color="gray", label=PARTIAL_NOTE
+    )
+    partial = any(r.status == PARTIAL for r in mine)
+    legend_below(figure, [axes for line in grid for axes in line], extra=[note] if partial else ())
+    return figure
+
+
+def plot_backend(
+    path: Path,
+    backend: Backend,
+    results: Sequence[CellResult],
+    machine: Mapping[str, Any],
+    records: int,
+    payload: int,
+) -> bool:
+    """Write ``path`` (PNG) for ``backend``'s cells. False (nothing written) if none was measured."""
+    figure = throughput_figure(backend, results, machine, records, payload)
+    if figure is None:
+        return False
+    figure.savefig(path, dpi=100)
+    return True

@@ -28,7 +28,10 @@ import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 DEFAULT_CELLS = (
     "LEGACY/heap:flip544:2",
@@ -177,11 +180,18 @@ def markdown(rows: Sequence[dict[str, Any]]) -> str:
 
 
 def plot(path: Path, rows: Sequence[dict[str, Any]], title: str) -> None:
-    """Horizontal bars of the ratios new/old per cell, wall and CPU, with a line at 1x."""
-    from matplotlib.figure import Figure
+    """Write :func:`ratio_figure` as a PNG."""
+    ratio_figure(rows, title).savefig(path, dpi=100)
+
+
+def ratio_figure(rows: Sequence[dict[str, Any]], title: str) -> Figure:
+    """Horizontal bars of the ratios new/old per cell, wall and CPU, with a line at 1x; the
+    legend below the axes (:mod:`upsertmat.bench.figures`)."""
     from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
-    figure = Figure(figsize=(9, 0.42 * len(rows) + 1.6))
+    from .figures import legend_below, new_figure
+
+    figure = new_figure(9, 0.42 * len(rows) + 2.0)
     axes = figure.subplots()
     positions = list(range(len(rows)))
     for offset, clock in ((-0.2, "wall"), (0.2, "cpu")):
@@ -189,17 +199,16 @@ def plot(path: Path, rows: Sequence[dict[str, Any]], title: str) -> None:
         axes.barh([p + offset for p in positions], values, height=0.38, label=f"{clock} clock")
     axes.axvline(1.0, color="black", linewidth=0.8)
     axes.set_xscale("log")
-    axes.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 1.5, 2.0, 3.0, 5.0, 7.0)))
+    axes.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 1.5, 2.0, 3.0, 4.0, 5.0, 7.0)))
     axes.xaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}x"))
     axes.xaxis.set_minor_formatter(NullFormatter())  # the log scale's own labels ("4x10^0") otherwise
     axes.set_yticks(positions, [row["cell"] for row in rows], fontsize="small")
     axes.invert_yaxis()
     axes.set_xlabel("throughput ratio new / old (median of alternated rounds; > 1x is faster)")
     axes.grid(True, axis="x", which="both", alpha=0.3)
-    axes.legend(fontsize="small")
     axes.set_title(title, fontsize="medium")
-    figure.tight_layout()
-    figure.savefig(path, dpi=100)
+    legend_below(figure, [axes])
+    return figure
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -2,8 +2,9 @@
 
 Parses the axes (lists), builds a :class:`~upsertmat.bench.runner.Plan` over whatever the
 registry can build, runs it with progress on stderr, then writes ``results.csv``,
-``results.json`` and ``throughput-<backend>.png`` into ``--output-dir`` and prints a table
-and the goal checks (or, with ``--format json``, the JSON document) on stdout.
+``results.json`` and, when matplotlib (the ``bench`` extra) is installed,
+``throughput-<backend>.png`` into ``--output-dir`` and prints a table and the goal checks (or,
+with ``--format json``, the JSON document) on stdout.
 Method and workload: ``docs/benchmarks.md`` and :mod:`upsertmat.bench.workload`.
 """
 
@@ -28,7 +29,7 @@ from upsertmat.bench.report import (
     results_table,
     write_csv,
 )
-from upsertmat.bench.runner import CLOCKS, FLIP544, MANY_KEYS, WALL, WORKLOADS, Plan, run_plan
+from upsertmat.bench.runner import CLOCKS, FLIP544, MANY_KEYS, WALL, WORKLOADS, CellResult, Plan, run_plan
 from upsertmat.commands.options import positive_int
 from upsertmat.errors import CliError, ExitCode
 from upsertmat.impls import Backend, Strategy, available
@@ -314,7 +315,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--output-dir",
         type=Path,
         default=Path("bench-results"),
-        help="results.csv, results.json, throughput-<backend>.png (default bench-results/)",
+        help="results.csv, results.json, throughput-<backend>.png with matplotlib (default bench-results/)",
     )
     out.add_argument(
         "--format",
@@ -393,16 +394,26 @@ def plan_parameters(plan: Plan) -> dict[str, Any]:
     return parameters
 
 
-def _require_matplotlib() -> None:
-    """The plots need the ``bench`` extra: say so before the benchmark runs, not after."""
+PLOTS_SKIPPED = "plots skipped: matplotlib is not installed (pip install 'upsertmat[bench]' for PNG plots)"
+
+
+def plots_available() -> bool:
+    """True if matplotlib (the ``bench`` extra) is installed: only the PNG plots need it."""
     import importlib.util
 
-    if importlib.util.find_spec("matplotlib") is None:
-        raise CliError(
-            "upsertmat bench writes PNG plots with matplotlib, which is not installed: "
-            "pip install 'upsertmat[bench]'",
-            ExitCode.USAGE,
-        )
+    return importlib.util.find_spec("matplotlib") is not None
+
+
+def write_plots(plan: Plan, flip: list[CellResult], machine: dict[str, Any], output: Path) -> list[Path]:
+    """``throughput-<backend>.png`` per backend with a measured FLIP-544 cell; the paths written."""
+    from upsertmat.bench.plot import plot_backend  # matplotlib takes ~1 s to import: only when plotting
+
+    plots = []
+    for backend in sorted({cell.backend for cell in plan.cells()}, key=list(Backend).index):
+        path = output / f"throughput-{backend.value}.png"
+        if plot_backend(path, backend, flip, machine, plan.records, plan.payload_size):
+            plots.append(path)
+    return plots
 
 
 def run(args: argparse.Namespace) -> int:
@@ -412,7 +423,9 @@ def run(args: argparse.Namespace) -> int:
 
         return run_pipeline_command(args)
     plan, unavailable = build_plan(args)
-    _require_matplotlib()
+    plotting = plots_available()
+    if not plotting:
+        print(f"upsertmat {NAME}: {PLOTS_SKIPPED}", file=sys.stderr)
     try:
         args.output_dir.mkdir(parents=True, exist_ok=True)
     except OSError as error:
@@ -431,13 +444,7 @@ def run(args: argparse.Namespace) -> int:
     output: Path = args.output_dir
     (output / "results.json").write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
     write_csv(output / "results.csv", results)
-    from upsertmat.bench.plot import plot_backend  # matplotlib takes ~1 s to import: only when plotting
-
-    plots = []
-    for backend in sorted({cell.backend for cell in plan.cells()}, key=list(Backend).index):
-        path = output / f"throughput-{backend.value}.png"
-        if plot_backend(path, backend, flip, machine, plan.records, plan.payload_size):
-            plots.append(path)
+    plots = write_plots(plan, flip, machine, output) if plotting else []
     if args.format == "json":
         print(json.dumps(doc, indent=2))
     elif args.format == "markdown":

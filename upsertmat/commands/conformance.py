@@ -45,7 +45,14 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="with --cmd: feed the scenarios to the running program (for programs slow to start)",
     )
     parser.add_argument("--name", help="report file name and title (default: from --impl or --cmd)")
-    parser.add_argument("-o", "--output-dir", type=Path, default=Path("."), metavar="DIR")
+    parser.add_argument(
+        "-o",
+        "--output-dir",
+        type=Path,
+        default=Path("."),
+        metavar="DIR",
+        help="where NAME.md and NAME.json go (created if missing; default: the current directory)",
+    )
     parser.add_argument(
         "--profile", default="upsertmat-ci", help="Hypothesis profile (default upsertmat-ci, derandomized)"
     )

@@ -61,7 +61,9 @@ PIPELINE_DEFAULTS: Layer = (
     "the pipeline's defaults",
     {BACKEND: Backend.SPARK.value, STRATEGY: "VALUE"},
 )
-"""The pipeline's state lives in Spark; VALUE is its default strategy (LEGACY has no TTL on Spark)."""
+"""The pipeline's state lives in Spark; VALUE is its default strategy (per-element TTL, and one
+state read and one write per sink key and batch). Every strategy that runs on Spark applies TTL
+with its own granularity there too: LEGACY per sink key, the others per element."""
 
 _TOP = ("name", "source", "keys", "sink", "checkpoint", "materialize", "spark", "config")
 _SOURCE = ("path", "format", "columns", "op-column", "order-column")
