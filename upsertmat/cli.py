@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from upsertmat import __version__
 from upsertmat.commands import bench, conformance, demo, plan, replay, run, savepoint
 from upsertmat.errors import CliError, ExitCode, StateDirError, exit_code_of
+from upsertmat.impls.build import build_name
 
 SubcommandAdder = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], None]
 SUBCOMMANDS: tuple[SubcommandAdder, ...] = (
@@ -41,7 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="exit codes: 0 ok, 1 bad input, 2 usage or configuration error, 3 state "
         "directory problem, 4 I/O error, 70 internal error, 130/143 interrupted.",
     )
-    parser.add_argument("--version", action="version", version=f"upsertmat {__version__}")
+    parser.add_argument("--version", action="version", version=f"upsertmat {__version__} ({build_name()})")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
     for add_parser in SUBCOMMANDS:
         add_parser(subparsers)
