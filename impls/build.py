@@ -14,7 +14,7 @@ from importlib.machinery import EXTENSION_SUFFIXES
 PROBE = "upsertmat.impls.strategies.common"
 """A module every compiled build compiles; where it comes from decides the build."""
 
-COMPILED = "compiled (mypyc)"
+COMPILED = "compiled with mypyc"
 PURE = "pure Python"
 
 
@@ -26,5 +26,5 @@ def is_compiled(module: str = PROBE) -> bool:
 
 
 def build_name() -> str:
-    """``"compiled (mypyc)"`` or ``"pure Python"``."""
+    """``"compiled with mypyc"`` or ``"pure Python"``."""
     return COMPILED if is_compiled() else PURE
