@@ -60,6 +60,9 @@ COMPILED: tuple[str, ...] = (
 )
 """The modules the compiled build compiles, by import name (docs/architecture.md)."""
 
+BUILDING = {"bdist_wheel", "build", "build_ext", "install", "bdist"}
+"""Commands that build extensions; any other (``egg_info`` for pip's build requirements) skips mypyc."""
+
 PLACEHOLDER = "upsertmat._mypyc_placeholder"
 """An extension name that only makes setuptools run ``build_ext`` (and tag the wheel for the
 platform); :class:`CompileHotPath` replaces it with mypyc's extensions or drops it."""
@@ -111,6 +114,10 @@ class CompileHotPath(build_ext):
     why, in one line) for an editable install, a missing C compiler or mypyc failing to load."""
 
     def finalize_options(self) -> None:
+        if not BUILDING & set(self.distribution.commands):  # metadata only (egg_info): no C to generate
+            self.distribution.ext_modules = []
+            super().finalize_options()
+            return
         reason = self._why_pure()
         if reason is not None:
             print(f"upsertmat: pure-Python build ({reason})", file=sys.stderr)
@@ -124,14 +131,23 @@ class CompileHotPath(build_ext):
     def _mypycify() -> list[Extension]:
         from mypyc.build import mypycify
 
-        staged = stage(HERE / "build" / "mypyc-src")
+        root = HERE / "build" / "mypyc-src"
+        staged = stage(root)
+        # mypyc gets its own mypy options, not the project's [tool.mypy] (strict, and it would
+        # find pyproject.toml above the staging folder): the third-party packages are not
+        # installed in the build environment, so their types are Any here.
+        config = root / "mypyc.ini"
+        config.write_text("[mypy]\n", encoding="utf-8")
         cwd = os.getcwd()
-        # mypy reads the project's [tool.mypy] from the working directory; mypyc gets its own
-        # options: the third-party packages are not installed in the build environment.
-        os.chdir(HERE / "build" / "mypyc-src")
+        os.chdir(root)
         try:
             extensions: list[Extension] = mypycify(
-                ["--ignore-missing-imports", "--follow-imports=silent", "--no-warn-unused-ignores", *staged],
+                [
+                    f"--config-file={config}",
+                    "--ignore-missing-imports",
+                    "--follow-imports=silent",
+                    *staged,
+                ],
                 opt_level="3",
                 group_name="upsertmat",
                 target_dir=str(HERE / "build" / "mypyc-c"),
