@@ -692,6 +692,7 @@ class PersistentBackendTests:
         try:
             child = subprocess.run(
                 [sys.executable, "-c", _WRITER, self.engine, str(tmp_path)],
+                cwd=tmp_path,  # not the source tree, whose upsertmat/ would shadow the installed package
                 capture_output=True,
                 text=True,
                 timeout=60,
@@ -729,6 +730,7 @@ class PersistentBackendTests:
         for delay in (0.05, 0.3, 0.0, 0.6):
             child = subprocess.Popen(
                 [sys.executable, "-c", _WRITER, self.engine, str(tmp_path)],
+                cwd=tmp_path,
                 stdout=subprocess.PIPE,
                 text=True,
             )

@@ -35,6 +35,7 @@ from upsertmat.bench.workload import HistoryShape, WorkloadSpec, generate, keys_
 from upsertmat.commands import bench as command
 from upsertmat.impls import Backend, Strategy
 from upsertmat.impls import create as create_materializer
+from upsertmat.impls.build import build_name
 from upsertmat.spec import ModelMaterializer, RowKind
 
 # --- workload -------------------------------------------------------------------------------
@@ -366,12 +367,31 @@ def test_adaptive_goal() -> None:
 
 
 def test_goals_not_run() -> None:
-    checks = check_goals([synthetic(Strategy.LEGACY, Backend.HEAP, 2, 10.0)])
+    checks = check_goals([synthetic(Strategy.LEGACY, Backend.HEAP, 2, 10.0, pct=75)])
     assert [(c.goal, c.status) for c in checks] == [
         ("flat", NOT_RUN),
         ("absolute", NOT_RUN),
         ("vs-legacy", NOT_RUN),
         ("adaptive", NOT_RUN),
+        ("every-cell", NOT_RUN),
+    ]
+
+
+def test_every_cell_goal_floors_short_and_long_histories() -> None:
+    results = [
+        synthetic(Strategy.SORTED, Backend.ROCKSDB, 2, 0.64),  # the pathological cell it was made for
+        synthetic(Strategy.SORTED, Backend.ROCKSDB, 1000, 70.0),
+        synthetic(Strategy.LEGACY, Backend.ROCKSDB, 2, 300.0),
+        synthetic(Strategy.LEGACY, Backend.ROCKSDB, 1000, 5.8),  # O(n) by design: floor 1
+        synthetic(Strategy.MAP, Backend.HEAP, 1000, 20.0, partial=True),  # an upper bound below 30
+        synthetic(Strategy.MAP, Backend.HEAP, 2, 900.0, pct=75),  # not a pct=100 cell
+    ]
+    assert by_goal(results, "every-cell") == [
+        ("MAP/heap ukey=on pct=100 delay=1000", 20.0, UPPER, MISS),
+        ("LEGACY/rocksdb ukey=on pct=100 delay=2", 300.0, EXACT, PASS),
+        ("LEGACY/rocksdb ukey=on pct=100 delay=1000", 5.8, EXACT, PASS),
+        ("SORTED/rocksdb ukey=on pct=100 delay=2", 0.64, EXACT, MISS),
+        ("SORTED/rocksdb ukey=on pct=100 delay=1000", 70.0, EXACT, PASS),
     ]
 
 
@@ -433,8 +453,11 @@ def test_end_to_end_legacy_heap(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert all(
         len(row["cpu_throughputs_ops_per_ms"]) == command.QUICK.repetitions for row in document["results"]
     )
-    assert [goal["status"] for goal in document["goals"]] == [NOT_RUN] * 4
+    goals = {goal["goal"]: goal["status"] for goal in document["goals"]}
+    assert [goals[goal] for goal in ("flat", "absolute", "vs-legacy", "adaptive")] == [NOT_RUN] * 4
+    assert goals["every-cell"] in (PASS, MISS)  # LEGACY/heap at delay 2 is one of its cells
     assert document["machine"]["cores"] >= 1
+    assert document["machine"]["build"] == build_name()
 
     image = matplotlib.image.imread(out / "throughput-heap.png")
     assert image.shape[0] > 100 and image.shape[1] > 100

@@ -23,6 +23,15 @@ def test_cell_parsing_and_labels() -> None:
             CellSpec.parse(bad)
     for text in sidebyside.DEFAULT_CELLS:
         CellSpec.parse(text)
+    nokey = CellSpec.parse("SORTED/lmdb:flip544:10:nokey")
+    assert nokey == CellSpec("SORTED/lmdb", "flip544", 10, upsert_key=False)
+    assert nokey.label == "SORTED/lmdb d=10 nokey"
+    argv = sidebyside.bench_argv(nokey, 100, 0, 0, False, Path("out"), 1000, old_takes_interval=True)
+    assert argv[argv.index("--upsert-key") + 1] == "off"
+    assert argv[argv.index("--checkpoint-interval") + 1] == "1000"
+    assert "--checkpoint-interval" not in sidebyside.bench_argv(nokey, 100, 0, 0, False, Path("out"), 1000)
+    grid = {CellSpec.parse(text) for text in sidebyside.FULL_GRID}
+    assert len(grid) == 5 * 3 * 4 * 2
 
 
 def test_medians_and_ratios() -> None:

@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 from upsertmat import __version__
 from upsertmat.commands import bench, conformance, demo, plan, replay, run, savepoint
 from upsertmat.errors import CliError, ExitCode, StateDirError, exit_code_of
+from upsertmat.impls.build import build_name
 
 SubcommandAdder = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], None]
 SUBCOMMANDS: tuple[SubcommandAdder, ...] = (
@@ -46,7 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
         "directory problem, 4 I/O error, 70 internal error, 130/143 interrupted, 141 stdout's "
         "reader went away.",
     )
-    parser.add_argument("--version", action="version", version=f"upsertmat {__version__}")
+    parser.add_argument("--version", action="version", version=f"upsertmat {__version__} ({build_name()})")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
     for add_parser in SUBCOMMANDS:
         add_parser(subparsers)

@@ -28,6 +28,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from mypy_extensions import mypyc_attr
+
 Journal = list[tuple[Any, bytes, Any, Any]]
 """Undo records ``(owner, context, key or None, previous)``; see the module docstring."""
 
@@ -35,6 +37,7 @@ ABSENT: Any = object()
 """An undo record's ``previous`` when the write found nothing there."""
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class DeferredCommits:
     """The commit-interval half of a byte backend; the backend supplies ``_write`` (write every
     pending change durably, atomically) and ``_discard`` (drop every pending change)."""

@@ -29,6 +29,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any, Protocol
 
+from mypy_extensions import mypyc_attr
 from sortedcontainers import SortedDict  # type: ignore[import-untyped]
 
 from .base import Value
@@ -50,6 +51,7 @@ def _detached(value: Value) -> Value:
     return value.copy() if type(value) is list else value
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class HeapValueState:
     """``ValueState`` in a dict: O(1) per call."""
 
@@ -105,6 +107,7 @@ class HeapValueState:
         return iter(list(self._values))
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class HeapMapState:
     """``MapState`` as a dict of dicts (context -> user key -> value): O(1) per point call."""
 
@@ -196,6 +199,7 @@ def compact(entries: dict[bytes, Value], order: list[Any]) -> None:
         order[1] = 0
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class HeapSortedMapState(HeapMapState):
     """``SortedMapState`` on dicts, in one of two forms per context key.
 
@@ -377,6 +381,7 @@ class HeapSortedMapState(HeapMapState):
         assert set(self._orders) <= set(self._maps), "an order without entries"
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class HeapBackend:
     """Named heap states of one operator instance, with an undo journal (module docstring)."""
 

@@ -67,6 +67,7 @@ from pathlib import Path
 
 import lmdb
 import msgpack
+from mypy_extensions import mypyc_attr
 
 from ..settings import LmdbDurability
 from .base import Value
@@ -126,6 +127,7 @@ def _environment(
     )
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class LmdbBackend(DeferredCommits):
     """The states of one operator instance in one LMDB environment.
 
@@ -450,6 +452,7 @@ def _collision(state: str, key: bytes) -> CorruptStateError:
     )
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class LmdbValueState:
     """``ValueState``: storage key = state prefix + context. One LMDB get/put per call.
 
@@ -558,6 +561,7 @@ class LmdbValueState:
         return iter(sorted(found + long) if long else found)
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class LmdbMapState:
     """``MapState`` (and, with the seeks of the subclass, ``SortedMapState``).
 
@@ -759,6 +763,7 @@ class LmdbMapState:
         return iter(sorted(long.union(found), key=lambda context: (len(context), context)))
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class LmdbSortedMapState(LmdbMapState):
     """``SortedMapState``: cursor seeks in the open transaction.
 

@@ -22,11 +22,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...spec import Change, Keys, Row, RowKind
+from mypy_extensions import mypyc_attr
+
+from ...spec import Change, Keys
 from ..config import UnsupportedSetting
+from ..rows import StoredRow
 from ..settings import Backend, Settings
 from ..state import StateBackend, open_backend
-from .common import StrategyBase, emit, missing, require
+from .common import DELETE, INSERT, UPDATE_AFTER, StrategyBase, emit, missing, require
 from .linked_map import ROW, SIZE, STAMP, TAIL, LinkedList, Meta
 from .value import (
     check_record,
@@ -63,6 +66,7 @@ def is_map_mode(record: list[Any]) -> bool:
     return type(record[0]) is int
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class AdaptiveMaterializer(StrategyBase):
     """ADAPTIVE on any backend. ``high``/``low``: the conversion thresholds in use."""
 
@@ -109,11 +113,11 @@ class AdaptiveMaterializer(StrategyBase):
                 wanted.append((context, match))
         return wanted
 
-    def _add(self, context: bytes, match: bytes, row: Row, stamp: int) -> Change:
+    def _add(self, context: bytes, match: bytes, row: StoredRow, stamp: int) -> Change:
         record = self._live(context, match) if self._lazy else self._records.get(context)
         if record is not None and type(record[0]) is int:  # MAP mode (is_map_mode, inlined)
             return self._add_map_mode(context, record, match, row, stamp)
-        kind = RowKind.INSERT if record is None else RowKind.UPDATE_AFTER
+        kind = INSERT if record is None else UPDATE_AFTER
         record, stamped = record_add(record, match, row, stamp, self._upsert, self._restamp_replaced)
         if len(record[0]) >= self.high:
             self._records.put(context, self._to_map(context, record))
@@ -123,16 +127,16 @@ class AdaptiveMaterializer(StrategyBase):
                 self._stamped(context, 0, stamp)
         return emit(kind, row)
 
-    def _add_map_mode(self, context: bytes, meta: Meta, match: bytes, row: Row, stamp: int) -> Change:
+    def _add_map_mode(self, context: bytes, meta: Meta, match: bytes, row: StoredRow, stamp: int) -> Change:
         """Rules 3-5 on a key in MAP mode (``meta`` as read)."""
         if self._lazy:  # a trimmed key may have fallen to ``low``
             added = self._list.add(context, meta, match, row, stamp, self)
             self._store_meta(context, meta if added is None else added)
-            return emit(RowKind.UPDATE_AFTER, row)
+            return emit(UPDATE_AFTER, row)
         added = self._list.add(context, meta, match, row, stamp, self)
         if added is not None:
             self._records.put(context, added)
-        return emit(RowKind.UPDATE_AFTER, row)
+        return emit(UPDATE_AFTER, row)
 
     def _to_map(self, context: bytes, record: list[Any]) -> Meta:
         """Store a VALUE record as MAP nodes (a timer per node with TTL); the meta. O(n)."""
@@ -155,13 +159,13 @@ class AdaptiveMaterializer(StrategyBase):
             return None
         if not record[0]:
             self._records.delete(context)
-            return emit(RowKind.DELETE, change.row)
+            return emit(DELETE, change.row)
         self._records.put(context, record)
         if rollback is None:
             return None
         if restamp is not None:
             self._stamped(context, 0, restamp)
-        return emit(RowKind.UPDATE_AFTER, rollback)
+        return emit(UPDATE_AFTER, rollback)
 
     def _retract_map_mode(
         self, context: bytes, meta: Meta, match: bytes, change: Change, restamp: int | None
@@ -179,13 +183,13 @@ class AdaptiveMaterializer(StrategyBase):
             after, rollback = self._list.remove(context, meta, entry, match, restamp=restamp)
         if after is None:
             self._records.delete(context)
-            return emit(RowKind.DELETE, change.row)
+            return emit(DELETE, change.row)
         if rollback is not None and restamp is not None:
             self._stamped(context, after[TAIL], restamp)
         self._store_meta(context, after)
-        return None if rollback is None else emit(RowKind.UPDATE_AFTER, rollback)
+        return None if rollback is None else emit(UPDATE_AFTER, rollback)
 
-    def _new_record(self, rows: list[Row], stamps: list[int], matches: list[bytes]) -> list[Any]:
+    def _new_record(self, rows: list[StoredRow], stamps: list[int], matches: list[bytes]) -> list[Any]:
         """A VALUE-mode record of parallel lists (taken by reference)."""
         return new_record(rows, stamps, matches)
 
@@ -224,7 +228,7 @@ class AdaptiveMaterializer(StrategyBase):
 
     def _to_value(self, context: bytes, meta: Meta) -> list[Any]:
         """The VALUE record of a MAP-mode key, whose nodes and index are dropped. O(n)."""
-        rows: list[Row] = []
+        rows: list[StoredRow] = []
         stamps: list[int] = []
         for node in self._list.walk(context, meta):
             rows.append(node[ROW])
@@ -261,7 +265,7 @@ class AdaptiveMaterializer(StrategyBase):
             orphans = set(self.backend.map_state(state).contexts()) - in_map_mode
             require(not orphans, min(orphans, default=b""), f"{state} entries of a key not in MAP mode")
 
-    def _elements(self, context: bytes) -> list[tuple[Row, int]]:
+    def _elements(self, context: bytes) -> list[tuple[StoredRow, int]]:
         record = self._records.get(context)
         if record is None:
             return []
@@ -275,7 +279,7 @@ class AdaptiveMaterializer(StrategyBase):
             self._list.drop(context)
         self._records.delete(context)
 
-    def _load(self, context: bytes, elements: list[tuple[Row, int]]) -> None:
+    def _load(self, context: bytes, elements: list[tuple[StoredRow, int]]) -> None:
         rows = [row for row, _ in elements]
         stamps = [stamp for _, stamp in elements]
         record = self._new_record(rows, stamps, [self._match_key(row) for row in rows])

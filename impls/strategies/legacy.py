@@ -11,12 +11,16 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import replace
 
-from ...spec import Change, Element, Granularity, Keys, Row, RowKind, UpdateType
+from mypy_extensions import mypyc_attr
+
+from ...spec import Change, Element, Granularity, Keys, UpdateType
+from ..rows import StoredRow
 from ..settings import Backend, Settings
 from ..state import StateBackend, open_backend
-from .common import StrategyBase, emit, require
+from .common import DELETE, INSERT, UPDATE_AFTER, StrategyBase, emit, require
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class LegacyMaterializer(StrategyBase):
     """The LEGACY strategy on any backend: one value state ``legacy`` holding each key's rows.
 
@@ -82,7 +86,7 @@ class LegacyMaterializer(StrategyBase):
         """Rules 1-11 for one input on the stored list (no commit)."""
         context, match = self._keys_of(change.row)
         kind = change.kind
-        if kind is RowKind.INSERT or kind is RowKind.UPDATE_AFTER:
+        if kind is INSERT or kind is UPDATE_AFTER:
             return self._add(context, match, change.row, stamp)
         return self._retract(context, match, change, stamp)
 
@@ -93,10 +97,10 @@ class LegacyMaterializer(StrategyBase):
         self._stamps.put(context, stamp)
         self._stamped(context, 0, stamp)
 
-    def _rows(self, context: bytes) -> list[Row]:
+    def _rows(self, context: bytes) -> list[StoredRow]:
         return [tuple(row) for row in self._state.get(context) or ()]
 
-    def _live_rows(self, context: bytes) -> list[Row]:
+    def _live_rows(self, context: bytes) -> list[StoredRow]:
         """The key's rows; while the expiry sweep lags, an expired key is dropped here and
         reads as empty (+1 read of its stamp; +2 deletes if it was expired)."""
         if self._lazy and self._stamps is not None:
@@ -106,16 +110,16 @@ class LegacyMaterializer(StrategyBase):
                 return []
         return self._rows(context)
 
-    def _add(self, context: bytes, match: bytes, row: Row, stamp: int) -> Change:
+    def _add(self, context: bytes, match: bytes, row: StoredRow, stamp: int) -> Change:
         rows = self._live_rows(context)
-        emitted = emit(RowKind.UPDATE_AFTER if rows else RowKind.INSERT, row)
+        emitted = emit(UPDATE_AFTER if rows else INSERT, row)
         index = self._find(rows, match) if self._upsert else -1
         if index < 0:
             rows.append(row)
         else:
             rows[index] = row
         self._state.put(context, rows)
-        self._written(context, emitted.kind is RowKind.INSERT, stamp)
+        self._written(context, emitted.kind is INSERT, stamp)
         return emitted
 
     def _retract(self, context: bytes, match: bytes, change: Change, stamp: int) -> Change | None:
@@ -128,12 +132,12 @@ class LegacyMaterializer(StrategyBase):
         del rows[index]
         if not rows:
             self._drop(context)
-            return emit(RowKind.DELETE, change.row)
+            return emit(DELETE, change.row)
         self._state.put(context, rows)
         self._written(context, False, stamp)
-        return emit(RowKind.UPDATE_AFTER, rows[-1]) if removed_last else None
+        return emit(UPDATE_AFTER, rows[-1]) if removed_last else None
 
-    def _find(self, rows: list[Row], wanted: bytes) -> int:
+    def _find(self, rows: list[StoredRow], wanted: bytes) -> int:
         """Index of the first row whose match key is ``wanted``, or -1. O(len(rows))."""
         match_key = self._match_key
         for index, row in enumerate(rows):
@@ -186,7 +190,7 @@ class LegacyMaterializer(StrategyBase):
                 "a stamp without rows or rows without",
             )
 
-    def histories(self) -> Iterator[tuple[bytes, list[Row]]]:
+    def histories(self) -> Iterator[tuple[bytes, list[StoredRow]]]:
         """Every non-empty context key with its visible rows in insertion order (a full scan)."""
         if self._stamps is not None:  # a key still stored may be expired
             yield from super().histories()

@@ -49,10 +49,25 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from ...spec import Change, Keys, Row, RowKind
+from mypy_extensions import mypyc_attr
+
+from ...spec import Change, Keys
+from ..rows import StoredRow
 from ..settings import Settings
 from ..state import MapState, StateBackend, ValueState, open_backend
-from .common import StrategyBase, check_chains, decode_seq, emit, encode_seq, missing, require, same_chains
+from .common import (
+    DELETE,
+    INSERT,
+    UPDATE_AFTER,
+    StrategyBase,
+    check_chains,
+    decode_seq,
+    emit,
+    encode_seq,
+    missing,
+    require,
+    same_chains,
+)
 
 Meta = list[int]  # [size, head, tail]
 Node = list[Any]  # [row, prev, next, same, stamp]
@@ -64,6 +79,7 @@ ROW, PREV, NEXT, SAME, STAMP = range(5)
 SIZE, HEAD, TAIL = range(3)
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class LinkedList:
     """The linked multiset of every context key, over an ``index`` and a ``nodes`` map state.
 
@@ -94,7 +110,7 @@ class LinkedList:
         node: Node | None = self._nodes.get(context, encode_seq(seq))
         return node
 
-    def replace(self, context: bytes, entry: Entry, row: Row, stamp: int, restamp: bool = True) -> None:
+    def replace(self, context: bytes, entry: Entry, row: StoredRow, stamp: int, restamp: bool = True) -> None:
         """Rule 4: the first match takes ``row`` (and ``stamp`` if ``restamp``) in place.
 
         1 read, 1 write.
@@ -107,7 +123,7 @@ class LinkedList:
         self._nodes.put(context, key, node)
 
     def append(
-        self, context: bytes, meta: Meta | None, entry: Entry | None, match: bytes, row: Row, stamp: int
+        self, context: bytes, meta: Meta | None, entry: Entry | None, match: bytes, row: StoredRow, stamp: int
     ) -> Meta:
         """Rule 3 (and 4 without a match): a new tail node; returns the new meta.
 
@@ -137,7 +153,7 @@ class LinkedList:
         context: bytes,
         meta: Meta,
         match: bytes,
-        row: Row,
+        row: StoredRow,
         stamp: int,
         owner: StrategyBase,
     ) -> Meta | None:
@@ -166,7 +182,7 @@ class LinkedList:
         match: bytes,
         seq: int = 0,
         restamp: int | None = None,
-    ) -> tuple[Meta | None, Row | None]:
+    ) -> tuple[Meta | None, StoredRow | None]:
         """Unlink node ``seq`` (default: the first of ``entry``, rule 6) of the chain of ``match``.
 
         Returns ``(meta, rollback)``: ``meta`` None means the key is now empty (rule 8);
@@ -273,7 +289,7 @@ class LinkedList:
 
     def remove_visible(
         self, context: bytes, meta: Meta, entry: Entry, match: bytes, restamp: int | None, owner: StrategyBase
-    ) -> tuple[Meta | None, Row | None]:
+    ) -> tuple[Meta | None, StoredRow | None]:
         """:meth:`remove` of the first node of ``entry`` on a key :meth:`trim`-ed for ``match``
         while the sweep lags: when the tail was removed, the expired nodes before it are
         removed too, so rule 9 emits (and ``restamp`` stamps) the last *visible* row, and
@@ -301,11 +317,11 @@ class LinkedList:
                 return
             seq = node[NEXT] or seq + 1
 
-    def elements(self, context: bytes, meta: Meta) -> list[tuple[Row, int]]:
+    def elements(self, context: bytes, meta: Meta) -> list[tuple[StoredRow, int]]:
         """(row, stamp) of every node from head to tail. O(n) reads."""
         return [(tuple(node[ROW]), node[STAMP]) for node in self.walk(context, meta)]
 
-    def check(self, context: bytes, meta: Meta, match_key: Callable[[Row], bytes]) -> int:
+    def check(self, context: bytes, meta: Meta, match_key: Callable[[StoredRow], bytes]) -> int:
         """Verify the layout of ``context`` (raise LayoutError); returns its size. O(n).
 
         The walk from head along next links ends at the tail after exactly ``size`` nodes with
@@ -342,7 +358,7 @@ class LinkedList:
         check_chains(context, seqs, matches, sames, index)
         return size
 
-    def build(self, context: bytes, rows: list[Row], stamps: list[int], matches: list[bytes]) -> Meta:
+    def build(self, context: bytes, rows: list[StoredRow], stamps: list[int], matches: list[bytes]) -> Meta:
         """Store the non-empty history ``rows`` of an empty ``context``; return its meta.
 
         Nodes get seqs 1..n in order (every link implicit); O(n) writes.
@@ -360,6 +376,7 @@ class LinkedList:
         self._index.clear(context)
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class MapMaterializer(StrategyBase):
     """MAP on any backend: ``ValueState`` ``"meta"`` plus :class:`LinkedList` states."""
 
@@ -384,18 +401,18 @@ class MapMaterializer(StrategyBase):
             self._meta.put(context, trimmed)
         return trimmed
 
-    def _add(self, context: bytes, match: bytes, row: Row, stamp: int) -> Change:
+    def _add(self, context: bytes, match: bytes, row: StoredRow, stamp: int) -> Change:
         meta = self._meta_of(context)
         if self._lazy and meta is not None:
             meta = self._trim(context, meta, match)
         if meta is None:
             self._meta.put(context, self._list.append(context, None, None, match, row, stamp))
             self._stamped(context, 1, stamp)
-            return emit(RowKind.INSERT, row)
+            return emit(INSERT, row)
         meta = self._list.add(context, meta, match, row, stamp, self)
         if meta is not None:
             self._meta.put(context, meta)
-        return emit(RowKind.UPDATE_AFTER, row)
+        return emit(UPDATE_AFTER, row)
 
     def _retract(self, context: bytes, match: bytes, change: Change, stamp: int) -> Change | None:
         meta = self._meta_of(context)
@@ -412,13 +429,13 @@ class MapMaterializer(StrategyBase):
             meta, rollback = self._list.remove(context, meta, entry, match, restamp=restamp)
         if meta is None:
             self._meta.delete(context)
-            return emit(RowKind.DELETE, change.row)
+            return emit(DELETE, change.row)
         self._meta.put(context, meta)
         if rollback is None:
             return None
         if restamp is not None:
             self._stamped(context, meta[TAIL], stamp)
-        return emit(RowKind.UPDATE_AFTER, rollback)
+        return emit(UPDATE_AFTER, rollback)
 
     def _expire_element(self, context: bytes, seq: int) -> None:
         """Remove node ``seq`` if it exists and is expired (its timer may be stale). O(1)
@@ -452,7 +469,7 @@ class MapMaterializer(StrategyBase):
             orphans = set(self.backend.map_state(state).contexts()) - contexts
             require(not orphans, min(orphans, default=b""), f"{state} entries without meta")
 
-    def _elements(self, context: bytes) -> list[tuple[Row, int]]:
+    def _elements(self, context: bytes) -> list[tuple[StoredRow, int]]:
         meta = self._meta.get(context)
         return [] if meta is None else self._list.elements(context, meta)
 
@@ -460,7 +477,7 @@ class MapMaterializer(StrategyBase):
         self._list.drop(context)
         self._meta.delete(context)
 
-    def _load(self, context: bytes, elements: list[tuple[Row, int]]) -> None:
+    def _load(self, context: bytes, elements: list[tuple[StoredRow, int]]) -> None:
         rows = [row for row, _ in elements]
         stamps = [stamp for _, stamp in elements]
         matches = [self._match_key(row) for row in rows]

@@ -23,11 +23,14 @@ mode (:class:`~.value_inplace.HeapAdaptiveMaterializer`).
 
 from __future__ import annotations
 
-from ...spec import Change, Keys, Row, RowKind
+from mypy_extensions import mypyc_attr
+
+from ...spec import Change, Keys
+from ..rows import StoredRow
 from ..settings import Settings
 from ..state.codec import encode_seq
 from ..state.heap import ABSENT, HeapBackend
-from .common import emit, missing
+from .common import DELETE, INSERT, UPDATE_AFTER, emit, missing
 from .linked_map import NEXT, PREV, ROW, SAME, STAMP, Entry, MapMaterializer, Meta
 
 _FIRST = encode_seq(1)
@@ -47,7 +50,7 @@ class HeapLinkedList:
         self._nodes = nodes.tables()
         self._journal = backend.journal
 
-    def insert(self, context: bytes, match: bytes, row: Row, stamp: int) -> Meta:
+    def insert(self, context: bytes, match: bytes, row: StoredRow, stamp: int) -> Meta:
         """The first row of an empty key (no index entry or node can exist); its meta."""
         journal = self._journal
         journal.append((self._nodes_state, context, _FIRST, ABSENT))
@@ -57,7 +60,14 @@ class HeapLinkedList:
         return [1, 1, 1]
 
     def add(
-        self, context: bytes, meta: Meta, match: bytes, row: Row, stamp: int, upsert: bool, restamp: bool
+        self,
+        context: bytes,
+        meta: Meta,
+        match: bytes,
+        row: StoredRow,
+        stamp: int,
+        upsert: bool,
+        restamp: bool,
     ) -> Meta | None:
         """Rules 3-4 on a non-empty key: the meta to write, or None when it is unchanged (a
         rule-4 replacement in place of the first match, re-stamped if ``restamp``)."""
@@ -94,7 +104,7 @@ class HeapLinkedList:
 
     def retract(
         self, context: bytes, meta: Meta, match: bytes, restamp: int | None
-    ) -> tuple[bool, Meta | None, Row | None]:
+    ) -> tuple[bool, Meta | None, StoredRow | None]:
         """Rules 6-10 on a non-empty key: ``(found, meta, rollback)``. ``found`` False is rule 7
         (nothing changed). Else the first node of ``match``'s chain is unlinked; ``meta`` None
         means the key is now empty (rule 8; its index and nodes are gone, the caller deletes
@@ -153,6 +163,7 @@ class HeapLinkedList:
         return True, [size - 1, head, tail], None
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class HeapMapMaterializer(MapMaterializer):
     """MAP on heap with TTL and async state off: events through :class:`HeapLinkedList`
     (module docstring); everything else (checks, export, import, TTL-free lifecycle) is
@@ -164,19 +175,19 @@ class HeapMapMaterializer(MapMaterializer):
         self._journal = backend.journal
         self._heap_list = HeapLinkedList(backend)
 
-    def _add(self, context: bytes, match: bytes, row: Row, stamp: int) -> Change:
+    def _add(self, context: bytes, match: bytes, row: StoredRow, stamp: int) -> Change:
         """Rules 3-5: O(1) dict operations."""
         metas = self._metas
         meta = metas.get(context)
         if meta is None:
             self._journal.append((self._meta, context, None, ABSENT))
             metas[context] = self._heap_list.insert(context, match, row, stamp)
-            return emit(RowKind.INSERT, row)
+            return emit(INSERT, row)
         added = self._heap_list.add(context, meta, match, row, stamp, self._upsert, self._restamp_replaced)
         if added is not None:
             self._journal.append((self._meta, context, None, meta))
             metas[context] = added
-        return emit(RowKind.UPDATE_AFTER, row)
+        return emit(UPDATE_AFTER, row)
 
     def _retract(self, context: bytes, match: bytes, change: Change, stamp: int) -> Change | None:
         """Rules 6-10: O(1) dict operations."""
@@ -193,6 +204,6 @@ class HeapMapMaterializer(MapMaterializer):
         self._journal.append((self._meta, context, None, meta))
         if after is None:
             del metas[context]
-            return emit(RowKind.DELETE, change.row)
+            return emit(DELETE, change.row)
         metas[context] = after
-        return None if rollback is None else emit(RowKind.UPDATE_AFTER, rollback)
+        return None if rollback is None else emit(UPDATE_AFTER, rollback)

@@ -31,11 +31,17 @@ from __future__ import annotations
 from itertools import pairwise
 from typing import Any
 
-from ...spec import Change, Keys, Row, RowKind
+from mypy_extensions import mypyc_attr
+
+from ...spec import Change, Keys
 from ..config import UnsupportedSetting
+from ..rows import StoredRow
 from ..settings import Settings
 from ..state import StateBackend, open_backend
 from .common import (
+    DELETE,
+    INSERT,
+    UPDATE_AFTER,
     StrategyBase,
     check_chains,
     decode_seq,
@@ -52,6 +58,7 @@ Node = list[Any]  # [row, same, stamp]
 ROW, SAME, STAMP = range(3)
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class SortedMaterializer(StrategyBase):
     """SORTED on a backend with ordered iteration."""
 
@@ -111,7 +118,7 @@ class SortedMaterializer(StrategyBase):
             else:
                 self._unlink(context, match, entry, seq)
 
-    def _add(self, context: bytes, match: bytes, row: Row, stamp: int) -> Change:
+    def _add(self, context: bytes, match: bytes, row: StoredRow, stamp: int) -> Change:
         index, nodes = self._index, self._nodes
         if self._lazy:
             self._trim(context, match)
@@ -124,14 +131,14 @@ class SortedMaterializer(StrategyBase):
                 node[STAMP] = stamp
                 self._stamped(context, entry[0], stamp)
             nodes.put(context, key, node)
-            return emit(RowKind.UPDATE_AFTER, row)
+            return emit(UPDATE_AFTER, row)
         tail = nodes.last(context)
         if tail is None:
             seq = 1
-            kind = RowKind.INSERT
+            kind = INSERT
         else:
             seq = decode_seq(tail[0]) + 1
-            kind = RowKind.UPDATE_AFTER
+            kind = UPDATE_AFTER
         if entry is None:
             entry = [seq, seq]
         else:  # a duplicate: extend the match key's chain
@@ -189,14 +196,14 @@ class SortedMaterializer(StrategyBase):
         # While the sweep lags, rule 9 looks for the last *visible* node: expired ones go.
         tail = self._trim_tail(context) if self._lazy else self._nodes.last(context)
         if tail is None:
-            return emit(RowKind.DELETE, change.row)
+            return emit(DELETE, change.row)
         if tail[0] < key:
             tail_key, tail_node = tail
             if self._restamp_rollback:
                 tail_node[STAMP] = stamp
                 self._nodes.put(context, tail_key, tail_node)
                 self._stamped(context, decode_seq(tail_key), stamp)
-            return emit(RowKind.UPDATE_AFTER, tuple(tail_node[ROW]))
+            return emit(UPDATE_AFTER, tuple(tail_node[ROW]))
         return None
 
     def _expire_element(self, context: bytes, seq: int) -> None:
@@ -230,14 +237,14 @@ class SortedMaterializer(StrategyBase):
         orphans = set(self._index.contexts()) - contexts
         require(not orphans, min(orphans, default=b""), "index entries without nodes")
 
-    def _elements(self, context: bytes) -> list[tuple[Row, int]]:
+    def _elements(self, context: bytes) -> list[tuple[StoredRow, int]]:
         return [(tuple(node[ROW]), node[STAMP]) for _, node in self._nodes.items(context)]
 
     def _drop(self, context: bytes) -> None:
         self._nodes.clear(context)
         self._index.clear(context)
 
-    def _load(self, context: bytes, elements: list[tuple[Row, int]]) -> None:
+    def _load(self, context: bytes, elements: list[tuple[StoredRow, int]]) -> None:
         same, entries = same_chains([self._match_key(row) for row, _ in elements])
         for position, (row, stamp) in enumerate(elements):
             self._nodes.put(context, encode_seq(position + 1), [row, same[position], stamp])

@@ -17,16 +17,20 @@ Used on a :class:`~..state.heap.HeapBackend` with TTL and async state off.
 
 from __future__ import annotations
 
-from ...spec import Change, Keys, Row, RowKind
+from mypy_extensions import mypyc_attr
+
+from ...spec import Change, Keys
+from ..rows import StoredRow
 from ..settings import Settings
 from ..state.codec import decode_seq, encode_seq
 from ..state.heap import ABSENT, HeapBackend, compact, live_tail
-from .common import emit, missing
+from .common import DELETE, INSERT, UPDATE_AFTER, emit, missing
 from .sorted import ROW, SAME, STAMP, SortedMaterializer
 
 _FIRST = encode_seq(1)
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class HeapSortedMaterializer(SortedMaterializer):
     """SORTED on heap with TTL and async state off (module docstring)."""
 
@@ -39,7 +43,7 @@ class HeapSortedMaterializer(SortedMaterializer):
         self._index_maps = backend.map_state("index").tables()
         self._journal = backend.journal
 
-    def _add(self, context: bytes, match: bytes, row: Row, stamp: int) -> Change:
+    def _add(self, context: bytes, match: bytes, row: StoredRow, stamp: int) -> Change:
         """Rules 3-5: O(1) amortised."""
         journal = self._journal
         entries = self._node_maps.get(context)
@@ -49,7 +53,7 @@ class HeapSortedMaterializer(SortedMaterializer):
             self._orders[context] = [[_FIRST], 0]
             journal.append((self._index, context, match, ABSENT))
             self._index_maps[context] = {match: [1, 1]}
-            return emit(RowKind.INSERT, row)
+            return emit(INSERT, row)
         order = self._orders.get(context)
         if order is None:  # the sorted form
             return super()._add(context, match, row, stamp)
@@ -62,7 +66,7 @@ class HeapSortedMaterializer(SortedMaterializer):
                 raise missing("nodes", context, entry[0])
             journal.append((self._nodes, context, key, node))
             entries[key] = [row, node[SAME], stamp if self._restamp_replaced else node[STAMP]]
-            return emit(RowKind.UPDATE_AFTER, row)
+            return emit(UPDATE_AFTER, row)
         keys = order[0]
         tail_key = live_tail(entries, keys)
         seq = decode_seq(tail_key) + 1
@@ -82,7 +86,7 @@ class HeapSortedMaterializer(SortedMaterializer):
         entries[key] = [row, 0, stamp]
         journal.append((self._index, context, match, ABSENT if entry is None else entry))
         index[match] = chain
-        return emit(RowKind.UPDATE_AFTER, row)
+        return emit(UPDATE_AFTER, row)
 
     def _retract(self, context: bytes, match: bytes, change: Change, stamp: int) -> Change | None:
         """Rules 6-10: O(1) amortised."""
@@ -113,7 +117,7 @@ class HeapSortedMaterializer(SortedMaterializer):
             del self._node_maps[context], self._orders[context]
             if not index:
                 del self._index_maps[context]
-            return emit(RowKind.DELETE, change.row)
+            return emit(DELETE, change.row)
         tail_key = live_tail(entries, order[0])
         compact(entries, order)
         if tail_key > key:  # rule 10: not the tail
@@ -122,4 +126,4 @@ class HeapSortedMaterializer(SortedMaterializer):
         if self._restamp_rollback:
             journal.append((self._nodes, context, tail_key, tail))
             entries[tail_key] = [tail[ROW], tail[SAME], stamp]
-        return emit(RowKind.UPDATE_AFTER, tuple(tail[ROW]))
+        return emit(UPDATE_AFTER, tuple(tail[ROW]))

@@ -22,21 +22,24 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ...spec import Change, Keys, Row, RowKind
+from mypy_extensions import mypyc_attr
+
+from ...spec import Change, Keys
+from ..rows import StoredRow
 from ..settings import Settings
 from ..state import StateBackend, open_backend
-from .common import StrategyBase, emit, require
+from .common import DELETE, INSERT, UPDATE_AFTER, StrategyBase, emit, require
 
 ValueRecord = list[Any]  # [rows, stamps, matches]
 
 
-def new_record(rows: list[Row], stamps: list[int], matches: list[bytes]) -> ValueRecord:
+def new_record(rows: list[StoredRow], stamps: list[int], matches: list[bytes]) -> ValueRecord:
     """A VALUE record from parallel lists (taken by reference)."""
     return [rows, stamps, matches]
 
 
 def record_add(
-    record: ValueRecord | None, match: bytes, row: Row, stamp: int, upsert: bool, restamp: bool = True
+    record: ValueRecord | None, match: bytes, row: StoredRow, stamp: int, upsert: bool, restamp: bool = True
 ) -> tuple[ValueRecord, bool]:
     """Rules 3-4 on a record (None = empty key); returns ``(record to store, stamp written)``.
 
@@ -66,7 +69,9 @@ def record_add(
     return record, True
 
 
-def record_retract(record: ValueRecord, match: bytes, restamp: int | None = None) -> tuple[bool, Row | None]:
+def record_retract(
+    record: ValueRecord, match: bytes, restamp: int | None = None
+) -> tuple[bool, StoredRow | None]:
     """Rule 6 on a non-empty record, in place: remove the first element matching ``match``.
 
     Returns ``(found, rollback)``: ``found`` False is rule 7 (record unchanged); ``rollback``
@@ -122,7 +127,7 @@ def count_matches(matches: list[bytes]) -> dict[bytes, int]:
     return counts
 
 
-def check_record(context: bytes, record: ValueRecord | None, match_key: Callable[[Row], bytes]) -> int:
+def check_record(context: bytes, record: ValueRecord | None, match_key: Callable[[StoredRow], bytes]) -> int:
     """Verify a stored VALUE record (raise LayoutError); returns its size. O(n).
 
     Three parallel, non-empty lists; every stored match key is the match key of its row; an
@@ -139,11 +144,12 @@ def check_record(context: bytes, record: ValueRecord | None, match_key: Callable
     return len(rows)
 
 
-def record_elements(record: ValueRecord) -> list[tuple[Row, int]]:
+def record_elements(record: ValueRecord) -> list[tuple[StoredRow, int]]:
     """(row, stamp) of every element of a record, in insertion order."""
     return [(tuple(row), stamp) for row, stamp in zip(record[0], record[1], strict=True)]
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class ValueMaterializer(StrategyBase):
     """VALUE on any backend: ``ValueState`` ``"value"`` holds :data:`ValueRecord` per key."""
 
@@ -155,12 +161,12 @@ class ValueMaterializer(StrategyBase):
         super().__init__(keys, backend, settings)
         self._values = self._value_state("value")
 
-    def _add(self, context: bytes, match: bytes, row: Row, stamp: int) -> Change:
+    def _add(self, context: bytes, match: bytes, row: StoredRow, stamp: int) -> Change:
         """1 read, 1 write (+1 timer write with TTL)."""
         record = self._values.get(context)
         if self._lazy:
             record = live_record(self._values, context, record, self._now, self._ttl_ms)
-        kind = RowKind.INSERT if record is None else RowKind.UPDATE_AFTER
+        kind = INSERT if record is None else UPDATE_AFTER
         record, stamped = record_add(record, match, row, stamp, self._upsert, self._restamp_replaced)
         self._values.put(context, record)
         if stamped:
@@ -181,15 +187,15 @@ class ValueMaterializer(StrategyBase):
             return None
         if not record[0]:
             self._values.delete(context)
-            return emit(RowKind.DELETE, change.row)
+            return emit(DELETE, change.row)
         self._values.put(context, record)
         if rollback is None:
             return None
         if self._restamp_rollback:
             self._stamped(context, 0, stamp)
-        return emit(RowKind.UPDATE_AFTER, rollback)
+        return emit(UPDATE_AFTER, rollback)
 
-    def _new_record(self, rows: list[Row], stamps: list[int], matches: list[bytes]) -> ValueRecord:
+    def _new_record(self, rows: list[StoredRow], stamps: list[int], matches: list[bytes]) -> ValueRecord:
         """A record of parallel lists (taken by reference)."""
         return new_record(rows, stamps, matches)
 
@@ -211,14 +217,14 @@ class ValueMaterializer(StrategyBase):
         for context in self._values.contexts():
             check_record(context, self._values.get(context), self._match_key)
 
-    def _elements(self, context: bytes) -> list[tuple[Row, int]]:
+    def _elements(self, context: bytes) -> list[tuple[StoredRow, int]]:
         record = self._values.get(context)
         return [] if record is None else record_elements(record)
 
     def _drop(self, context: bytes) -> None:
         self._values.delete(context)
 
-    def _load(self, context: bytes, elements: list[tuple[Row, int]]) -> None:
+    def _load(self, context: bytes, elements: list[tuple[StoredRow, int]]) -> None:
         rows = [row for row, _ in elements]
         stamps = [stamp for _, stamp in elements]
         matches = [self._match_key(row) for row in rows]

@@ -28,11 +28,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...spec import Change, Keys, Row, RowKind
+from mypy_extensions import mypyc_attr
+
+from ...spec import Change, Keys
+from ..rows import StoredRow
 from ..settings import Settings
 from ..state.heap import HeapBackend, HeapValueState
 from .adaptive import AdaptiveMaterializer
-from .common import StrategyBase, emit
+from .common import DELETE, INSERT, UPDATE_AFTER, StrategyBase, emit
 from .linked_map import Meta
 from .linked_map_heap import HeapLinkedList
 from .value import ValueMaterializer, count_matches
@@ -42,7 +45,7 @@ _REPLACE = 1
 _REMOVE = 2
 
 
-def counted_record(rows: list[Row], stamps: list[int], matches: list[bytes]) -> list[Any]:
+def counted_record(rows: list[StoredRow], stamps: list[int], matches: list[bytes]) -> list[Any]:
     """An in-place record from parallel lists (taken by reference)."""
     return [rows, stamps, matches, count_matches(matches)]
 
@@ -85,7 +88,7 @@ def add_in_place(
     context: bytes,
     record: list[Any] | None,
     match: bytes,
-    row: Row,
+    row: StoredRow,
     stamp: int,
     upsert: bool,
     restamp: bool,
@@ -96,7 +99,7 @@ def add_in_place(
     record: 1 write). Returns the ``+I``/``+U`` to emit. O(1), or a scan to the first match."""
     if record is None:
         values.put(context, [[row], [stamp], [match], {match: 1}])
-        return emit(RowKind.INSERT, row)
+        return emit(INSERT, row)
     rows, stamps, matches, counts = record
     if upsert and match in counts:
         position = matches.index(match)
@@ -104,17 +107,22 @@ def add_in_place(
         rows[position] = row
         if restamp:
             stamps[position] = stamp
-        return emit(RowKind.UPDATE_AFTER, row)
+        return emit(UPDATE_AFTER, row)
     values.journal(_UNDO, record, (_APPEND, len(rows)))
     rows.append(row)
     stamps.append(stamp)
     matches.append(match)
     counts[match] = counts.get(match, 0) + 1
-    return emit(RowKind.UPDATE_AFTER, row)
+    return emit(UPDATE_AFTER, row)
 
 
 def retract_in_place(
-    values: HeapValueState, context: bytes, record: list[Any], match: bytes, restamp: int | None, row: Row
+    values: HeapValueState,
+    context: bytes,
+    record: list[Any],
+    match: bytes,
+    restamp: int | None,
+    row: StoredRow,
 ) -> tuple[bool, Change | None]:
     """Rules 6-10 on the stored record of ``context`` in ``values``, in place and journaled:
     ``(found, output)``. ``found`` False is rule 7 (nothing changed; the caller counts the
@@ -136,32 +144,35 @@ def retract_in_place(
         del counts[match]
     if not rows:
         values.delete(context)
-        return True, emit(RowKind.DELETE, row)
+        return True, emit(DELETE, row)
     if position < size - 1:
         return True, None
     last = size - 2
     if restamp is not None:
         values.journal(_UNDO, record, (_REPLACE, 0, last, rows[last], stamps[last]))
         stamps[last] = restamp
-    return True, emit(RowKind.UPDATE_AFTER, tuple(rows[last]))
+    return True, emit(UPDATE_AFTER, tuple(rows[last]))
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class HeapValueMaterializer(ValueMaterializer):
     """VALUE on heap with TTL off, records changed in place (module docstring)."""
 
     def __init__(self, keys: Keys, backend: HeapBackend, settings: Settings | None = None) -> None:
         StrategyBase.__init__(self, keys, backend, settings)
-        self._values: HeapValueState = backend.value_state("value")
+        # ValueMaterializer's ``_values`` (async state is off), typed as the heap state.
+        self._heap_values: HeapValueState = backend.value_state("value")
+        self._values = self._heap_values
 
-    def _add(self, context: bytes, match: bytes, row: Row, stamp: int) -> Change:
+    def _add(self, context: bytes, match: bytes, row: StoredRow, stamp: int) -> Change:
         """1 read; a new key 1 write. O(1), or a scan to the first match (rule 4)."""
-        values = self._values
+        values = self._heap_values
         record = values.stored(context)
         return add_in_place(values, context, record, match, row, stamp, self._upsert, self._restamp_replaced)
 
     def _retract(self, context: bytes, match: bytes, change: Change, stamp: int) -> Change | None:
         """1 read; 1 delete if the key empties. O(1) plus a scan to the first match."""
-        values = self._values
+        values = self._heap_values
         record = values.stored(context)
         restamp = stamp if self._restamp_rollback else None
         found, output = (
@@ -173,10 +184,11 @@ class HeapValueMaterializer(ValueMaterializer):
             self._miss(context, change)
         return output
 
-    def _new_record(self, rows: list[Row], stamps: list[int], matches: list[bytes]) -> list[Any]:
+    def _new_record(self, rows: list[StoredRow], stamps: list[int], matches: list[bytes]) -> list[Any]:
         return counted_record(rows, stamps, matches)
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class HeapAdaptiveMaterializer(AdaptiveMaterializer):
     """ADAPTIVE on heap with TTL off: VALUE-mode records changed in place (module docstring);
     MAP-mode events through :class:`~.linked_map_heap.HeapLinkedList` (a MAP meta is never
@@ -187,12 +199,12 @@ class HeapAdaptiveMaterializer(AdaptiveMaterializer):
         self._heap_records: HeapValueState = backend.value_state("adaptive")
         self._heap_list = HeapLinkedList(backend)
 
-    def _add_map_mode(self, context: bytes, meta: Meta, match: bytes, row: Row, stamp: int) -> Change:
+    def _add_map_mode(self, context: bytes, meta: Meta, match: bytes, row: StoredRow, stamp: int) -> Change:
         """Rules 3-5 on a key in MAP mode: O(1) dict operations."""
         added = self._heap_list.add(context, meta, match, row, stamp, self._upsert, self._restamp_replaced)
         if added is not None:
             self._heap_records.put(context, added)
-        return emit(RowKind.UPDATE_AFTER, row)
+        return emit(UPDATE_AFTER, row)
 
     def _retract_map_mode(
         self, context: bytes, meta: Meta, match: bytes, change: Change, restamp: int | None
@@ -204,11 +216,11 @@ class HeapAdaptiveMaterializer(AdaptiveMaterializer):
             return None
         if after is None:
             self._heap_records.delete(context)
-            return emit(RowKind.DELETE, change.row)
+            return emit(DELETE, change.row)
         self._store_meta(context, after)
-        return None if rollback is None else emit(RowKind.UPDATE_AFTER, rollback)
+        return None if rollback is None else emit(UPDATE_AFTER, rollback)
 
-    def _add(self, context: bytes, match: bytes, row: Row, stamp: int) -> Change:
+    def _add(self, context: bytes, match: bytes, row: StoredRow, stamp: int) -> Change:
         records = self._heap_records
         record = records.stored(context)
         if record is not None and type(record[0]) is int:  # MAP mode
@@ -237,5 +249,5 @@ class HeapAdaptiveMaterializer(AdaptiveMaterializer):
             self._miss(context, change)
         return output
 
-    def _new_record(self, rows: list[Row], stamps: list[int], matches: list[bytes]) -> list[Any]:
+    def _new_record(self, rows: list[StoredRow], stamps: list[int], matches: list[bytes]) -> list[Any]:
         return counted_record(rows, stamps, matches)

@@ -20,6 +20,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from ..impls.build import build_name
 from .goals import GoalCheck
 from .runner import FLIP544, MANY_KEYS, CellResult
 
@@ -88,7 +89,8 @@ def _version(distribution: str) -> str | None:
 
 
 def machine_info() -> dict[str, Any]:
-    """What the numbers depend on: CPU, cores, Python, engine versions, date, commit."""
+    """What the numbers depend on: CPU, cores, Python, engine versions, the build (compiled or
+    pure Python, :func:`~upsertmat.impls.build.build_name`), date, commit."""
     return {
         "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "cpu": _cpu_model(),
@@ -96,6 +98,7 @@ def machine_info() -> dict[str, Any]:
         "platform": platform.platform(),
         "python": f"{platform.python_implementation()} {platform.python_version()}",
         "upsertmat": _version("upsertmat"),
+        "build": build_name(),
         "rocksdict": _version("rocksdict"),
         "lmdb": _version("lmdb"),
         "git_commit": _git_commit(),

@@ -7,14 +7,17 @@ build goes first from round to round so a slow spell of a shared machine hits bo
 Each run records wall and process-CPU throughput; the report gives per cell the median over
 the rounds for each build and clock, and the ratio new/old of the medians. Output: a
 markdown table on stdout, ``sidebyside.json`` and ``sidebyside.png`` (ratios per cell, both
-clocks) in ``--output-dir``. Cells: ``STRATEGY/backend:workload[:delay][:async]`` with
-workload ``flip544`` (100% retraction, upsert key on, the delay the history length) or
-``many-keys`` (``--changes``/``--keys``). The old build has no many-keys workload, so a
+clocks) in ``--output-dir``. Cells: ``STRATEGY/backend:workload[:delay][:nokey][:async]`` with
+workload ``flip544`` (100% retraction, the delay the history length; upsert key on unless
+``nokey``) or ``many-keys`` (``--changes``/``--keys``). ``--grid full`` is every strategy on
+every backend at delays 2, 10, 100 and 1,000, upsert key on and off (120 cells; about 25
+minutes per round on 2 cores). The old build has no many-keys workload, so a
 many-keys cell compares the *new* build with itself: with ``async`` its "new" side runs
 with ``--async-state`` and its "old" side without (the async-state goal), else both sides
 run the same (a noise check). ``--checkpoint-interval N`` passes the commit interval to
 every run of the new build (the old build commits after every input and has no such
-option); without it the new build runs at its ``bench`` default.
+option); without it the new build runs at its ``bench`` default. An old build whose ``bench``
+has ``--checkpoint-interval`` gets the same interval.
 """
 
 from __future__ import annotations
@@ -59,33 +62,48 @@ DEFAULT_CELLS = (
 )
 
 
+FULL_GRID = tuple(
+    f"{strategy}/{backend}:flip544:{delay}{suffix}"
+    for backend in ("heap", "rocksdb", "lmdb")
+    for strategy in ("LEGACY", "VALUE", "MAP", "SORTED", "ADAPTIVE")
+    for suffix in ("", ":nokey")
+    for delay in (2, 10, 100, 1000)
+)
+"""``--grid full``: 5 strategies x 3 backends x history 2/10/100/1,000 x upsert key on/off."""
+
+
 @dataclass(frozen=True)
 class CellSpec:
-    """One cell: implementation, workload, history length (flip544), async state (new build)."""
+    """One cell: implementation, workload, history length (flip544), async state (new build),
+    upsert key."""
 
     implementation: str
     workload: str
     delay: int = 0
     async_state: bool = False
+    upsert_key: bool = True
 
     @classmethod
     def parse(cls, text: str) -> CellSpec:
-        """``STRATEGY/backend:workload[:delay][:async]``; ValueError if malformed."""
+        """``STRATEGY/backend:workload[:delay][:nokey][:async]``; ValueError if malformed."""
         parts = text.split(":")
         if len(parts) < 2 or "/" not in parts[0] or parts[1] not in ("flip544", "many-keys"):
             raise ValueError(f"bad cell {text!r}: expected STRATEGY/backend:flip544:DELAY or ...:many-keys")
         async_state = parts[-1] == "async"
         rest = parts[2:-1] if async_state else parts[2:]
+        upsert_key = "nokey" not in rest
+        rest = [part for part in rest if part != "nokey"]
         if parts[1] == "flip544" and (len(rest) != 1 or not rest[0].isdigit()):
             raise ValueError(f"bad cell {text!r}: a flip544 cell needs a delay")
-        return cls(parts[0], parts[1], int(rest[0]) if rest else 0, async_state)
+        return cls(parts[0], parts[1], int(rest[0]) if rest else 0, async_state, upsert_key)
 
     @property
     def label(self) -> str:
         """A short label, e.g. ``MAP/rocksdb d=1000`` or ``MAP/rocksdb many-keys async``."""
+        key = "" if self.upsert_key else " nokey"
         if self.workload == "flip544":
-            return f"{self.implementation} d={self.delay}{' async' if self.async_state else ''}"
-        return f"{self.implementation} many-keys{' async on/off' if self.async_state else ''}"
+            return f"{self.implementation} d={self.delay}{key}{' async' if self.async_state else ''}"
+        return f"{self.implementation} many-keys{key}{' async on/off' if self.async_state else ''}"
 
 
 @dataclass
@@ -104,12 +122,15 @@ def bench_argv(
     new: bool,
     output: Path,
     checkpoint_interval: int | None = None,
+    old_takes_interval: bool = False,
 ) -> list[str]:
     """The ``upsertmat bench`` arguments of one run of ``cell`` (``checkpoint_interval``: the
-    new build's commit interval, None for its default)."""
+    new build's commit interval, None for its default; the old build's too if
+    ``old_takes_interval``)."""
     strategy, backend = cell.implementation.split("/")
-    argv = ["bench", "--strategy", strategy, "--backend", backend, "--upsert-key", "on"]
-    if checkpoint_interval is not None and (new or cell.workload == "many-keys"):
+    upsert_key = "on" if cell.upsert_key else "off"
+    argv = ["bench", "--strategy", strategy, "--backend", backend, "--upsert-key", upsert_key]
+    if checkpoint_interval is not None and (new or old_takes_interval or cell.workload == "many-keys"):
         argv += ["--checkpoint-interval", str(checkpoint_interval)]
     argv += ["--repetitions", "1", "--max-seconds-per-cell", "600", "--quiet", "--format", "json"]
     argv += ["--output-dir", str(output)]
@@ -123,6 +144,12 @@ def bench_argv(
         if cell.async_state and new:
             argv.append("--async-state")
     return argv
+
+
+def takes_interval(command: str) -> bool:
+    """Whether the build ``command``'s ``bench`` has ``--checkpoint-interval``."""
+    completed = subprocess.run([command, "bench", "--help"], capture_output=True, text=True, check=False)
+    return "--checkpoint-interval" in completed.stdout
 
 
 def run_once(command: str, argv: list[str]) -> tuple[float, float]:
@@ -217,6 +244,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--old", required=True, help="the old build's upsertmat executable")
     parser.add_argument("--new", required=True, help="the new build's upsertmat executable")
     parser.add_argument("--cell", action="append", help="a cell (repeatable; default: the standard set)")
+    parser.add_argument(
+        "--grid", choices=("standard", "full"), default="standard", help="the cells without --cell"
+    )
     parser.add_argument("--rounds", type=int, default=3, help="alternated rounds (default 3)")
     parser.add_argument("--records", type=int, default=5000, help="flip544 timed records (default 5000)")
     parser.add_argument("--slow-records", type=int, default=1000, help="records of LEGACY at delay >= 1000")
@@ -230,7 +260,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--output-dir", type=Path, default=Path("sidebyside"))
     args = parser.parse_args(argv)
-    cells = [CellSpec.parse(text) for text in (args.cell or DEFAULT_CELLS)]
+    cells = [
+        CellSpec.parse(text) for text in (args.cell or (FULL_GRID if args.grid == "full" else DEFAULT_CELLS))
+    ]
+    old_takes_interval = takes_interval(args.old)
     args.output_dir.mkdir(parents=True, exist_ok=True)
     samples = {(cell.label, build): Samples() for cell in cells for build in ("old", "new")}
     with tempfile.TemporaryDirectory(prefix="upsertmat-sidebyside-") as tmp:
@@ -244,7 +277,16 @@ def main(argv: Sequence[str] | None = None) -> int:
                     command = args.old if build == "old" and not many else args.new
                     output = Path(tmp) / build
                     interval = args.checkpoint_interval
-                    run = bench_argv(cell, records, args.changes, args.keys, build == "new", output, interval)
+                    run = bench_argv(
+                        cell,
+                        records,
+                        args.changes,
+                        args.keys,
+                        build == "new",
+                        output,
+                        interval,
+                        old_takes_interval,
+                    )
                     wall, cpu = run_once(command, run)
                     samples[(cell.label, build)].wall.append(wall)
                     samples[(cell.label, build)].cpu.append(cpu)
