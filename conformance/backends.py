@@ -692,7 +692,7 @@ class PersistentBackendTests:
         try:
             child = subprocess.run(
                 [sys.executable, "-c", _WRITER, self.engine, str(tmp_path)],
-                cwd=tmp_path,  # not the source tree, whose upsertmat/ would shadow the installed package
+                cwd=tmp_path,
                 capture_output=True,
                 text=True,
                 timeout=60,

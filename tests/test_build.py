@@ -32,7 +32,7 @@ def test_the_spec_is_never_compiled() -> None:
 
 
 def test_the_version_names_the_build(tmp_path: Path) -> None:
-    result = subprocess.run(  # outside the source tree, whose upsertmat/ would shadow the installed one
+    result = subprocess.run(
         [sys.executable, "-m", "upsertmat.cli", "--version"],
         capture_output=True,
         text=True,

@@ -23,6 +23,7 @@ from upsertmat import __version__
 from upsertmat.cli import main
 from upsertmat.errors import ExitCode
 from upsertmat.impls import available
+from upsertmat.impls.build import build_name
 from upsertmat.impls.persistence import MANIFEST_NAME
 from upsertmat.impls.settings import Backend
 
@@ -174,7 +175,7 @@ def test_help_and_version(cli: Cli) -> None:
     )
     assert "exit codes:" in replay.out
     version = cli("--version")
-    assert (version.code, version.out) == (0, f"upsertmat {__version__}\n")
+    assert (version.code, version.out) == (0, f"upsertmat {__version__} ({build_name()})\n")
     assert cli().code == ExitCode.USAGE
 
 
@@ -504,11 +505,11 @@ def test_console_script_exit_codes_and_streams(tmp_path: Path) -> None:
     usage = script("replay", "--pk", "0", "--set", "bogus=1", stdin="")
     assert usage.returncode == 2
     assert usage.stderr.startswith("upsertmat replay: unknown configuration key 'bogus'")
-    assert script("--version").stdout == f"upsertmat {__version__}\n"
+    assert script("--version").stdout == f"upsertmat {__version__} ({build_name()})\n"
     module = subprocess.run(
         [sys.executable, "-m", "upsertmat.cli", "--version"], capture_output=True, text=True
     )
-    assert module.stdout == f"upsertmat {__version__}\n"
+    assert module.stdout == f"upsertmat {__version__} ({build_name()})\n"
 
 
 @pytest.fixture

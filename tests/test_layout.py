@@ -42,12 +42,33 @@ def tree_modules() -> dict[str, Path]:
 
 
 def test_the_top_level_shows_the_three_parts() -> None:
+    application = TREE / MAPPING["upsertmat"]
     for folder in ("spec", "impls", "conformance"):
         assert (TREE / folder / "__init__.py").is_file(), folder
-        assert not (TREE / "upsertmat" / folder).exists(), (
-            f"upsertmat/{folder} must not exist: one path per file"
-        )
+        assert not (application / folder).exists(), f"{application / folder}: two paths for one module"
         assert MAPPING[f"upsertmat.{folder}"] == folder
+
+
+def test_no_top_level_folder_shadows_the_installed_package() -> None:
+    # Python puts the working directory first on sys.path (python -m, Spark's Python workers):
+    # a top-level upsertmat/ would be imported instead of the installed package, without the
+    # mapped subpackages.
+    assert not (TREE / "upsertmat").exists()
+    assert MAPPING["upsertmat"] == "src/upsertmat"
+
+
+def test_a_python_started_in_the_clone_imports_the_whole_package() -> None:
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", "import upsertmat.impls.registry, upsertmat.cli; print('ok')"],
+        cwd=TREE,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.stdout.strip() == "ok", done.stderr
 
 
 @pytest.mark.parametrize("name", sorted(tree_modules()))
