@@ -38,7 +38,7 @@ from upsertmat.impls.lifecycle import (
     export_state,
     write_savepoint,
 )
-from upsertmat.impls.persistence.recovery import EMPTY_SHA256, Position
+from upsertmat.impls.persistence.recovery import Position
 from upsertmat.impls.persistence.session import StateSession, recorded_keys
 from upsertmat.impls.persistence.statedir import RunRecord
 from upsertmat.impls.state.errors import StateError, StorageError
@@ -260,19 +260,10 @@ def run_restore(args: argparse.Namespace) -> int:
                 raise _savepoint_error(error) from None
             session.restored(
                 materializer,
-                Position(
-                    run_id=0,
-                    lines=lines,
-                    now=sp.now,
-                    misses=sp.retract_misses if args.index == 0 else 0,
-                    output_bytes=None,
-                    input_bytes=0,
-                    input_sha256=EMPTY_SHA256,
-                    dead_letter_bytes=None,
-                    done=True,
-                    state_id=None,
-                ),
-                runs,
+                lines=lines,
+                now=sp.now,
+                misses=sp.retract_misses if args.index == 0 else 0,
+                runs=runs,
             )
     print(
         f"upsertmat restore: {args.state_dir} holds {restored} key(s) of {args.savepoint} "

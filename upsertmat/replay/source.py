@@ -1,0 +1,49 @@
+"""The input of ``upsertmat replay``: a file or stdin, read line by line.
+
+A failed read (an I/O error of the device, a file removed under a network mount) is an
+:class:`InputFailed`, raised between two lines: every line before it was applied, so the run
+stops at a commit point (docs/cli.md, exit 4).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterable, Iterator
+from typing import IO
+
+from upsertmat.errors import CliError
+
+from .failures import io_exit_code
+
+
+class InputFailed(Exception):
+    """Reading the input failed; ``message`` names the input and the cause."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+def open_input(name: str) -> IO[bytes]:
+    """The input ``name`` opened for reading (``-``: stdin). CliError if it cannot be opened
+    (exit 2, or 4 for a device or space error)."""
+    if name == "-":
+        return sys.stdin.buffer
+    try:
+        return open(name, "rb")
+    except OSError as error:
+        raise CliError(f"cannot open input {name}: {error.strerror or error}", io_exit_code(error)) from None
+
+
+def read_lines(lines: Iterable[bytes], name: str) -> Iterator[bytes]:
+    """The lines of ``lines`` (the input ``name``), a failed read raised as :class:`InputFailed`."""
+    iterator = iter(lines)
+    while True:
+        try:
+            line = next(iterator)
+        except StopIteration:
+            return
+        except OSError as error:
+            shown = "stdin" if name == "-" else name
+            raise InputFailed(f"cannot read input {shown}: {error.strerror or error}") from None
+        yield line
