@@ -37,6 +37,7 @@ collected and handed out by :meth:`CompactingMaterializer.take_emitted`;
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Iterable, Iterator
 from typing import NoReturn, Protocol, runtime_checkable
@@ -78,14 +79,17 @@ class CompactingMaterializer:
         self._pending = backend.map_state(PENDING)
         self._dirty = backend.value_state(DIRTY)
         self._meta = backend.value_state(META)
-        stored = self._meta.get(WATERMARK_KEY)
+        try:
+            stored = self._meta.get(WATERMARK_KEY)
+            # The seqs of every key's pending changes since the last watermark (storage keys, in
+            # order): the dirty index and the pending map read once, on open.
+            self._seqs: dict[bytes, list[bytes]] = {
+                context: sorted(seq for seq, _ in self._pending.items(context))
+                for context in self._dirty.contexts()
+            }
+        except BaseException as error:
+            _raise_classified(backend, error)
         self._watermark: int | None = None if stored is None else int(stored)
-        # The seqs of every key's pending changes since the last watermark (storage keys, in
-        # order): the dirty index and the pending map read once, on open.
-        self._seqs: dict[bytes, list[bytes]] = {
-            context: sorted(seq for seq, _ in self._pending.items(context))
-            for context in self._dirty.contexts()
-        }
         self._seq = 1 + max((decode_seq(seqs[-1]) for seqs in self._seqs.values() if seqs), default=-1)
 
     @property
@@ -323,7 +327,13 @@ def create(keys: Keys, settings: Settings) -> CompactingMaterializer:
             f"{TTL} is not supported with {CONFLICT_STRATEGY}={settings.conflict.value}: the state "
             "is bounded by the watermarks already (set the TTL to 0, or use DEDUPLICATE)"
         )
-    return CompactingMaterializer(keys, open_backend(settings), settings.conflict)
+    backend = open_backend(settings)
+    try:
+        return CompactingMaterializer(keys, backend, settings.conflict)
+    except BaseException:
+        with contextlib.suppress(Exception):  # the error that matters is the one raised
+            backend.close()
+        raise
 
 
 @runtime_checkable

@@ -18,11 +18,12 @@ byte backends' own directories; savepoints are in :mod:`upsertmat.impls.lifecycl
 
 from __future__ import annotations
 
+from ..documents import RunRecord
 from .errors import StateDirError, StateDirWriteError, UnsupportedStateDir
 from .inputs import EMPTY_SHA256, AppliedInput
 from .recovery import Position, PositionRecord
 from .session import Applied, Rerun, RunStart, StateSession
-from .statedir import DEAD_LETTER_NAME, MANIFEST_NAME, Manifest, RunRecord, StateDir
+from .statedir import DEAD_LETTER_NAME, MANIFEST_NAME, Manifest, StateDir
 
 __all__ = [
     "DEAD_LETTER_NAME",

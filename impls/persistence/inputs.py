@@ -18,7 +18,7 @@ import os
 import stat
 from typing import IO
 
-from .statedir import RunRecord
+from ..documents import RunRecord
 
 EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
 

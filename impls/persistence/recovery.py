@@ -28,6 +28,7 @@ from typing import Any, Literal, Protocol
 from ...spec import Materializer
 from ..documents import is_natural
 from ..state import StateBackend, ValueState
+from ..state.errors import storage_failure
 from .errors import StateDirError
 
 RECORD_STATE = "upsertmat.replay"
@@ -103,7 +104,13 @@ class PositionRecord:
 
         StateDirError for a damaged record.
         """
-        value = self._state.get(RECORD_KEY)
+        try:
+            value = self._state.get(RECORD_KEY)
+        except Exception as error:  # the engine's own error (a damaged block), classified
+            failure = storage_failure(self._backend, error)
+            if failure is None:
+                raise
+            raise failure from error
         if value is None:
             return None
         if isinstance(value, list) and len(value) == 4:

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import shutil
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO
@@ -41,13 +42,14 @@ from typing import IO
 from ...spec import Keys, Materializer, equalizer_spec, parse_equalizer
 from ...spec.conflict import ConflictBehavior
 from ..config import BACKEND, CONFLICT_STRATEGY, STRATEGY, TTL
+from ..documents import RunRecord
 from ..lifecycle import export_state, import_state, supports_transfer
 from ..settings import DEFAULT_CHECKPOINT_INTERVAL, Backend, Settings, Strategy
 from ..state import backend_database
 from .errors import StateDirError, UnsupportedStateDir
 from .inputs import EMPTY_SHA256, AppliedInput, is_regular, match_runs
 from .recovery import Position, PositionRecord
-from .statedir import Manifest, RunRecord, StateDir, ttl_from_record, ttl_record, ttl_text
+from .statedir import Manifest, StateDir, io_failure, ttl_from_record, ttl_record, ttl_text
 
 
 @dataclass(frozen=True)
@@ -571,6 +573,20 @@ class StateSession:
         else:
             self.manifest = self.directory.save(manifest, export_state(materializer))
         self.fresh = False
+
+    def abandon(self) -> None:
+        """Undo a fresh session that failed before it was sealed (a restore that met a full
+        disk): remove the manifest, the database and the snapshots it wrote, manifest first,
+        so the directory is fresh again and the same command can run again. Only on a fresh
+        session, with its materializer closed. StateDirIOError if removing fails."""
+        assert self.fresh, "only a fresh session is abandoned"
+        database = backend_database(self.settings)
+        try:
+            self.directory.remove_state()
+            if database is not None and database.parent.parent.is_dir():
+                shutil.rmtree(database.parent.parent)  # STATE_DIR/<backend>: nothing else is there
+        except OSError as error:
+            raise io_failure(error, f"cannot remove what was written to {self.path}") from None
 
     def _finished(self, manifest: Manifest, position: Position) -> Manifest:
         """``manifest`` with run ``position.run_id`` completed at ``position``."""

@@ -44,7 +44,7 @@ from .processing import ConflictAtWatermark, LineProcessor
 from .progress import Progress
 from .signals import SignalGuard
 from .sink import DeadLetters, Output, ReaderGone
-from .source import InputFailed, open_input, read_lines
+from .source import InputFailed, close_input, open_input, read_lines
 
 DEFAULT_DEAD_LETTER = "upsertmat-dead-letter.jsonl"
 _T = TypeVar("_T")
@@ -110,11 +110,19 @@ def replay(options: ReplayOptions, create: Create) -> int:
                 raise state_failure(error, session) from None
         source = open_input(options.input)
         if options.input != "-":
-            stack.enter_context(source)
+            stack.callback(close_input, source)
         start: RunStart | None = None
         lines: Iterable[bytes] = source
         if session is not None:
-            opened = session.open_input(source, options.input, stream_line=options.stream_line)
+            try:
+                opened = session.open_input(source, options.input, stream_line=options.stream_line)
+            except OSError as error:  # reading what the state has applied already
+                shown = "stdin" if options.input == "-" else options.input
+                raise CliError(
+                    f"cannot read input {shown}: {error.strerror or error}; nothing was changed: run the "
+                    "same command again once it reads",
+                    ExitCode.IO,
+                ) from None
             if isinstance(opened, Rerun):
                 say(opened.message)
                 return int(ExitCode.OK)

@@ -7,6 +7,7 @@ stops at a commit point (docs/cli.md, exit 4).
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from collections.abc import Iterable, Iterator
 from typing import IO
@@ -33,6 +34,12 @@ def open_input(name: str) -> IO[bytes]:
         return open(name, "rb")
     except OSError as error:
         raise CliError(f"cannot open input {name}: {error.strerror or error}", io_exit_code(error)) from None
+
+
+def close_input(source: IO[bytes]) -> None:
+    """Close an input file; what was read is read, so a failure to close loses nothing."""
+    with contextlib.suppress(OSError):
+        source.close()
 
 
 def read_lines(lines: Iterable[bytes], name: str) -> Iterator[bytes]:
