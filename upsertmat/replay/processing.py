@@ -70,6 +70,10 @@ class LineProcessor:
         if isinstance(materializer, Compacting):  # ON CONFLICT DO ERROR | NOTHING
             self._compacting = materializer
             materializer.skip_conflicts = not fail
+        # Bound once: every line calls them.
+        self._check = shape.check
+        self._process = materializer.process
+        self._write = output.write
 
     def line(self, raw: bytes, index: int, number: int) -> None:
         """Apply the line ``raw``: stream index ``index`` (its output's ``in``), line ``number``
@@ -79,14 +83,14 @@ class LineProcessor:
             item = parse_line(raw)
             if isinstance(item, ChangeLine):
                 change = item.change
-                self.shape.check(change.row)
+                self._check(change.row)
                 if self._need_ts and change.ts is None:
                     raise BadLine("event-time TTL needs a 'ts' on every change")
                 materializer = self.materializer
                 misses = materializer.retract_misses
-                emitted = materializer.process(change)
+                emitted = self._process(change)
                 if emitted is not None:
-                    self._output.write(format_change(index, emitted).encode("utf-8"))
+                    self._write(format_change(index, emitted).encode("utf-8"))
                     self.counts.emitted += 1
                 elif materializer.retract_misses != misses:
                     self.miss(number, change, materializer)

@@ -44,7 +44,7 @@ from .processing import ConflictAtWatermark, LineProcessor
 from .progress import Progress
 from .signals import SignalGuard
 from .sink import DeadLetters, Output, ReaderGone
-from .source import InputFailed, close_input, open_input, read_lines
+from .source import InputFailed, close_input, open_input, read_failure
 
 DEFAULT_DEAD_LETTER = "upsertmat-dead-letter.jsonl"
 _T = TypeVar("_T")
@@ -130,7 +130,7 @@ def replay(options: ReplayOptions, create: Create) -> int:
             if start.note is not None:
                 say(start.note)
         job = _Replay(options, settings, session, start, materializer, stack, regular=is_regular(source))
-        return job.run(read_lines(lines, options.input))
+        return job.run(lines)
     raise AssertionError("unreachable")  # pragma: no cover - ExitStack does not swallow
 
 
@@ -244,25 +244,33 @@ class _Replay:
     def _loop(self, lines: Iterable[bytes], guard: SignalGuard) -> int:
         """Apply every line; OK at the end of the input, BAD_INPUT at a bad line that fails
         the run, 128 + the signal's number after a signal."""
-        processor, commits = self.processor, self.commits
-        counts = processor.counts
+        counts = self.processor.counts
         index = 0 if self.start is None else self.start.index
         number = 1 if self.start is None else self.start.number
         progress = Progress(PREFIX, Progress.wanted(self.options.progress))
         if guard.received is not None:
             return guard.exit_code
+        line, applied, update = self.processor.line, self.commits.applied, progress.update
+        lines = iter(lines)
         guard.busy = False
-        for raw in lines:
+        while True:
+            try:
+                raw = next(lines)
+            except StopIteration:
+                break
+            except OSError as error:  # between two lines: every line before it is applied
+                raise read_failure(error, self.options.input) from None
             guard.busy = True
             try:
-                processor.line(raw, index, number)
+                line(raw, index, number)
             except BadLine as error:
+                progress.finish(counts.lines, counts.emitted, counts.skipped)
                 self._stopped(number, index, error)
                 return ExitCode.BAD_INPUT
-            commits.applied(raw, index)
+            applied(raw, index)
             index += 1
             number += 1
-            progress.update(counts.lines, counts.emitted, counts.skipped)
+            update(counts.lines, counts.emitted, counts.skipped)
             guard.busy = False
             if guard.received is not None:
                 progress.finish(counts.lines, counts.emitted, counts.skipped)
@@ -272,8 +280,9 @@ class _Replay:
             # The end of the input is the final watermark of ON CONFLICT DO ERROR | NOTHING
             # (docs/cli.md); with --state-dir the stream goes on in the next run.
             try:
-                processor.final_watermark(index, number)
+                self.processor.final_watermark(index, number)
             except BadLine as error:
+                progress.finish(counts.lines, counts.emitted, counts.skipped)
                 say(f"at the end of the input (the final watermark): {error}")
                 return ExitCode.BAD_INPUT
         progress.finish(counts.lines, counts.emitted, counts.skipped)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import sys
-from collections.abc import Iterable, Iterator
 from typing import IO
 
 from upsertmat.errors import CliError
@@ -42,15 +41,7 @@ def close_input(source: IO[bytes]) -> None:
         source.close()
 
 
-def read_lines(lines: Iterable[bytes], name: str) -> Iterator[bytes]:
-    """The lines of ``lines`` (the input ``name``), a failed read raised as :class:`InputFailed`."""
-    iterator = iter(lines)
-    while True:
-        try:
-            line = next(iterator)
-        except StopIteration:
-            return
-        except OSError as error:
-            shown = "stdin" if name == "-" else name
-            raise InputFailed(f"cannot read input {shown}: {error.strerror or error}") from None
-        yield line
+def read_failure(error: OSError, name: str) -> InputFailed:
+    """A failed read of the input ``name`` (``-``: stdin)."""
+    shown = "stdin" if name == "-" else name
+    return InputFailed(f"cannot read input {shown}: {error.strerror or error}")
