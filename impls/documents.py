@@ -4,12 +4,14 @@ A state directory's manifest and a savepoint's manifest are JSON objects read ba
 possibly damaged or hostile. Both are validated field by field through :class:`Fields`, so a
 field of one kind is checked the same way (and refused with the same words) in both: the
 first deviation raises the caller's error, built by its ``bad(what)`` from a message such as
-``'lines' must be a non-negative integer``. Booleans are never integers here.
+``'lines' must be a non-negative integer``. Booleans are never integers here. The records
+both carry (:class:`RunRecord`, TTL settings) are read here too.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from ..spec import TimeDomain, TtlSettings, UpdateType
@@ -119,3 +121,49 @@ class Fields:
         if not isinstance(value, list):
             raise self.bad(f"{name!r} must be a list")
         return value
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """One completed run of ``replay --state-dir``: its input's identity and the stream lines
+    it applied (kept in a state directory's manifest and carried by a savepoint).
+
+    ``first_line`` is the stream index (``in``) of its first line, ``lines`` how many lines it
+    consumed; ``input_bytes`` and ``input_sha256`` identify the whole input it consumed.
+    """
+
+    run: int
+    first_line: int
+    lines: int
+    input: str
+    input_bytes: int
+    input_sha256: str
+
+    def to_json(self) -> dict[str, Any]:
+        """The record as a JSON object."""
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: object) -> RunRecord:
+        """Validate and build; ValueError naming the deviation."""
+        if not isinstance(data, dict) or set(data) != set(cls.__dataclass_fields__):
+            raise ValueError(
+                f"a 'runs' entry must have exactly the fields {', '.join(cls.__dataclass_fields__)}"
+            )
+        read = Fields(data, lambda what: ValueError(f"a 'runs' entry's {what}"))
+        return cls(
+            run=read.natural("run"),
+            first_line=read.natural("first_line"),
+            lines=read.natural("lines"),
+            input=read.text("input"),
+            input_bytes=read.natural("input_bytes"),
+            input_sha256=read.text("input_sha256"),
+        )
+
+
+def runs_of(records: list[Any], bad: Callable[[str], Exception]) -> tuple[RunRecord, ...]:
+    """The completed runs of a ``runs`` list; ``bad(what)`` for the first invalid entry."""
+    try:
+        return tuple(RunRecord.from_json(run) for run in records)
+    except ValueError as error:
+        raise bad(str(error)) from None

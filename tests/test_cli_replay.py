@@ -154,6 +154,28 @@ def test_progress_only_when_asked_or_on_a_terminal(cli: Cli) -> None:
     assert err.endswith("\n")
 
 
+def test_a_resumed_runs_progress_counts_its_own_lines(
+    cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After a stop at line 1501 of 4000, the resumed run's progress line counts its own 2500
+    lines: never the stream position (which would inflate the rate and end below an earlier
+    figure)."""
+    from upsertmat.replay import progress
+
+    monkeypatch.setattr(progress, "INTERVAL", 0.0)  # draw at every 1024th line
+    good = [change("+I", n, "a") for n in range(4000)]
+    source = tmp_path / "in.jsonl"
+    source.write_text(lines(*good[:1500]) + "oops\n" + lines(*good[1501:]))
+    state, out = tmp_path / "st", tmp_path / "out"
+    args = ["replay", "--pk", "0", "--progress", "--state-dir", state, "-o", out, source]
+    assert cli(*args).code == ExitCode.BAD_INPUT
+    source.write_text(lines(*good))
+    resumed = cli(*args)
+    assert resumed.code == 0
+    drawn = [int(count) for count in re.findall(r"\r\S+ \S+: (\d+) lines", resumed.err)]
+    assert drawn == [1024, 2048, 2500]
+
+
 @pytest.mark.parametrize("strategy", HEAP_STRATEGIES)
 def test_every_heap_strategy_replays_the_example_alike(cli: Cli, strategy: str) -> None:
     expected = (ROOT / "examples" / "out-of-order.expected.jsonl").read_text(encoding="utf-8")

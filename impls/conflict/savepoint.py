@@ -28,12 +28,14 @@ import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from ...spec import Keys, Row, equalizer_spec
+from ..documents import Fields, check_header
 from ..lifecycle import codec
 from ..lifecycle.errors import SavepointError, SavepointMismatch
 from ..lifecycle.keygroups import DEFAULT_MAX_PARALLELISM, key_group, key_group_range
+from ..lifecycle.savepoint import MAX_MANIFEST_BYTES, open_savepoint_file, savepoint_read_failure
 from .materializer import CompactingMaterializer
 
 FORMAT = "upsertmat-conflict-savepoint"
@@ -99,33 +101,45 @@ def _sha256_and_size(path: Path) -> tuple[str, int]:
 
 
 def read_manifest(path: Path) -> dict[str, Any]:
-    """The validated manifest of the savepoint at ``path``. SavepointError if unusable."""
+    """The validated manifest of the savepoint at ``path``. SavepointError if unusable (read as
+    carefully as the canonical savepoint's: a regular file of bounded size, bounded nesting,
+    every field checked by the one field checker)."""
     where = path / MANIFEST
     try:
-        manifest = json.loads(where.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as error:
-        raise SavepointError(f"cannot read the savepoint manifest {where}: {error}") from None
-    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
-        raise SavepointError(f"{where} is not an ON CONFLICT savepoint (format {FORMAT!r} expected)")
-    if manifest.get("version") != VERSION:
+        with open_savepoint_file(where, "savepoint manifest", MAX_MANIFEST_BYTES) as stream:
+            raw = stream.read(MAX_MANIFEST_BYTES + 1)
+    except FileNotFoundError:
+        raise SavepointError(f"{path} is not a savepoint: it has no {MANIFEST}") from None
+    except OSError as error:
+        raise savepoint_read_failure(error, f"cannot read the savepoint manifest {where}") from None
+    try:
+        manifest = json.loads(raw.decode("utf-8"))
+    except (ValueError, RecursionError) as error:
+        reason = "nested too deeply" if isinstance(error, RecursionError) else str(error)
         raise SavepointError(
-            f"{where}: unknown version {manifest.get('version')!r} (this build reads {VERSION})"
-        )
-    data = manifest.get("data")
-    watermark = manifest.get("watermark")
-    parallelism = manifest.get("max_parallelism")
-    if (
-        not isinstance(data, dict)
-        or data.get("name") != DATA
-        or not isinstance(data.get("bytes"), int)
-        or not isinstance(data.get("sha256"), str)
-        or not (watermark is None or (isinstance(watermark, int) and not isinstance(watermark, bool)))
-        or not isinstance(parallelism, int)
-        or parallelism < 1
-        or not isinstance(manifest.get("keys"), int)
-    ):
-        raise SavepointError(f"{where}: damaged manifest (fields missing or of the wrong type)")
-    return manifest
+            f"cannot read the savepoint manifest {where}: not valid JSON ({reason})"
+        ) from None
+
+    def bad(what: str) -> SavepointError:
+        return SavepointError(f"{where}: damaged manifest: {what}")
+
+    document = check_header(
+        manifest,
+        FORMAT,
+        VERSION,
+        lambda: SavepointError(f"{where} is not an ON CONFLICT savepoint (format {FORMAT!r} expected)"),
+        lambda found: SavepointError(f"{where}: unknown version {found!r} (this build reads {VERSION})"),
+    )
+    read = Fields(document, bad)
+    data = Fields(read.mapping("data"), lambda what: bad(f"data: {what}"))
+    if data.text("name") != DATA:
+        raise bad(f"data: 'name' must be {DATA!r}")
+    data.natural("bytes")
+    data.text("sha256")
+    read.natural("watermark", nullable=True)
+    read.natural("max_parallelism", minimum=1)
+    read.natural("keys")
+    return document
 
 
 def load_savepoint(
@@ -144,28 +158,48 @@ def load_savepoint(
     max_parallelism: int = manifest["max_parallelism"]
     groups = key_group_range(index, parallelism, max_parallelism)
     data = path / DATA
-    digest, size = _sha256_and_size(data)
-    if (digest, size) != (manifest["data"]["sha256"], manifest["data"]["bytes"]):
-        raise SavepointError(f"{data}: size or SHA-256 differs from the manifest (damaged or replaced)")
-    items = [entry for entry in _entries(data, keys, max_parallelism) if entry[0] in groups]
+    try:
+        with open_savepoint_file(data, "savepoint data file") as stream:
+            if os.fstat(stream.fileno()).st_size != manifest["data"]["bytes"]:
+                raise SavepointError(
+                    f"{data}: size or SHA-256 differs from the manifest (damaged or replaced)"
+                )
+            digest = hashlib.sha256()
+            while chunk := stream.read(1 << 20):
+                digest.update(chunk)
+            if digest.hexdigest() != manifest["data"]["sha256"]:
+                raise SavepointError(
+                    f"{data}: size or SHA-256 differs from the manifest (damaged or replaced)"
+                )
+            stream.seek(0)
+            items = [entry for entry in _entries(stream, data, keys, max_parallelism) if entry[0] in groups]
+    except FileNotFoundError:
+        raise SavepointError(f"savepoint {path} lacks its data file {DATA}") from None
+    except OSError as error:
+        raise savepoint_read_failure(error, f"cannot read {data}") from None
     return manifest["watermark"], [state for _, state in items]
 
 
-def _entries(data: Path, keys: Keys, max_parallelism: int) -> Iterator[tuple[int, KeyState]]:
-    with open(data, "rb") as stream:
-        unpacked = codec.unpacker(stream)
-        try:
-            header = next(unpacked)
-            if header != {"format": FORMAT, "version": VERSION}:
-                raise SavepointError(f"{data}: bad header {header!r}")
-            for count, entry in enumerate(unpacked):
-                if isinstance(entry, dict):
-                    if entry != {"end": count}:
-                        raise SavepointError(f"{data}: trailer {entry!r} does not match {count} entries")
-                    return
-                yield _decode(entry, keys, max_parallelism, data)
-        except (ValueError, TypeError, StopIteration) as error:
-            raise SavepointError(f"{data}: damaged data: {error}") from None
+def _entries(
+    stream: IO[bytes], data: Path, keys: Keys, max_parallelism: int
+) -> Iterator[tuple[int, KeyState]]:
+    unpacked = codec.unpacker(stream)
+    try:
+        header = next(unpacked)
+        if header != {"format": FORMAT, "version": VERSION}:
+            raise SavepointError(f"{data}: bad header {header!r}")
+        for count, entry in enumerate(unpacked):
+            if isinstance(entry, dict):
+                if entry != {"end": count}:
+                    raise SavepointError(f"{data}: trailer {entry!r} does not match {count} entries")
+                return
+            yield _decode(entry, keys, max_parallelism, data)
+    except SavepointError:
+        raise
+    except RecursionError:
+        raise SavepointError(f"{data}: damaged data: a value is nested too deeply") from None
+    except (ValueError, TypeError, StopIteration) as error:
+        raise SavepointError(f"{data}: damaged data: {error}") from None
     raise SavepointError(f"{data}: no trailer (truncated)")
 
 

@@ -9,3 +9,8 @@ class SavepointError(ValueError):
 
 class SavepointMismatch(SavepointError):
     """A valid savepoint that does not fit the restore target (keys, equalizer, TTL)."""
+
+
+class SavepointIOError(SavepointError):
+    """Reading or writing a savepoint's files failed in the file system (a full disk, an I/O
+    error): nothing is known to be wrong with the savepoint itself."""

@@ -11,12 +11,20 @@ Each data file (:mod:`.codec`) holds, for every context key of its key group, th
 backend that wrote it, so any registered implementation restores it (migration), and any
 parallelism up to the max parallelism restores it by key-group ranges (rescaling).
 
-Reading validates everything before handing out a single element: the manifest's format,
-version and fields; every listed file's name, size and SHA-256; every data file's header,
-entries, key groups and context keys (recomputed from the rows); the trailer's count. Any
-deviation raises :class:`SavepointError` naming the file and what differs; a savepoint for
-other keys, another equalizer or other TTL settings raises :class:`SavepointMismatch`
-naming both sides. Loading never executes code (JSON + msgpack with strict limits).
+Reading validates everything before handing out a single element, as carefully as a state
+directory is read: only regular files are opened (a FIFO, a device, a symlink to one is
+refused before anything is read, and nothing blocks), sizes are checked before reading (the
+manifest at most 64 MiB, a data file exactly the size its manifest lists), nesting is bounded;
+then the manifest's format, version and every field (through the one field checker,
+:mod:`upsertmat.impls.documents`: the keys, an equalizer this upsertmat knows with the same
+fingerprint, the TTL settings, and the replay position ``extra.lines``/``arity``/``runs``), so
+a savepoint that :meth:`Savepoint.verify` accepts is one a restore accepts; every listed
+file's name, size and SHA-256; every data file's header, entries, key groups and context keys
+(recomputed from the rows); the trailer's count. Any deviation raises :class:`SavepointError`
+naming the file and what differs (:class:`SavepointIOError` when the file system fails); a
+savepoint for other keys, another equalizer or other TTL settings raises
+:class:`SavepointMismatch` naming both sides. Loading never executes code (JSON + msgpack
+with strict limits).
 """
 
 from __future__ import annotations
@@ -28,17 +36,18 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
-from ...spec import Element, Equalizer, Keys, Materializer, equalizer_spec
-from ..documents import Fields, check_header, is_natural, ttl_settings_of
+from ...spec import Element, Equalizer, Keys, Materializer, equalizer_spec, parse_equalizer
+from ..documents import Fields, RunRecord, check_header, is_natural, runs_of, ttl_settings_of
 from ..settings import TtlSettings
-from ..state.files import fsync_directory
+from ..state.errors import CorruptStateError, StorageError, os_failure
+from ..state.files import fsync_directory, open_regular
 from . import codec
-from .errors import SavepointError, SavepointMismatch
+from .errors import SavepointError, SavepointIOError, SavepointMismatch
 from .keygroups import DEFAULT_MAX_PARALLELISM, key_group, key_group_range
 from .transfer import clock_of, export_state, import_state
 
@@ -80,6 +89,28 @@ class EqualizerIdentity:
 
 
 @dataclass(frozen=True)
+class ReplayExtra:
+    """What ``upsertmat savepoint`` keeps in a manifest's ``extra`` for ``restore``: the stream
+    position (``lines``: the stream index the restored state continues at), the stream's
+    ``arity`` (None: not fixed yet) and the completed ``runs`` (so reruns stay recognisable).
+    Absent fields (a library savepoint) mean 0, None and none."""
+
+    lines: int = 0
+    arity: int | None = None
+    runs: tuple[RunRecord, ...] = ()
+
+
+def replay_extra(extra: dict[str, Any], bad: Callable[[str], Exception]) -> ReplayExtra:
+    """The :class:`ReplayExtra` of a manifest's ``extra``, each field checked by the one field
+    checker; ``bad(what)`` builds the error for the first invalid one."""
+    read = Fields(extra, lambda what: bad(f"extra: {what}"))
+    lines = read.natural("lines", default=0)
+    arity = read.natural("arity", minimum=1, nullable=True)
+    runs = runs_of(read.sequence("runs", default=[]), lambda what: bad(f"extra: {what}"))
+    return ReplayExtra(lines, arity, runs)
+
+
+@dataclass(frozen=True)
 class SavepointManifest:
     """The validated content of ``manifest.json``.
 
@@ -99,6 +130,16 @@ class SavepointManifest:
     retract_misses: int = 0
     source: dict[str, Any] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def replay(self) -> ReplayExtra:
+        """The replay position ``extra`` holds (checked when the manifest was read). O(runs)."""
+        return replay_extra(self.extra, SavepointError)
+
+    @property
+    def keys(self) -> Keys:
+        """The keys the savepoint was taken with (the equalizer checked when it was read)."""
+        return Keys(pk=self.pk, upsert_key=self.upsert_key, equalizer=parse_equalizer(self.equalizer.spec))
 
     @property
     def key_count(self) -> int:
@@ -199,7 +240,8 @@ def write_savepoint(
     """Write ``items`` (context key, elements in insertion order) as a savepoint at ``path``.
 
     ``path`` must not exist; the savepoint is built in a temporary sibling directory (every
-    file fsynced, manifest last) and renamed into place, so ``path`` is complete or absent.
+    file fsynced, manifest last) and renamed into place, so ``path`` is complete or absent
+    (also when this raises: what was written is removed).
     A context key given twice is an error. O(state size); holds the entries in memory
     grouped by key group.
     """
@@ -241,6 +283,7 @@ def write_savepoint(
             os.fsync(stream.fileno())
         fsync_directory(building)
         os.rename(building, path)
+        building = path  # from here on a failure removes the savepoint: it is not known durable
         fsync_directory(path.parent)
     except BaseException:
         shutil.rmtree(building, ignore_errors=True)
@@ -310,12 +353,24 @@ def _parse_manifest(data: object, where: Path) -> SavepointManifest:
     ):
         raise bad("'equalizer' must be {name, spec, fingerprint} strings")
     try:
+        live = parse_equalizer(equalizer["spec"])  # a closed list of names: never imports code
+        Keys(pk=pk, upsert_key=upsert_key, equalizer=live)
+    except ValueError as error:
+        raise bad(str(error)) from None
+    if live.name != equalizer["name"] or live.fingerprint != equalizer["fingerprint"]:
+        raise SavepointError(
+            f"savepoint {where} records equalizer {equalizer['spec']} ({equalizer['name']}) with fingerprint "
+            f"{equalizer['fingerprint']}, but this upsertmat's {equalizer['spec']} is {live.name} with "
+            f"fingerprint {live.fingerprint}; refusing to mix them"
+        )
+    try:
         ttl_settings = ttl_settings_of(data.get("ttl"), "")
     except ValueError:
         raise bad("'ttl' must be {ttl_ms, time_domain, update_type} with known values") from None
     now, retract_misses = read.natural("now"), read.natural("retract_misses")
     max_parallelism = read.natural("max_parallelism", minimum=1)
     source, extra = read.mapping("source"), read.mapping("extra")
+    replay_extra(extra, bad)
     raw_files = read.sequence("files")
     files: list[DataFile] = []
     groups: set[int] = set()
@@ -353,67 +408,89 @@ def _parse_manifest(data: object, where: Path) -> SavepointManifest:
 
 
 def read_manifest(path: Path) -> SavepointManifest:
-    """The validated manifest of the savepoint directory ``path``. SavepointError otherwise."""
+    """The validated manifest of the savepoint directory ``path``. SavepointError otherwise
+    (SavepointIOError when the file system fails)."""
     path = Path(path)
     where = path / MANIFEST_NAME
-    if not path.is_dir():
-        raise SavepointError(f"savepoint {path} is not a directory")
     try:
-        with open(where, "rb") as stream:
+        if not path.is_dir():
+            raise SavepointError(f"savepoint {path} is not a directory")
+        with open_savepoint_file(where, "savepoint manifest", MAX_MANIFEST_BYTES) as stream:
             raw = stream.read(MAX_MANIFEST_BYTES + 1)
     except FileNotFoundError:
         raise SavepointError(f"{path} is not a savepoint: it has no {MANIFEST_NAME}") from None
     except OSError as error:
-        raise SavepointError(f"cannot read {where}: {error.strerror}") from None
-    if len(raw) > MAX_MANIFEST_BYTES:
+        raise savepoint_read_failure(error, f"cannot read {where}") from None
+    if len(raw) > MAX_MANIFEST_BYTES:  # it grew after the size check
         raise SavepointError(
             f"savepoint manifest {where} is larger than {MAX_MANIFEST_BYTES} bytes; refusing it"
         )
     try:
         data = json.loads(raw.decode("utf-8"))
-    except ValueError as error:
-        raise SavepointError(f"damaged savepoint manifest {where}: not valid JSON ({error})") from None
+    except (ValueError, RecursionError) as error:
+        reason = "nested too deeply" if isinstance(error, RecursionError) else str(error)
+        raise SavepointError(f"damaged savepoint manifest {where}: not valid JSON ({reason})") from None
     return _parse_manifest(data, where)
 
 
-def _sha256_and_size(path: Path) -> tuple[str, int]:
-    hasher = hashlib.sha256()
-    size = 0
-    with open(path, "rb") as stream:
-        for block in iter(lambda: stream.read(1 << 20), b""):
-            hasher.update(block)
-            size += len(block)
-    return hasher.hexdigest(), size
+def open_savepoint_file(path: Path, what: str, limit: int | None = None) -> IO[bytes]:
+    """A file of a savepoint (this format's or the ``ON CONFLICT`` one's), ``path``, opened for
+    reading if it is a regular file of at most ``limit`` bytes
+    (:func:`~upsertmat.impls.state.files.open_regular`: never blocks on a FIFO, never reads a
+    device); SavepointError naming it otherwise. OSErrors of ``open`` propagate."""
+    try:
+        return open_regular(path, what, limit)
+    except CorruptStateError as error:
+        raise SavepointError(str(error).removeprefix("damaged state: ")) from None
+
+
+def savepoint_read_failure(error: OSError, what: str) -> SavepointError:
+    """An OSError while reading a savepoint: a device error is a SavepointIOError."""
+    failure = os_failure(error, what)
+    return (
+        SavepointIOError(str(failure)) if isinstance(failure, StorageError) else SavepointError(str(failure))
+    )
 
 
 def _read_data_file(
     directory: Path, data: DataFile, manifest: SavepointManifest, keys: Keys | None
 ) -> list[tuple[bytes, list[Element]]]:
+    """The entries of one data file: a regular file of the listed size (checked before
+    reading) and SHA-256, then decoded; all read through one descriptor."""
     where = directory / data.name
     try:
-        digest, size = _sha256_and_size(where)
+        with open_savepoint_file(where, "savepoint data file") as stream:
+            size = os.fstat(stream.fileno()).st_size
+            if size != data.bytes:
+                raise SavepointError(
+                    f"damaged savepoint file {where}: {size} bytes, the manifest says {data.bytes} "
+                    "(truncated or extended)"
+                )
+            hasher = hashlib.sha256()
+            for block in iter(lambda: stream.read(1 << 20), b""):
+                hasher.update(block)
+            if hasher.hexdigest() != data.sha256:
+                raise SavepointError(
+                    f"damaged savepoint file {where}: its SHA-256 differs from the manifest's"
+                )
+            stream.seek(0)
+            try:
+                return _decode_entries(stream, data, manifest, keys)
+            except (ValueError, RecursionError) as error:
+                detail = str(error) or f"undecodable ({type(error).__name__})"
+                if isinstance(error, RecursionError):
+                    detail = "a value is nested too deeply"
+                raise SavepointError(
+                    f"damaged savepoint file {where}: {detail}; refusing to restore from it"
+                ) from None
+            except OSError:
+                raise
+            except Exception as error:  # msgpack raises several unrelated types on malformed input
+                raise SavepointError(f"damaged savepoint file {where}: undecodable ({error})") from None
     except FileNotFoundError:
         raise SavepointError(f"savepoint {directory} lacks its data file {data.name}") from None
     except OSError as error:
-        raise SavepointError(f"cannot read {where}: {error.strerror}") from None
-    if size != data.bytes:
-        raise SavepointError(
-            f"damaged savepoint file {where}: {size} bytes, the manifest says {data.bytes} "
-            "(truncated or extended)"
-        )
-    if digest != data.sha256:
-        raise SavepointError(f"damaged savepoint file {where}: its SHA-256 differs from the manifest's")
-    try:
-        with open(where, "rb") as stream:
-            entries = _decode_entries(stream, data, manifest, keys)
-    except ValueError as error:
-        detail = str(error) or f"undecodable ({type(error).__name__})"
-        raise SavepointError(
-            f"damaged savepoint file {where}: {detail}; refusing to restore from it"
-        ) from None
-    except Exception as error:  # msgpack raises several unrelated types on malformed input
-        raise SavepointError(f"damaged savepoint file {where}: undecodable ({error})") from None
-    return entries
+        raise savepoint_read_failure(error, f"cannot read {where}") from None
 
 
 def _decode_entries(

@@ -2,7 +2,8 @@
 
 These are not storage-engine errors (:mod:`upsertmat.impls.state.errors`): they describe the
 directory as a whole, and front ends report them as they are (the command line: exit code 3,
-4 for :class:`StateDirWriteError`, 2 for :class:`UnsupportedStateDir`).
+4 for :class:`StateDirIOError` and :class:`StateDirWriteError`, 2 for
+:class:`UnsupportedStateDir`).
 """
 
 from __future__ import annotations
@@ -16,7 +17,12 @@ class StateDirError(Exception):
         self.message = message
 
 
-class StateDirWriteError(StateDirError):
+class StateDirIOError(StateDirError):
+    """The file system under the state directory failed (a full disk, an I/O error): nothing
+    is wrong with the directory itself; free space (or fix the device) and run again."""
+
+
+class StateDirWriteError(StateDirIOError):
     """Writing a file of the state directory failed (a full disk, an I/O error); the directory
     is left at its last commit."""
 

@@ -4,11 +4,24 @@ persisted state.
 :class:`StateSession` holds the directory's lock and its manifest, checks that the manifest
 describes the state the caller is about to run (keys, strategy, backend, equalizer, TTL,
 arity) and that a byte backend's database belongs to it, loads the state into a materializer,
-and finds the committed :class:`~.recovery.Position` to go on from. From then on the
-caller hands it positions: :meth:`start_run`, :meth:`commit`, :meth:`finish`. Heap state is
-saved as a snapshot named by the manifest; byte backends commit the position inside their own
-database (atomically with the state) and the manifest is brought up to date when a run starts
-and ends. The rules a restart follows are in docs/operations.md ("Crash recovery").
+and finds the committed :class:`~.recovery.Position` to go on from.
+
+A run talks to it through one input-side API, so no caller computes a position:
+
+1. :meth:`~StateSession.open_input` (this input against this directory): a :class:`Rerun`
+   (nothing to do), or a :class:`RunStart` — the input positioned at the next line to apply,
+   that line's stream index, and the output lengths a resumed run truncates to;
+2. :meth:`~StateSession.begin`: the run is recorded; the materializer's commits are held;
+3. per line, ``run.input.applied(line)`` once the line is applied (a line that stops the run
+   is not), and at each commit point :meth:`~StateSession.commit` with what the caller counts
+   (:class:`Applied`: clock, misses, output lengths, arity);
+4. :meth:`~StateSession.finish`: completed, or stopped so the same command resumes it.
+
+The position is the applied lines' count, bytes and SHA-256 plus the caller's counts: a
+stopped run's position covers exactly the lines it applied. Heap state is saved as a
+snapshot named by the manifest; byte backends commit the position inside their own database
+(atomically with the state) and the manifest is brought up to date when a run starts and
+ends. The rules a restart follows are in docs/operations.md ("Crash recovery").
 
 The front ends are thin shells over it: ``replay`` opens a session with its own keys and
 settings; ``savepoint`` opens an existing one with :meth:`StateSession.existing` (keys and
@@ -19,19 +32,77 @@ the state lives in a heap snapshot or in a database is this module's business on
 
 from __future__ import annotations
 
+import os
 import secrets
-from dataclasses import replace
+import shutil
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import IO
 
 from ...spec import Keys, Materializer, equalizer_spec, parse_equalizer
 from ...spec.conflict import ConflictBehavior
 from ..config import BACKEND, CONFLICT_STRATEGY, STRATEGY, TTL
+from ..documents import RunRecord
 from ..lifecycle import export_state, import_state, supports_transfer
 from ..settings import DEFAULT_CHECKPOINT_INTERVAL, Backend, Settings, Strategy
 from ..state import backend_database
 from .errors import StateDirError, UnsupportedStateDir
-from .recovery import EMPTY_SHA256, Position, PositionRecord
-from .statedir import Manifest, RunRecord, StateDir, ttl_from_record, ttl_record, ttl_text
+from .inputs import EMPTY_SHA256, AppliedInput, is_regular, match_runs
+from .recovery import Position, PositionRecord
+from .statedir import Manifest, StateDir, io_failure, ttl_from_record, ttl_record, ttl_text
+
+
+@dataclass(frozen=True)
+class RunStart:
+    """Where a run over an input starts (:meth:`StateSession.open_input`).
+
+    ``input`` yields the input's lines from the next one to apply; mark each applied line
+    with ``input.applied(line)`` (a line that stops the run is not marked). ``index`` is the
+    stream index (``in``) of that next line and ``number`` its line number in this input
+    (from 1, blank lines included). A ``resumed`` run goes on with the unfinished run: its
+    ``-o FILE`` (``output_bytes``; None: it was stdout) and dead-letter file
+    (``dead_letter_bytes``; None: there was none) are to be truncated to the lengths
+    committed with the position. ``note``: something to tell the user (all lines of a
+    ``--stream-line`` input were applied before).
+    """
+
+    input: AppliedInput
+    index: int
+    number: int
+    resumed: bool
+    output_bytes: int | None
+    dead_letter_bytes: int | None
+    note: str | None = None
+
+
+@dataclass(frozen=True)
+class Rerun:
+    """The input is the whole input of a finished run: nothing to do (``message`` says which run)."""
+
+    message: str
+
+
+@dataclass(frozen=True)
+class Applied:
+    """What the lines a run applied so far produced, as its caller counts them (this run only):
+    the greatest clock line (``now``; 0 if none), the rule-7 misses, the lengths of ``-o FILE``
+    (None for stdout) and of the dead-letter file (None if absent), and the stream's arity."""
+
+    now: int = 0
+    misses: int = 0
+    output_bytes: int | None = None
+    dead_letter_bytes: int | None = None
+    arity: int | None = None
+
+
+@dataclass
+class _Run:
+    """The run a session is in: its input, the position it starts from, its first stream line."""
+
+    input: AppliedInput
+    base: Position
+    first_line: int
+    new: bool
 
 
 def columns_text(columns: tuple[int, ...]) -> str:
@@ -57,6 +128,8 @@ class StateSession:
         self.fresh = False  # no manifest yet: a new state directory
         self.record: PositionRecord | None = None
         self.position: Position | None = None  # the committed position to go on from
+        self._run: _Run | None = None
+        self._input_name = "-"
         self._adopt_ttl: bool | None = None  # existing(): None; else whether a TTL was given
 
     @classmethod
@@ -289,32 +362,187 @@ class StateSession:
             raise StateDirError(f"damaged state: {where} disagree on where the stream is; refusing to go on")
         return committed
 
-    # -- a run -------------------------------------------------------------------------------
+    # -- a run: the input side ----------------------------------------------------------------
 
-    def start_run(self, position: Position, run_start: int, input_name: str) -> Position:
-        """Record a new run beginning at stream line ``run_start`` from ``position`` (its clock,
-        misses and output lengths); returns the run's first position (with the new run id)."""
-        assert self.manifest is not None
-        run_id = self.manifest.run_id + 1
-        started = replace(
-            position, run_id=run_id, input_bytes=0, input_sha256=EMPTY_SHA256, done=False,
-            state_id=self.manifest.state_id,
-        )  # fmt: skip
-        manifest = replace(
-            with_position(self.manifest, started), run_id=run_id, run_start=run_start, input=input_name
+    def open_input(self, source: IO[bytes], name: str, *, stream_line: int | None = None) -> RunStart | Rerun:
+        """Open the input ``source`` (named ``name`` as the user gave it; ``-`` for stdin)
+        against this directory: where the run over it starts, or :class:`Rerun` when it was
+        applied completely already. Call after :meth:`attach`.
+
+        The rules (docs/cli.md, "Rerunning is always safe"): an unfinished last run is resumed
+        when ``source`` begins with exactly the bytes it applied (skipped here); a regular
+        file that is a finished run's whole input is a rerun; anything else is a new run from
+        the stream's position. ``stream_line`` (``--stream-line``) is the stream index of the
+        input's first line: lines before the position are skipped as applied. StateDirError
+        for an input that cannot be either (another input for an unfinished run, a file that
+        grew, stdin without ``stream_line`` after the first run, a ``stream_line`` beyond the
+        position). Reads the skipped part of ``source``, and a regular file once more to tell
+        a rerun; O(size of what it reads).
+        """
+        assert self.manifest is not None and self.position is not None, "attach() first"
+        manifest, position = self.manifest, self.position
+        applied = AppliedInput(source)
+        self._input_name = "-" if name == "-" else os.path.abspath(name)
+        if stream_line is not None:
+            if stream_line > position.lines:
+                raise StateDirError(
+                    f"--stream-line {stream_line} is beyond the state directory's position: it has applied "
+                    f"stream lines 0 to {position.lines - 1} (the next is {position.lines}); lines would be "
+                    "missing"
+                )
+            if (
+                manifest.in_progress
+                and stream_line == manifest.run_start
+                and manifest.input_sha256 is not None
+            ):
+                return self._resume(applied, by_digest=False)
+            return self._new_run(applied, stream_line)
+        if manifest.in_progress:
+            # A killed run of an upsertmat that recorded no digest is resumed by its line count.
+            return self._resume(applied, by_digest=manifest.input_sha256 is not None)
+        if not is_regular(source):
+            if position.lines:
+                raise StateDirError(
+                    "cannot tell a rerun from a continuation: the input is not a regular file (stdin or a "
+                    f"pipe) and {self.path} has applied {position.lines} stream line(s) already; "
+                    "pass --stream-line N, the stream index of this input's first line "
+                    f"(N={position.lines} to continue the stream; a smaller N skips lines already applied)"
+                )
+            return self._new_run(applied, position.lines)
+        match = match_runs(source, manifest.runs)
+        if match is not None:
+            kind, run = match
+            last = run.first_line + run.lines - 1
+            if kind == "rerun":
+                return Rerun(
+                    f"{name} was already applied completely by run {run.run} (stream lines "
+                    f"{run.first_line} to {last}); nothing to do: {self.path} and the output are unchanged"
+                )
+            raise StateDirError(
+                f"{name} begins with the whole input of run {run.run} (stream lines {run.first_line} to "
+                f"{last}) and has more: to apply only its new lines, pass --stream-line {run.first_line}; "
+                f"to apply all of it again as new stream lines, pass --stream-line {position.lines}"
+            )
+        return self._new_run(applied, position.lines)
+
+    def _resume(self, applied: AppliedInput, *, by_digest: bool) -> RunStart:
+        """Go on with the unfinished run: skip what it applied (checked by digest, or by line
+        count for a run with a ``--stream-line`` or of an older upsertmat)."""
+        assert self.manifest is not None and self.position is not None
+        manifest, position = self.manifest, self.position
+        if by_digest:
+            if not (applied.skip(position.input_bytes) and applied.digest() == position.input_sha256):
+                raise StateDirError(
+                    f"{self.path} holds an unfinished run (run {manifest.run_id}, stopped after "
+                    f"{position.input_bytes} bytes = stream line {position.lines} of its input "
+                    f"{manifest.input}), and this input does not begin with those bytes: rerun it with the "
+                    f"same input to finish it, or pass --stream-line {position.lines} to go on with this "
+                    "input as new stream lines"
+                )
+        else:
+            wanted = position.lines - manifest.run_start
+            if applied.skip_lines(wanted) < wanted:
+                raise StateDirError(
+                    f"cannot resume the killed run on {self.path}: its checkpoint is {wanted} line(s) into "
+                    "its input, but this input is shorter; resume with the same input"
+                )
+        self._run = _Run(applied, position, manifest.run_start, new=False)
+        return RunStart(
+            applied,
+            index=position.lines,
+            number=position.lines - manifest.run_start + 1,
+            resumed=True,
+            output_bytes=position.output_bytes,
+            dead_letter_bytes=position.dead_letter_bytes,
         )
-        self.manifest = self.directory.save(manifest, None, keep_snapshot=True)
-        if self.record is not None:
-            self.record.commit(started)
-        return started
 
-    def hold(self) -> None:
-        """Byte backends: hold the materializer's commits until the next :meth:`commit`."""
+    def _new_run(self, applied: AppliedInput, first_line: int) -> RunStart:
+        """A new run whose input's first line is stream line ``first_line`` (at most the
+        position: the lines before the position are skipped, they were applied before)."""
+        assert self.position is not None
+        wanted = self.position.lines - first_line
+        skipped = applied.skip_lines(wanted)
+        note = None
+        if skipped < wanted:
+            note = f"all {skipped} line(s) of the input were applied before (--stream-line); nothing to do"
+        self._run = _Run(applied, self.position, first_line, new=True)
+        return RunStart(
+            applied,
+            index=self.position.lines,
+            number=skipped + 1,
+            resumed=False,
+            output_bytes=None,
+            dead_letter_bytes=None,
+            note=note,
+        )
+
+    # -- a run: commits ------------------------------------------------------------------------
+
+    def begin(self, *, output_bytes: int | None, dead_letter_bytes: int | None) -> None:
+        """Start the run :meth:`open_input` found: a new run is recorded (its number, first
+        stream line and input, and the lengths of ``-o FILE`` — None for stdout — and of the
+        dead-letter file — None if absent — that a resume truncates back to). From here on
+        the materializer's commits are held until the next commit point."""
+        run = self._run
+        assert run is not None and self.manifest is not None, "open_input() first"
+        if run.new:
+            run_id = self.manifest.run_id + 1
+            started = replace(
+                run.base, run_id=run_id, output_bytes=output_bytes, dead_letter_bytes=dead_letter_bytes,
+                input_bytes=0, input_sha256=EMPTY_SHA256, done=False, state_id=self.manifest.state_id,
+            )  # fmt: skip
+            manifest = replace(
+                with_position(self.manifest, started),
+                run_id=run_id,
+                run_start=run.first_line,
+                input=self._input_name,
+            )
+            self.manifest = self.directory.save(manifest, None, keep_snapshot=True)
+            if self.record is not None:
+                self.record.commit(started)
+            run.base = self.position = started
         if self.record is not None:
             self.record.hold()
 
-    def commit(self, position: Position, materializer: Materializer, arity: int | None) -> None:
-        """Make the state after ``position`` durable together with it (a commit point)."""
+    def commit(self, materializer: Materializer, applied: Applied) -> None:
+        """A commit point: the state after the lines applied so far becomes durable together
+        with the position (``applied``: what they produced, as the caller counts it). Flush the
+        output files first: the position records their lengths."""
+        self._commit(self._position_of(applied, done=False), materializer, applied.arity)
+
+    def finish(self, materializer: Materializer, applied: Applied, *, completed: bool) -> None:
+        """The last commit point of a run: ``completed`` (the whole input applied: the run is
+        recorded as finished, so the same input again is a rerun) or stopped (the same
+        command again resumes it after its last applied line)."""
+        assert self.manifest is not None
+        position = self._position_of(applied, done=completed)
+        self._commit(position, materializer, applied.arity)
+        if self.record is not None:
+            manifest = replace(with_position(self.manifest, position), arity=applied.arity)
+            if position.done:
+                manifest = self._finished(manifest, position)
+            self.manifest = self.directory.save(manifest, None)
+
+    def _position_of(self, applied: Applied, *, done: bool) -> Position:
+        """The run's position after the lines its input marked applied."""
+        run = self._run
+        assert run is not None and self.manifest is not None, "begin() first"
+        base, consumed = run.base, run.input
+        return Position(
+            run_id=base.run_id,
+            lines=base.lines + consumed.lines,
+            now=max(base.now, applied.now),
+            misses=base.misses + applied.misses,
+            output_bytes=applied.output_bytes,
+            input_bytes=consumed.bytes,
+            input_sha256=consumed.digest(),
+            dead_letter_bytes=applied.dead_letter_bytes,
+            done=done,
+            state_id=self.manifest.state_id,
+        )
+
+    def _commit(self, position: Position, materializer: Materializer, arity: int | None) -> None:
+        """Make the state after ``position`` durable together with it."""
         assert self.manifest is not None
         if self.record is not None:
             self.record.commit(position)
@@ -326,22 +554,18 @@ class StateSession:
             manifest = self._finished(manifest, position)
         self.manifest = self.directory.save(manifest, export_state(materializer))
 
-    def finish(self, position: Position, materializer: Materializer, arity: int | None) -> None:
-        """The last commit of a run: completed (``position.done``) or stopped (resumable)."""
-        assert self.manifest is not None
-        self.commit(position, materializer, arity)
-        if self.record is not None:
-            manifest = replace(with_position(self.manifest, position), arity=arity)
-            if position.done:
-                manifest = self._finished(manifest, position)
-            self.manifest = self.directory.save(manifest, None)
-
-    def restored(self, materializer: Materializer, position: Position, runs: tuple[RunRecord, ...]) -> None:
+    def restored(
+        self, materializer: Materializer, *, lines: int, now: int, misses: int, runs: tuple[RunRecord, ...]
+    ) -> None:
         """Seal a new directory whose attached ``materializer`` was loaded from a savepoint:
-        ``position`` (a finished one) and ``runs`` (the savepoint's completed runs, so reruns
-        of them stay recognisable) become the committed state. Only on a fresh session."""
-        assert self.manifest is not None and self.fresh and position.done
-        position = replace(position, run_id=0, state_id=self.manifest.state_id)
+        the stream at line ``lines`` with clock ``now`` and ``misses`` rule-7 misses, and
+        ``runs`` (the savepoint's completed runs, so reruns of them stay recognisable) become
+        the committed state. Only on a fresh session."""
+        assert self.manifest is not None and self.fresh
+        position = Position(
+            run_id=0, lines=lines, now=now, misses=misses, output_bytes=None, input_bytes=0,
+            input_sha256=EMPTY_SHA256, dead_letter_bytes=None, done=True, state_id=self.manifest.state_id,
+        )  # fmt: skip
         manifest = replace(with_position(self.manifest, position), arity=self.arity, runs=runs)
         if self.record is not None:
             self.record.commit(position)
@@ -349,6 +573,20 @@ class StateSession:
         else:
             self.manifest = self.directory.save(manifest, export_state(materializer))
         self.fresh = False
+
+    def abandon(self) -> None:
+        """Undo a fresh session that failed before it was sealed (a restore that met a full
+        disk): remove the manifest, the database and the snapshots it wrote, manifest first,
+        so the directory is fresh again and the same command can run again. Only on a fresh
+        session, with its materializer closed. StateDirIOError if removing fails."""
+        assert self.fresh, "only a fresh session is abandoned"
+        database = backend_database(self.settings)
+        try:
+            self.directory.remove_state()
+            if database is not None and database.parent.parent.is_dir():
+                shutil.rmtree(database.parent.parent)  # STATE_DIR/<backend>: nothing else is there
+        except OSError as error:
+            raise io_failure(error, f"cannot remove what was written to {self.path}") from None
 
     def _finished(self, manifest: Manifest, position: Position) -> Manifest:
         """``manifest`` with run ``position.run_id`` completed at ``position``."""

@@ -34,18 +34,18 @@ import json
 import math
 import os
 from collections.abc import Iterable, Iterator
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, Any
 
 import msgpack
 
 from ...spec import Element, Keys, Row, TtlSettings
-from ..documents import Fields, check_header, is_integer, ttl_settings_of
+from ..documents import Fields, RunRecord, check_header, is_integer, runs_of, ttl_settings_of
 from ..state import codec, files
-from ..state.errors import CorruptStateError, StateError
+from ..state.errors import CorruptStateError, StateError, StorageError, os_failure
 from ..state.locking import DirectoryLock
-from .errors import StateDirError, StateDirWriteError
+from .errors import StateDirError, StateDirIOError, StateDirWriteError
 
 MANIFEST_NAME = "manifest.json"
 LOCK_NAME = "lock"
@@ -59,43 +59,6 @@ _SNAPSHOT_PREFIX = "snapshot-"
 _SNAPSHOT_SUFFIX = ".msgpack"
 _IGNORABLE = frozenset({LOCK_NAME, DEAD_LETTER_NAME})
 _BACKEND_DIRECTORIES = frozenset({"rocksdb", "lmdb"})
-
-
-@dataclass(frozen=True)
-class RunRecord:
-    """One completed run: its input's identity and the stream lines it applied.
-
-    ``first_line`` is the stream index (``in``) of its first line, ``lines`` how many lines it
-    consumed; ``input_bytes`` and ``input_sha256`` identify the whole input it consumed.
-    """
-
-    run: int
-    first_line: int
-    lines: int
-    input: str
-    input_bytes: int
-    input_sha256: str
-
-    def to_json(self) -> dict[str, Any]:
-        """The record as a JSON object."""
-        return asdict(self)
-
-    @classmethod
-    def from_json(cls, data: object) -> RunRecord:
-        """Validate and build; ValueError naming the deviation."""
-        if not isinstance(data, dict) or set(data) != set(cls.__dataclass_fields__):
-            raise ValueError(
-                f"a 'runs' entry must have exactly the fields {', '.join(cls.__dataclass_fields__)}"
-            )
-        read = Fields(data, lambda what: ValueError(f"a 'runs' entry's {what}"))
-        return cls(
-            run=read.natural("run"),
-            first_line=read.natural("first_line"),
-            lines=read.natural("lines"),
-            input=read.text("input"),
-            input_bytes=read.natural("input_bytes"),
-            input_sha256=read.text("input_sha256"),
-        )
 
 
 @dataclass(frozen=True)
@@ -192,11 +155,8 @@ class Manifest:
                 ttl_from_record(ttl)
             except ValueError as error:
                 raise bad(str(error)) from None
-        try:
-            runs = tuple(RunRecord.from_json(run) for run in read.sequence("runs", default=[]))
-        except ValueError as error:
-            raise bad(str(error)) from None
-        return cls(
+        runs = runs_of(read.sequence("runs", default=[]), bad)
+        manifest = cls(
             pk=read.columns("pk"),
             upsert_key=read.columns("upsert_key"),
             strategy=read.text("strategy"),
@@ -225,6 +185,12 @@ class Manifest:
             conflict=read.text("conflict", nullable=True),
             runs=runs,
         )
+        if manifest.run_start > manifest.lines:
+            raise bad(
+                f"'run_start' ({manifest.run_start}) is beyond 'lines' ({manifest.lines}): no run starts "
+                "after the position"
+            )
+        return manifest
 
 
 def ttl_record(ttl: TtlSettings) -> dict[str, Any]:
@@ -255,6 +221,16 @@ MANIFEST_MAX_BYTES = 64 << 20
 """A manifest is a few KiB (plus ~200 bytes per completed run); anything larger is not one."""
 
 
+def io_failure(error: OSError, what: str) -> StateDirError:
+    """An OSError met while using a state directory (``what``: what was being done, naming
+    the path): a full disk or a device error is a :class:`StateDirIOError` (exit 4: free space
+    or fix the device and run again), anything else a refusal (:class:`StateDirError`)."""
+    failure = os_failure(error, what)
+    if isinstance(failure, StorageError):
+        return StateDirIOError(f"{failure}; free space (or fix the device) and run the same command again")
+    return StateDirError(str(failure))
+
+
 def open_regular(path: Path, what: str, limit: int | None = None) -> IO[bytes]:
     """:func:`upsertmat.impls.state.files.open_regular`, its refusals and OS errors as StateDirErrors
     naming the file (FileNotFoundError propagates)."""
@@ -265,7 +241,7 @@ def open_regular(path: Path, what: str, limit: int | None = None) -> IO[bytes]:
     except CorruptStateError as error:
         raise StateDirError(str(error)) from None
     except OSError as error:
-        raise StateDirError(f"cannot read {what} {path}: {error.strerror}") from None
+        raise io_failure(error, f"cannot read {what} {path}") from None
 
 
 class StateDir:
@@ -292,13 +268,16 @@ class StateDir:
         self.close()
 
     def open(self) -> None:
-        """Create the directory if missing and lock it. StateDirError if that fails."""
+        """Create the directory if missing and lock it. StateDirError if that fails
+        (StateDirIOError for a full disk or a device error)."""
         try:
             self._lock = DirectoryLock(self.path, LOCK_NAME)
+        except StorageError as error:
+            raise StateDirIOError(
+                f"{error}; free space (or fix the device) and run the same command again"
+            ) from None
         except StateError as error:
             raise StateDirError(str(error)) from None
-        except OSError as error:
-            raise StateDirError(f"cannot use state directory {self.path}: {error.strerror}") from None
 
     def close(self) -> None:
         """Release the lock (idempotent)."""
@@ -320,15 +299,19 @@ class StateDir:
             # A byte backend's directory may exist without a manifest: a first run is killed
             # after creating its database and before saving its first manifest. The caller
             # checks that such a database holds no committed position (then it is empty).
-            others = sorted(set(os.listdir(self.path)) - _IGNORABLE - _BACKEND_DIRECTORIES)
+            others = sorted(set(self._names()) - _IGNORABLE - _BACKEND_DIRECTORIES)
             if others:
                 raise StateDirError(
                     f"{self.path} has no {MANIFEST_NAME} but is not empty ({', '.join(others)}); "
                     "it is not an upsertmat state directory, or its manifest was lost"
                 ) from None
             return None
-        except (OSError, UnicodeDecodeError) as error:
-            raise StateDirError(f"cannot read manifest {self.manifest_path}: {error}") from None
+        except OSError as error:
+            raise io_failure(error, f"cannot read manifest {self.manifest_path}") from None
+        except UnicodeDecodeError as error:
+            raise StateDirError(
+                f"damaged manifest {self.manifest_path}: not UTF-8 ({error}); refusing to start from it"
+            ) from None
         try:
             data = json.loads(text)
         except (ValueError, RecursionError) as error:
@@ -338,14 +321,25 @@ class StateDir:
             ) from None
         return Manifest.from_json(data, self.manifest_path)
 
+    def _names(self) -> list[str]:
+        """The names in the directory."""
+        try:
+            return os.listdir(self.path)
+        except OSError as error:
+            raise io_failure(error, f"cannot read the state directory {self.path}") from None
+
     def _remove_temporary_files(self) -> None:
         """Remove what a process killed between writing a temporary file and its rename left.
 
         Such a file is never named by a manifest, so it holds nothing anyone needs."""
-        for name in os.listdir(self.path):
+        for name in self._names():
             if name.startswith(".") and name.endswith(".tmp"):
-                with contextlib.suppress(FileNotFoundError):
+                try:
                     (self.path / name).unlink()
+                except FileNotFoundError:
+                    pass
+                except OSError as error:
+                    raise io_failure(error, f"cannot remove {self.path / name}") from None
 
     def load_snapshot(self, manifest: Manifest, keys: Keys) -> list[tuple[bytes, list[Element]]]:
         """The histories of the manifest's snapshot (empty if it names none), fully verified.
@@ -366,7 +360,7 @@ class StateDir:
                 "refusing to start from empty state"
             ) from None
         except OSError as error:
-            raise StateDirError(f"cannot read snapshot {path}: {error.strerror}") from None
+            raise io_failure(error, f"cannot read snapshot {path}") from None
         if digest != manifest.snapshot_sha256:
             raise StateDirError(
                 f"damaged snapshot {path}: its SHA-256 does not match {self.manifest_path}; "
@@ -377,6 +371,8 @@ class StateDir:
                 return _read_snapshot(stream, manifest, keys)
         except StateDirError:
             raise
+        except OSError as error:
+            raise io_failure(error, f"cannot read snapshot {path}") from None
         except Exception as error:  # any decoding failure means a damaged file
             raise StateDirError(f"damaged snapshot {path}: {error}; refusing to start from it") from None
 
@@ -427,10 +423,21 @@ class StateDir:
         saved = replace(manifest, generation=generation, snapshot=snapshot, snapshot_sha256=digest)
         text = json.dumps(saved.to_json(), indent=2) + "\n"
         files.write_atomically(self.manifest_path, lambda stream: _write_bytes(stream, text.encode("utf-8")))
-        for name in os.listdir(self.path):
-            if name.startswith(_SNAPSHOT_PREFIX) and name.endswith(_SNAPSHOT_SUFFIX) and name != snapshot:
-                (self.path / name).unlink()
+        # The new manifest is in place: an older snapshot that cannot be removed now is named by
+        # no manifest, and the next save removes it.
+        with contextlib.suppress(OSError):
+            for name in os.listdir(self.path):
+                if name.startswith(_SNAPSHOT_PREFIX) and name.endswith(_SNAPSHOT_SUFFIX) and name != snapshot:
+                    (self.path / name).unlink()
         return saved
+
+    def remove_state(self) -> None:
+        """Remove the manifest, every heap snapshot and temporary file: what a fresh
+        directory's session wrote before it failed. OSError propagates."""
+        for name in os.listdir(self.path):
+            snapshot = name.startswith(_SNAPSHOT_PREFIX) and name.endswith(_SNAPSHOT_SUFFIX)
+            if snapshot or name == MANIFEST_NAME or (name.startswith(".") and name.endswith(".tmp")):
+                (self.path / name).unlink(missing_ok=True)
 
 
 def _write_bytes(stream: IO[bytes], data: bytes) -> None:

@@ -84,7 +84,7 @@ class ValueCodec:
         except Exception as error:
             raise CorruptStateError(
                 f"damaged state: state {state!r}: the value stored under key {key!r} cannot be "
-                f"decoded ({error})"
+                f"decoded ({error or type(error).__name__})"
             ) from error
 
 

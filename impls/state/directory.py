@@ -20,7 +20,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from .errors import CorruptStateError
+from .errors import CorruptStateError, os_failure
 from .files import fsync_directory
 from .locking import LOCK_NAME, DirectoryLock
 
@@ -34,7 +34,10 @@ class StateDirectory:
     def __init__(self, path: Path | None, engine: str) -> None:
         self.engine = engine
         self.temporary = path is None
-        self.root = Path(tempfile.mkdtemp(prefix=f"upsertmat-{engine}-")) if path is None else Path(path)
+        try:
+            self.root = Path(tempfile.mkdtemp(prefix=f"upsertmat-{engine}-")) if path is None else Path(path)
+        except OSError as error:
+            raise os_failure(error, f"cannot create a temporary {engine} directory") from None
         if self.root.exists() and not self.root.is_dir():
             raise CorruptStateError(f"{self.root} is not a directory, so it cannot hold {engine} state")
         self.lock = DirectoryLock(self.root)
@@ -43,13 +46,18 @@ class StateDirectory:
     def prepare(self, create: Callable[[Path], None]) -> None:
         """Make sure ``db`` exists: build it with ``create(directory)`` if missing.
 
-        CorruptStateError if the directory holds anything that is not ours.
+        CorruptStateError if the directory holds anything that is not ours; a failure of the
+        file system classified (:func:`~.errors.os_failure`: a full disk is a StorageFullError);
+        ``create`` classifies its engine's own errors.
         """
-        if self.db.exists():
-            if not self.db.is_dir():
-                raise CorruptStateError(f"{self.db} is not a {self.engine} database directory")
-            return
-        foreign = sorted(p.name for p in self.root.iterdir() if p.name not in (LOCK_NAME, NEW_DB_NAME))
+        try:
+            if self.db.exists():
+                if not self.db.is_dir():
+                    raise CorruptStateError(f"{self.db} is not a {self.engine} database directory")
+                return
+            foreign = sorted(p.name for p in self.root.iterdir() if p.name not in (LOCK_NAME, NEW_DB_NAME))
+        except OSError as error:
+            raise os_failure(error, f"cannot read the {self.engine} state directory {self.root}") from None
         if foreign:
             raise CorruptStateError(
                 f"{self.root} is not an upsertmat {self.engine} state directory "
@@ -58,8 +66,11 @@ class StateDirectory:
         new = self.root / NEW_DB_NAME
         shutil.rmtree(new, ignore_errors=True)  # left by a process killed while creating
         create(new)
-        os.rename(new, self.db)
-        fsync_directory(self.root)
+        try:
+            os.rename(new, self.db)
+            fsync_directory(self.root)
+        except OSError as error:
+            raise os_failure(error, f"cannot create the {self.engine} database {self.db}") from None
 
     def close(self) -> None:
         """Release the lock; remove the directory if it was temporary."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+
 
 class StateError(RuntimeError):
     """Base class of keyed-state errors."""
@@ -45,3 +47,26 @@ def storage_failure(backend: object, error: BaseException) -> StateError | None:
         return None
     failure: StateError | None = classify(error)
     return failure
+
+
+_FULL = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
+_DEVICE = frozenset({errno.EIO, errno.EROFS, errno.ENXIO, errno.ENODEV, errno.ESTALE})
+
+
+def os_failure(error: OSError, what: str) -> StateError:
+    """An OSError of the file system under the state, said as ``WHAT: reason`` and classified
+    by its errno: no space (:class:`StorageFullError`), a device failure (:class:`StorageError`),
+    anything else (a permission, a path that is not a directory) a plain :class:`StateError`:
+    the state is refused as it is."""
+    text = f"{what}: {error.strerror or error}"
+    if error.errno in _FULL:
+        return StorageFullError(text)
+    if error.errno in _DEVICE:
+        return StorageError(text)
+    return StateError(text)
+
+
+def classified(backend: object, error: BaseException) -> BaseException:
+    """``error`` as :func:`storage_failure` classifies it, or ``error`` itself."""
+    failure = storage_failure(backend, error)
+    return error if failure is None else failure

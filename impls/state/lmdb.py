@@ -54,7 +54,10 @@ A full disk is an error, not a crash: with ``writemap`` a page written into a sp
 full file system kills the process with SIGBUS, so the ``fast`` mode reserves real disk blocks
 (``posix_fallocate``) for the used pages plus ``RESERVE_BYTES`` ahead, at open and every
 ``_RESERVE_EVERY`` commits, and a reservation that fails raises :class:`StorageFullError`.
-The other modes write through write(2), which reports ENOSPC as an LMDB error.
+A new environment is created through write(2) (before any reservation), and LMDB's own lock
+file — another memory-mapped sparse file — is not used (``lock=False``): the backend's
+directory lock gives one process exclusive use already. The other modes write through
+write(2), which reports ENOSPC as an LMDB error.
 """
 
 from __future__ import annotations
@@ -111,8 +114,15 @@ call ``ValueCodec.unpack``, which raises the CorruptStateError naming the state 
 
 
 def _environment(
-    directory: Path, map_size: int, create: bool, durability: LmdbDurability
+    directory: Path, map_size: int, create: bool, durability: LmdbDurability, *, writemap: bool | None = None
 ) -> lmdb.Environment:
+    """The LMDB environment in ``directory`` (``writemap``: default by ``durability``).
+
+    Without LMDB's own lock file (``lock=False``): the backend's directory lock already gives
+    one process exclusive use, the process has one write transaction at a time and no other
+    reader, and the lock file is a memory-mapped sparse file that a full disk turns into a
+    SIGBUS while it is initialised.
+    """
     full = durability is LmdbDurability.FULL
     return lmdb.open(
         str(directory),
@@ -121,9 +131,10 @@ def _environment(
         create=create,
         sync=full,
         metasync=full,
-        writemap=durability is LmdbDurability.FAST,
+        writemap=durability is LmdbDurability.FAST if writemap is None else writemap,
         readahead=False,
         max_dbs=0,
+        lock=False,
     )
 
 
@@ -166,26 +177,37 @@ class LmdbBackend(DeferredCommits):
         self._commits = 0
         self._reserved = 0
         try:
-            self._grow_if_needed()
-            self._reserve()
+            try:
+                self._grow_if_needed()
+                self._reserve()
+                self.txn = self.env.begin(write=True)
+            except lmdb.Error as error:
+                raise self._open_failure(error, f"cannot open the LMDB state at {self._dir.db}") from error
         except BaseException:
             self.env.close()
             self._dir.close()
             raise
-        self.txn = self.env.begin(write=True)
         self._cursor: lmdb.Cursor[bytes] | None = None
         self._states = NamedStates(lambda kind, name: kind(self, name))
         self._dirty = False
         self._closed = False
 
     def _create(self, directory: Path) -> None:
-        env = _environment(directory, self._map_size, create=True, durability=self._durability)
+        """A new environment in ``directory`` holding the format marker. Written through
+        write(2), not the memory map (``fast`` mode reserves disk blocks only once the
+        environment is open), so a full disk is an error here, never a SIGBUS."""
         try:
-            with env.begin(write=True) as txn:
-                txn.put(FORMAT_KEY, FORMAT)
-            env.sync(True)
-        finally:
-            env.close()
+            env = _environment(
+                directory, self._map_size, create=True, durability=self._durability, writemap=False
+            )
+            try:
+                with env.begin(write=True) as txn:
+                    txn.put(FORMAT_KEY, FORMAT)
+                env.sync(True)
+            finally:
+                env.close()
+        except lmdb.Error as error:
+            raise self._open_failure(error, f"cannot create the LMDB state at {directory}") from error
 
     def _open(self, directory: Path) -> lmdb.Environment:
         try:
@@ -193,7 +215,7 @@ class LmdbBackend(DeferredCommits):
             with env.begin() as txn:
                 marker = txn.get(FORMAT_KEY)
         except lmdb.Error as error:
-            raise CorruptStateError(f"cannot open the LMDB state at {directory}: {error}") from error
+            raise self._open_failure(error, f"cannot open the LMDB state at {directory}") from error
         if marker != FORMAT:
             env.close()
             raise CorruptStateError(
@@ -368,6 +390,15 @@ class LmdbBackend(DeferredCommits):
             ) from None
         self._reserved = wanted
 
+    def _open_failure(self, error: lmdb.Error, what: str) -> StateError:
+        """An LMDB error while creating or opening: a full disk or a device error classified
+        (StorageFullError, StorageError); anything else is state that cannot be used."""
+        if isinstance(error, lmdb.DiskError) or "No space left" in str(error):
+            failure = self.classify(error)
+            assert failure is not None
+            return failure
+        return CorruptStateError(f"{what}: {error}")
+
     def classify(self, error: Exception) -> StateError | None:
         """An LMDB error as a StateError naming the database; None for anything else."""
         if not isinstance(error, lmdb.Error):
@@ -416,9 +447,15 @@ class LmdbBackend(DeferredCommits):
         try:
             self.txn.abort()
             self.env.sync(True)
-            self.env.close()
+        except lmdb.Error as error:  # a failed sync loses nothing a process kill would keep
+            failure = self.classify(error)
+            assert failure is not None
+            raise failure from error
         finally:
-            self._dir.close()
+            try:
+                self.env.close()
+            finally:
+                self._dir.close()
 
 
 def _digest(data: bytes) -> bytes:

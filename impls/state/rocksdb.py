@@ -106,21 +106,32 @@ class RocksdbBackend(DeferredCommits):
         self._iterator: RdictIter | None = None
         self._closed = False
 
-    @staticmethod
-    def _create(directory: Path) -> None:
-        db = Rdict(str(directory), options=_options(create=True))
+    def _create(self, directory: Path) -> None:
+        """A new database in ``directory`` holding the format marker; a full disk (any RocksDB
+        error) classified."""
         try:
-            db.put(FORMAT_KEY, FORMAT)
-        finally:
-            db.close()
+            db = Rdict(str(directory), options=_options(create=True))
+            try:
+                db.put(FORMAT_KEY, FORMAT)
+            finally:
+                db.close()
+        except Exception as error:
+            raise self._failure(error, f"cannot create the RocksDB state at {directory}") from error
 
-    @staticmethod
-    def _open(directory: Path) -> Rdict:
+    def _open(self, directory: Path) -> Rdict:
+        """The database in ``directory``, checked to be ours (its format marker). Opening
+        replays the write-ahead log and may write; a damaged file found then (a block whose
+        checksum does not match) is a CorruptStateError, a full disk a StorageFullError."""
         try:
             db = Rdict(str(directory), options=_options(create=False))
         except Exception as error:
-            raise CorruptStateError(f"cannot open the RocksDB state at {directory}: {error}") from error
-        marker = db.get(FORMAT_KEY)
+            raise self._failure(error, f"cannot open the RocksDB state at {directory}") from error
+        try:
+            marker = db.get(FORMAT_KEY)
+        except Exception as error:
+            with contextlib.suppress(Exception):
+                db.close()
+            raise self._failure(error, f"cannot read the RocksDB state at {directory}") from error
         if marker != FORMAT:
             db.close()
             raise CorruptStateError(
@@ -129,11 +140,27 @@ class RocksdbBackend(DeferredCommits):
             )
         return db
 
+    def _failure(self, error: Exception, what: str) -> StateError:
+        """``error`` of RocksDB while opening: classified (:meth:`classify`), anything else
+        unreadable state (CorruptStateError)."""
+        return self.classify(error) or CorruptStateError(f"{what}: {error}")
+
     def iterator(self) -> RdictIter:
-        """A database iterator valid until the next commit (the database changes only then)."""
+        """A database iterator valid until the next commit (the database changes only then).
+
+        An iterator that is not ``valid()`` may have stopped on an error (a block whose
+        checksum does not match) rather than at the end: callers call :meth:`ended` then."""
         if self._iterator is None:
             self._iterator = self.db.iter(ReadOptions())
         return self._iterator
+
+    def ended(self, iterator: RdictIter) -> None:
+        """``iterator`` is no longer valid: raise its error if it stopped on one (classified:
+        a damaged block is a CorruptStateError), so a scan never ends early in silence."""
+        try:
+            iterator.status()
+        except Exception as error:
+            raise (self.classify(error) or error) from error
 
     def mark_dirty(self, state: RocksValueState | RocksMapState) -> None:
         """Called by a state on its first write since the last commit (or an undo that emptied
@@ -187,9 +214,11 @@ class RocksdbBackend(DeferredCommits):
         where = f"the RocksDB state at {self._dir.db}"
         if text.startswith("Corruption"):
             return CorruptStateError(f"damaged state: {where} cannot be read: {text}")
-        if text.startswith("IO error"):
-            if "No space left" in text or "Writer has previous error" in text:
-                return StorageFullError(f"{where} cannot be written: {text}")
+        if "No space left" in text or (text.startswith("IO error") and "Writer has previous error" in text):
+            return StorageFullError(f"{where} cannot be written: {text}")
+        # RocksDB's own I/O status, or an error of the file system rocksdict met itself
+        # ("Input/output error (os error 5)").
+        if text.startswith("IO error") or "(os error " in text:
             return StorageError(f"{where} failed: {text}")
         return None
 
@@ -218,6 +247,11 @@ class RocksdbBackend(DeferredCommits):
             raise failure from error
         try:
             self.db.close()
+        except Exception as error:  # closing flushes; a full disk now loses nothing committed
+            failure = self.classify(error)
+            if failure is None:
+                raise
+            raise failure from error
         finally:
             self._dir.close()
 
@@ -290,6 +324,8 @@ class RocksValueState:
                 break
             found.add(key[len(self._prefix) :])
             iterator.next()
+        else:
+            self._backend.ended(iterator)
         for context, value in self._pending.items():
             if value is _DELETED:
                 found.discard(context)
@@ -453,6 +489,7 @@ class RocksMapState:
                 return
             yield storage_key[start:], iterator.value()
             iterator.next()
+        self._backend.ended(iterator)
 
     def items(self, context: bytes) -> Iterator[tuple[bytes, Value]]:
         """Entries in ascending user-key order: a range scan merged with the overlay (snapshot)."""
@@ -488,6 +525,8 @@ class RocksMapState:
             if following is None:
                 break
             iterator.seek(following)
+        else:
+            self._backend.ended(iterator)
         skip = len(self._prefix) + 4
         for prefix in self._pending:
             context = prefix[skip:]
@@ -643,6 +682,7 @@ class RocksSortedMapState(RocksMapState):
                 iterator.next()
             else:
                 iterator.prev()
+        self._backend.ended(iterator)
         return None
 
     def _greatest_between(

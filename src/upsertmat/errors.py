@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import enum
 
-from .impls.persistence.errors import StateDirError, StateDirWriteError, UnsupportedStateDir
+from .impls.persistence.errors import StateDirError, StateDirIOError, StateDirWriteError, UnsupportedStateDir
 
 __all__ = [
     "CliError",
     "ExitCode",
     "StateDirError",
+    "StateDirIOError",
     "StateDirWriteError",
     "UnsupportedStateDir",
     "exit_code_of",
@@ -33,7 +34,8 @@ class ExitCode(enum.IntEnum):
     STATE_DIR = 3
     """``--state-dir`` is locked, does not match this run, or holds a damaged manifest/snapshot."""
     IO = 4
-    """Reading the input or writing the output or dead-letter file failed mid-run."""
+    """Reading or writing a file failed (the input, the output, the dead-letter file, the state,
+    a savepoint): a full disk or a device error. Free space (or fix the device) and run again."""
     INTERNAL = 70
     """A bug: an implementation raised; nothing of this run is saved."""
     INTERRUPTED = 130
@@ -52,9 +54,9 @@ class CliError(Exception):
 
 
 def exit_code_of(error: StateDirError) -> ExitCode:
-    """The exit code of a refused state directory: 4 for a failed write, 2 for an
-    implementation that cannot use one, 3 otherwise."""
-    if isinstance(error, StateDirWriteError):
+    """The exit code of a refused state directory: 4 for a failed read or write of its file
+    system, 2 for an implementation that cannot use one, 3 otherwise."""
+    if isinstance(error, StateDirIOError):
         return ExitCode.IO
     if isinstance(error, UnsupportedStateDir):
         return ExitCode.USAGE

@@ -45,12 +45,12 @@ def replay(
     return subprocess.run(args, capture_output=True, text=True, timeout=120)
 
 
-def refused(result: subprocess.CompletedProcess[str], *words: str) -> None:
+def refused(result: subprocess.CompletedProcess[str], *words: str | Path) -> None:
     assert result.returncode == ExitCode.STATE_DIR, result.stderr
     assert "Traceback" not in result.stderr and "internal error" not in result.stderr, result.stderr
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr
     for word in words:
-        assert word in result.stderr, result.stderr
+        assert str(word) in result.stderr, result.stderr
 
 
 def rewrite_values(tmp_path: Path, backend: str, value: bytes) -> int:
@@ -131,6 +131,65 @@ def test_flipped_bytes_in_a_rocksdb_table_file_are_damaged_state(tmp_path: Path)
     assert "Corruption" in result.stderr or "damaged" in result.stderr
 
 
+def newest_table(state: Path) -> Path:
+    database = state / "rocksdb" / "materializer" / "db"
+    tables = sorted(database.glob("*.sst"), key=lambda path: path.stat().st_mtime)
+    assert tables, "no table file to damage"
+    return tables[-1]
+
+
+def flip(path: Path, offset: int) -> None:
+    data = bytearray(path.read_bytes())
+    data[offset : offset + 64] = bytes(byte ^ 0xFF for byte in data[offset : offset + 64])
+    path.write_bytes(bytes(data))
+
+
+def test_a_damaged_table_met_at_open_is_damaged_state(tmp_path: Path) -> None:
+    """The first block of the newest table holds the format marker read at open: its checksum
+    mismatch is damaged state (exit 3) for every command, never an internal error."""
+    assert replay(tmp_path, "rocksdb", stream(0, 3000), part=0).returncode == 0
+    assert replay(tmp_path, "rocksdb", stream(3000, 10), part=1).returncode == 0  # the log into a table
+    flip(newest_table(tmp_path / "st"), 0)
+    refused(replay(tmp_path, "rocksdb", stream(3010, 10), part=2), "damaged state", "Corruption", "000")
+    args = [SCRIPT, "savepoint", "--state-dir", str(tmp_path / "st"), "-o", str(tmp_path / "sp")]
+    saved = subprocess.run(args, capture_output=True, text=True, timeout=120)
+    refused(saved, "damaged state", "Corruption")
+    assert not (tmp_path / "sp").exists()
+
+
+def test_a_damaged_block_met_by_a_scan_ends_it_with_an_error_never_short(tmp_path: Path) -> None:
+    """A RocksDB iterator that meets a block whose checksum does not match just stops being
+    valid: a scan that took that for the end would export fewer keys in silence. Damage at
+    any place of the table is refused, or (when no read meets it) changes nothing."""
+    many = "".join(json.dumps({"op": "+I", "row": [i, i % 7, "x" * 40]}) + "\n" for i in range(20000))
+    assert replay(tmp_path, "rocksdb", many, part=0).returncode == 0
+    assert replay(tmp_path, "rocksdb", stream(30000, 10), part=1).returncode == 0
+    reference = tmp_path / "reference-st"
+    shutil.copytree(tmp_path / "st", reference)
+    args = [SCRIPT, "savepoint", "--state-dir", str(reference), "-o", str(tmp_path / "ref-sp")]
+    whole = subprocess.run(args, capture_output=True, text=True, timeout=120)
+    assert whole.returncode == 0, whole.stderr
+    keys = json.loads((tmp_path / "ref-sp" / "manifest.json").read_text())
+    refusals = 0
+    database = reference / "rocksdb" / "materializer" / "db"
+    largest = max(database.glob("*.sst"), key=lambda path: path.stat().st_size)  # the 20,000 keys
+    size = largest.stat().st_size
+    for number, fraction in enumerate((0.3, 0.6, 0.9)):
+        damaged = tmp_path / f"st{number}"
+        shutil.copytree(reference, damaged)
+        table = damaged / largest.relative_to(reference)
+        flip(table, int(size * fraction))
+        target = tmp_path / f"sp{number}"
+        saved = subprocess.run([SCRIPT, "savepoint", "--state-dir", str(damaged), "-o", str(target)],
+                               capture_output=True, text=True, timeout=120)  # fmt: skip
+        if saved.returncode == 0:
+            assert json.loads((target / "manifest.json").read_text())["files"] == keys["files"], fraction
+        else:
+            refused(saved, "damaged state", "Corruption")
+            refusals += 1
+    assert refusals, "no damage was met: the test proves nothing"
+
+
 Special = Callable[[Path], None]
 SPECIALS: dict[str, Special] = {
     "a FIFO": lambda path: os.mkfifo(path),
@@ -190,7 +249,7 @@ def test_a_heap_snapshot_cell_json_cannot_carry_is_refused(tmp_path: Path, cell:
 def test_savepoint_of_a_hostile_byte_state_is_refused(tmp_path: Path, backend: str, kind: str) -> None:
     assert replay(tmp_path, backend, stream(0, 100), part=0).returncode == 0
     assert rewrite_values(tmp_path, backend, HOSTILE_VALUES[kind]) > 0
-    refused(savepoint(tmp_path), "damaged state")
+    refused(savepoint(tmp_path), "damaged state", tmp_path / "st")  # the refusal names the directory
     assert not (tmp_path / "sp").exists() or not any((tmp_path / "sp").iterdir())
 
 

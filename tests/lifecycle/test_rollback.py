@@ -1,4 +1,5 @@
-"""No half-applied input: a failure at ANY state access leaves the state exactly as before.
+"""No half-applied input: a failure at ANY state access (or at the commit) leaves the state
+exactly as before.
 
 For every strategy on every in-process backend, each input of a stream is first attempted
 with a failure injected at its 1st, 2nd, ... state access (until an attempt needs fewer
@@ -23,6 +24,7 @@ from typing import Any
 import pytest
 
 from upsertmat.impls import Settings, Strategy
+from upsertmat.impls.conflict import CompactingMaterializer
 from upsertmat.impls.settings import Backend
 from upsertmat.impls.state import StateBackend, open_backend
 from upsertmat.impls.state.counting import Counters, CountingBackend
@@ -38,6 +40,8 @@ from upsertmat.impls.strategies.value import ValueMaterializer
 from upsertmat.impls.strategies.value_inplace import HeapAdaptiveMaterializer, HeapValueMaterializer
 from upsertmat.spec import (
     Change,
+    ConflictBehavior,
+    ConflictModel,
     Granularity,
     Keys,
     ModelMaterializer,
@@ -56,16 +60,19 @@ class InjectedFailure(Exception):
 
 
 class FailingCounters(Counters):
-    """Counters that raise once the number of accesses reaches ``budget`` (None: never)."""
+    """Counters that raise once the number of state accesses plus commits reaches ``budget``
+    (None: never): a failure at every read, write, scanned entry and at the commit (counted
+    before the backend commits, so the input's writes are all made and none is committed)."""
 
     budget: int | None = None
 
     def __setattr__(self, name: str, value: Any) -> None:
         super().__setattr__(name, value)
         budget = self.budget
-        if name in ("reads", "writes", "scanned") and budget is not None and self.accesses >= budget:
+        counted = name in ("reads", "writes", "scanned", "commits")
+        if counted and budget is not None and self.accesses + self.commits >= budget:
             self.budget = None
-            raise InjectedFailure(f"injected at access {self.accesses}")
+            raise InjectedFailure(f"injected at step {self.accesses + self.commits} ({name})")
 
 
 Build = Callable[[Keys, StateBackend, Settings], Any]
@@ -260,3 +267,123 @@ def test_in_place_undo_reverts_a_change_interrupted_between_its_lists() -> None:
             part.append(value)
         undo.undo(record, (0, 3), None)
         assert record == original
+
+
+def conflict_stream() -> list[Change | int]:
+    """Changes and watermarks (ints) for ON CONFLICT: cancellations (rule C1), conflicts (two
+    live rows at a watermark), retractions that match nothing at a compaction, deletions of
+    the current row, stale watermarks."""
+    return [
+        insert(1, 1, "a"),
+        insert(2, 1, "x"),
+        update_before(1, 1, "a"),  # cancels the pending +I (C1)
+        update_after(1, 2, "b"),
+        10,
+        insert(2, 2, "y"),  # a second live row of key 2: a conflict at the next watermark
+        update_before(9, 9, "none"),  # a miss at the compaction
+        update_after(1, 3, "c"),
+        update_before(1, 2, "b"),
+        20,
+        20,  # not newer: no watermark
+        delete(1, 3, "c"),  # empties key 1
+        insert(3, 1, "z"),
+        insert(3, 1, "z"),  # duplicates
+        35,
+        update_before(3, 1, "z"),
+        36,
+    ]
+
+
+def conflict_state(materializer: Any) -> list[tuple[bytes, Any, Any]]:
+    """Every key holding state: (context, current row, pending changes after rule C1)."""
+    if isinstance(materializer, ConflictModel):
+        items = [
+            (context, materializer.current.get(context), materializer.pending.get(context, []))
+            for context in set(materializer.current) | set(materializer.pending)
+        ]
+    else:
+        items = list(materializer.export_keys())
+    return sorted(
+        (context, current, [(is_add, tuple(row)) for is_add, row in pending])
+        for context, current, pending in items
+        if current is not None or pending
+    )
+
+
+CONFLICT_CASES = [
+    pytest.param(backend, behavior, upsert, interval,
+                 id=f"{behavior.value}-{backend.value}-{'uk' if upsert else 'row'}-every{interval}")
+    for backend in BACKENDS
+    for behavior in (ConflictBehavior.NOTHING, ConflictBehavior.ERROR)
+    for upsert in (True, False)
+    for interval in ((1,) if backend is Backend.HEAP else (1, 7, 1000))
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("backend", "behavior", "upsert", "interval"), CONFLICT_CASES)
+def test_on_conflict_rolls_back_a_failed_input_or_watermark(
+    backend: Backend, behavior: ConflictBehavior, upsert: bool, interval: int, tmp_path: Path
+) -> None:
+    """The compacting materializer (ON CONFLICT DO NOTHING | ERROR, conflicts skipped) under
+    the same injection: after a failure at any state access or at the commit of a change or a
+    watermark, its state, last watermark, miss counter, collected conflicts and pending output
+    are as before; in the end it emits exactly what the model emits."""
+    keys = Keys(pk=(0,), upsert_key=(1,) if upsert else ())
+    settings = Settings(backend=backend, conflict=behavior, checkpoint_interval=interval,
+                        state_dir=None if backend is Backend.HEAP else tmp_path)  # fmt: skip
+    counting = CountingBackend(open_backend(settings))
+    counters = FailingCounters()
+    counting.counters = counters
+    materializer = CompactingMaterializer(keys, counting, behavior)
+    materializer.skip_conflicts = True
+    model = ConflictModel(keys, behavior, skip_conflicts=True)
+    failures = 0
+
+    def seen() -> tuple[object, ...]:
+        return (conflict_state(materializer), materializer.last_watermark, materializer.retract_misses,
+                len(materializer.conflicts))  # fmt: skip
+
+    try:
+        for step, item in enumerate(conflict_stream()):
+            before = seen()
+            assert before == (conflict_state(model), model.last_watermark, model.retract_misses,
+                              len(model.conflicts)), f"step {step}"  # fmt: skip
+            budget = 1
+            while True:
+                counters.reset()
+                counters.budget = budget
+                try:
+                    if isinstance(item, int):
+                        materializer.advance_time(item)
+                    else:
+                        materializer.process(item)
+                except InjectedFailure:
+                    failures += 1
+                    counters.budget = None
+                    assert seen() == before, f"step {step}: failure at step {budget} left a trace"
+                    assert materializer.take_emitted() == [], f"step {step}: a failed watermark emitted"
+                    budget += 1
+                    continue
+                counters.budget = None
+                break
+            expected: list[Change] = []
+            if isinstance(item, int):
+                expected = model.advance_time(item)
+            else:
+                model.process(item)
+            assert materializer.take_emitted() == expected, f"step {step}"
+        assert materializer.conflicts == model.conflicts
+        assert any(model.conflicts) == (behavior is ConflictBehavior.ERROR)
+    finally:
+        materializer.close()
+    assert failures > len(conflict_stream())  # the injection really hit state accesses
+    if backend is Backend.HEAP:
+        return
+    reopened = CompactingMaterializer(
+        keys, open_backend(replace(settings, checkpoint_interval=None)), behavior
+    )
+    try:
+        assert conflict_state(reopened) == conflict_state(model)
+        assert reopened.last_watermark == model.last_watermark
+    finally:
+        reopened.close()

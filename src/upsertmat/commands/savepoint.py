@@ -18,10 +18,11 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import sys
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 from upsertmat.commands.options import (
     add_config_arguments,
@@ -38,10 +39,9 @@ from upsertmat.impls.lifecycle import (
     export_state,
     write_savepoint,
 )
-from upsertmat.impls.persistence.recovery import EMPTY_SHA256, Position
-from upsertmat.impls.persistence.session import StateSession, recorded_keys
-from upsertmat.impls.persistence.statedir import RunRecord
-from upsertmat.impls.state.errors import StateError, StorageError
+from upsertmat.impls.lifecycle.errors import SavepointIOError
+from upsertmat.impls.persistence.session import StateSession
+from upsertmat.impls.state.errors import StateError, StorageError, storage_failure
 from upsertmat.spec import Materializer
 
 EXIT_CODES = (
@@ -122,6 +122,11 @@ def _settings(args: argparse.Namespace) -> Settings:
 
 
 def _savepoint_error(error: SavepointError) -> CliError:
+    """A refused savepoint (exit 3), or one the file system failed to read or write (exit 4)."""
+    if isinstance(error, SavepointIOError):
+        return CliError(
+            f"{error}; fix the device (or free space) and run the same command again", ExitCode.IO
+        )
     return CliError(str(error), ExitCode.STATE_DIR)
 
 
@@ -130,8 +135,48 @@ def _explicit_ttl(args: argparse.Namespace) -> bool:
     return args.ttl is not None or any(".ttl" in text.partition("=")[0] for text in args.settings)
 
 
+def _state_error(error: StateError, where: Path, then: str) -> CliError | StateDirError:
+    """A state error met on the state directory ``where``: a storage failure (a full disk, a
+    device error) is exit 4, anything else refused state (exit 3); ``then`` says what to do."""
+    if isinstance(error, StorageError):
+        return CliError(f"{error}; free space (or fix the device) and {then}", ExitCode.IO)
+    message = str(error)
+    if f"{where}{os.sep}" not in message and f"{where} " not in message:  # name the directory once
+        message = f"{where}: {message}"
+    return StateDirError(message)
+
+
+@contextlib.contextmanager
+def _state_errors(materializer: Materializer | None, where: Path, then: str) -> Iterator[None]:
+    """Turn what the state of ``materializer`` (in ``where``) raises into one-line errors: a
+    storage engine's own error classified first (:func:`storage_failure`)."""
+    try:
+        yield
+    except StateError as error:
+        raise _state_error(error, where, then) from None
+    except OSError:
+        raise  # the file system of what is written (the savepoint), not of the state
+    except Exception as error:
+        failure = storage_failure(getattr(materializer, "backend", None), error)
+        if failure is None:
+            raise
+        raise _state_error(failure, where, then) from None
+
+
+def _close(materializer: Materializer, command: str) -> None:
+    """Close the state; what was committed is safe whatever closing says: warn only."""
+    try:
+        materializer.close()
+    except Exception as error:
+        failure = storage_failure(getattr(materializer, "backend", None), error)
+        if failure is None:
+            raise
+        print(f"upsertmat {command}: warning: closing the state failed ({failure})", file=sys.stderr)
+
+
 def run_savepoint(args: argparse.Namespace) -> int:
     """Execute ``upsertmat savepoint``."""
+    then = "run the same command again"
     with StateSession.existing(args.state_dir, _settings(args), ttl_given=_explicit_ttl(args)) as session:
         if session.settings.conflict.compacting:
             raise CliError(
@@ -141,7 +186,8 @@ def run_savepoint(args: argparse.Namespace) -> int:
             )
         materializer = create_materializer(session.keys, session.settings)
         try:
-            position = _attach(session, materializer)
+            with _state_errors(materializer, args.state_dir, then):
+                position = session.attach(materializer)
             if not position.done:
                 raise StateDirError(
                     f"the last run on {args.state_dir} was killed or stopped and not yet finished; run the "
@@ -151,40 +197,37 @@ def run_savepoint(args: argparse.Namespace) -> int:
             manifest = session.manifest
             assert manifest is not None
             try:
-                written = write_savepoint(
-                    args.output,
-                    export_state(materializer),
-                    keys=session.keys,
-                    now=position.now,
-                    ttl=session.settings.ttl,
-                    max_parallelism=args.max_parallelism,
-                    retract_misses=position.misses,
-                    source={"strategy": manifest.strategy, "backend": manifest.backend, "parallelism": 1},
-                    extra={
-                        "lines": position.lines,
-                        "arity": session.arity,
-                        "runs": [run.to_json() for run in manifest.runs],
-                    },
-                )
+                with _state_errors(materializer, args.state_dir, f"{then}; no savepoint was written"):
+                    written = write_savepoint(
+                        args.output,
+                        export_state(materializer),
+                        keys=session.keys,
+                        now=position.now,
+                        ttl=session.settings.ttl,
+                        max_parallelism=args.max_parallelism,
+                        retract_misses=position.misses,
+                        source={"strategy": manifest.strategy, "backend": manifest.backend, "parallelism": 1},
+                        extra={
+                            "lines": position.lines,
+                            "arity": session.arity,
+                            "runs": [run.to_json() for run in manifest.runs],
+                        },
+                    )
             except SavepointError as error:
                 raise _savepoint_error(error) from None
             except OSError as error:
                 raise CliError(
-                    f"cannot write savepoint {args.output}: {error.strerror}", ExitCode.IO
+                    f"cannot write savepoint {args.output}: {error.strerror or error}; nothing of it is "
+                    f"left: free space (or fix the device) and {then}",
+                    ExitCode.IO,
                 ) from None
-            except StorageError as error:
-                raise CliError(
-                    f"{error}; free space (or fix the device) and try again", ExitCode.IO
-                ) from None
-            except StateError as error:
-                raise StateDirError(f"{error}; no savepoint was written") from None
             except (ArithmeticError, AssertionError, LookupError, TypeError, ValueError) as error:
                 raise StateDirError(
                     f"damaged state in {args.state_dir}: it does not hold a valid {manifest.strategy} layout "
                     f"({type(error).__name__}: {error}); no savepoint was written"
                 ) from None
         finally:
-            materializer.close()
+            _close(materializer, "savepoint")
     print(
         f"upsertmat savepoint: wrote {args.output}: {written.key_count} key(s), {written.element_count} "
         f"element(s) in {len(written.files)} key group file(s), stream line {position.lines}",
@@ -193,36 +236,12 @@ def run_savepoint(args: argparse.Namespace) -> int:
     return int(ExitCode.OK)
 
 
-def _attach(session: StateSession, materializer: Materializer) -> Position:
-    """``session.attach(materializer)``, with a storage engine's refusal as a CLI error."""
-    try:
-        return session.attach(materializer)
-    except StorageError as error:
-        raise CliError(f"{error}; free space (or fix the device) and try again", ExitCode.IO) from None
-    except StateError as error:
-        raise StateDirError(str(error)) from None
-
-
-def _extra_int(extra: dict[str, Any], name: str, default: int | None) -> int | None:
-    value = extra.get(name, default)
-    if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
-        raise CliError(f"savepoint field extra.{name} must be a non-negative integer", ExitCode.STATE_DIR)
-    return value
-
-
-def _extra_runs(extra: dict[str, Any]) -> tuple[RunRecord, ...]:
-    """The completed runs a savepoint carries (so reruns stay recognisable after a restore)."""
-    runs = extra.get("runs", [])
-    if not isinstance(runs, list):
-        raise CliError("savepoint field extra.runs must be a list", ExitCode.STATE_DIR)
-    try:
-        return tuple(RunRecord.from_json(run) for run in runs)
-    except ValueError as error:
-        raise CliError(f"savepoint field extra.runs: {error}", ExitCode.STATE_DIR) from None
-
-
 def run_restore(args: argparse.Namespace) -> int:
-    """Execute ``upsertmat restore``."""
+    """Execute ``upsertmat restore``.
+
+    Everything the restore needs of the savepoint is checked when it is opened (the same
+    checks as ``inspect``): its keys and equalizer, the TTL settings and the replay position.
+    """
     try:
         savepoint = Savepoint.open(args.savepoint)
     except SavepointError as error:
@@ -232,59 +251,55 @@ def run_restore(args: argparse.Namespace) -> int:
         raise CliError(f"--index must be below --parallelism ({args.parallelism}), got {args.index}")
     if args.parallelism > sp.max_parallelism:
         raise CliError(
-            f"--parallelism {args.parallelism} exceeds the savepoint's max parallelism {sp.max_parallelism}"
+            f"--parallelism {args.parallelism} exceeds the savepoint's max parallelism {sp.max_parallelism} "
+            f"({args.savepoint})"
         )
     explicit_ttl = _explicit_ttl(args)
     settings = _settings(args)
     if not explicit_ttl and args.config is None:
         settings = replace(settings, ttl=sp.ttl)
-    keys = recorded_keys(
-        sp.pk, sp.upsert_key, sp.equalizer.spec, sp.equalizer.fingerprint, args.savepoint / "manifest.json"
-    )
-    lines = _extra_int(sp.extra, "lines", 0) or 0
-    arity = _extra_int(sp.extra, "arity", None)
-    runs = _extra_runs(sp.extra)
-    with StateSession(args.state_dir, keys, settings, arity) as session:
+    keys, replay = sp.keys, sp.replay
+    with StateSession(args.state_dir, keys, settings, replay.arity) as session:
         if not session.fresh:
             raise StateDirError(f"{args.state_dir} already holds replay state; restore into a new directory")
         settings = session.settings
         materializer = create_materializer(keys, settings)
-        with contextlib.ExitStack() as stack:
-            stack.callback(materializer.close)
-            _attach(session, materializer)
-            try:
-                restored = savepoint.load_into(
-                    materializer, keys, ttl=settings.ttl, parallelism=args.parallelism, index=args.index
-                )
-            except SavepointError as error:
-                raise _savepoint_error(error) from None
-            session.restored(
-                materializer,
-                Position(
-                    run_id=0,
-                    lines=lines,
+        try:
+            with _state_errors(materializer, args.state_dir, "run the same command again"):
+                session.attach(materializer)
+                try:
+                    restored = savepoint.load_into(
+                        materializer, keys, ttl=settings.ttl, parallelism=args.parallelism, index=args.index
+                    )
+                except SavepointError as error:
+                    raise _savepoint_error(error) from None
+                session.restored(
+                    materializer,
+                    lines=replay.lines,
                     now=sp.now,
                     misses=sp.retract_misses if args.index == 0 else 0,
-                    output_bytes=None,
-                    input_bytes=0,
-                    input_sha256=EMPTY_SHA256,
-                    dead_letter_bytes=None,
-                    done=True,
-                    state_id=None,
-                ),
-                runs,
-            )
+                    runs=replay.runs,
+                )
+        except BaseException:
+            # A failed restore leaves no half-restored state behind: the directory is fresh
+            # again, so the same command can run again.
+            _close(materializer, "restore")
+            if session.fresh:
+                session.abandon()
+            raise
+        _close(materializer, "restore")
     print(
         f"upsertmat restore: {args.state_dir} holds {restored} key(s) of {args.savepoint} "
         f"(instance {args.index} of {args.parallelism}, {settings.strategy.value}/{settings.backend.value}); "
-        f"replay continues at stream line {lines}",
+        f"replay continues at stream line {replay.lines}",
         file=sys.stderr,
     )
     return int(ExitCode.OK)
 
 
 def run_inspect(args: argparse.Namespace) -> int:
-    """Execute ``upsertmat inspect``."""
+    """Execute ``upsertmat inspect``: the same checks as ``restore`` (every field of the
+    manifest, every data file), then the summary."""
     try:
         savepoint = Savepoint.open(args.savepoint)
         savepoint.verify()

@@ -1,0 +1,144 @@
+"""Savepoints are read as carefully as state directories (``inspect``, ``restore``).
+
+Special files in place of the manifest or a data file (a FIFO, a symlink to ``/dev/zero``)
+are refused at once, never read (a hang, or a loop reading a device to its end); a manifest
+nested 100,000 deep is damaged JSON, not a RecursionError; every field is checked by the one
+field checker, so ``inspect`` refuses exactly what ``restore`` would; every refusal is one
+line naming the path, exit 3. The state directory's manifest is checked the same way (a run
+that starts after the position). Runs are real processes with a timeout, so a hang fails.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from upsertmat.errors import ExitCode
+
+SCRIPT = shutil.which("upsertmat") or str(Path(sys.executable).with_name("upsertmat"))
+SOURCE = "".join(json.dumps({"op": "+I", "row": [i, i % 3, f"v{i}"]}) + "\n" for i in range(40))
+
+
+def upsertmat(*argv: str | Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([SCRIPT, *map(str, argv)], capture_output=True, text=True, timeout=60)
+
+
+@pytest.fixture(scope="module")
+def taken(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A savepoint of a finished replay (MAP on rocksdb, upsert key)."""
+    root = tmp_path_factory.mktemp("taken")
+    (root / "in.jsonl").write_text(SOURCE)
+    flags = ["--pk", "0", "--upsert-key", "1", "--backend", "rocksdb", "--strategy", "MAP"]
+    replayed = upsertmat("replay", *flags, "--state-dir", root / "st", "-o", root / "out", root / "in.jsonl")
+    assert replayed.returncode == 0, replayed.stderr
+    saved = upsertmat("savepoint", "--state-dir", root / "st", "-o", root / "sp")
+    assert saved.returncode == 0, saved.stderr
+    return root / "sp"
+
+
+def copy(taken: Path, tmp_path: Path) -> Path:
+    savepoint = tmp_path / "sp"
+    shutil.copytree(taken, savepoint)
+    return savepoint
+
+
+def refused(result: subprocess.CompletedProcess[str], *words: str | Path) -> None:
+    assert result.returncode == ExitCode.STATE_DIR, result.stderr
+    assert "Traceback" not in result.stderr and "internal error" not in result.stderr, result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    for word in words:
+        assert str(word) in result.stderr, result.stderr
+
+
+def both_refuse(savepoint: Path, tmp_path: Path, *words: str | Path) -> None:
+    """``inspect`` refuses with exactly the line ``restore`` refuses with."""
+    inspected = upsertmat("inspect", savepoint)
+    refused(inspected, *words)
+    restored = upsertmat("restore", savepoint, "--state-dir", tmp_path / "restored")
+    refused(restored, *words)
+    assert inspected.stderr.partition(": ")[2] == restored.stderr.partition(": ")[2]
+    assert not (tmp_path / "restored" / "manifest.json").exists()
+
+
+SPECIALS: dict[str, Callable[[Path], None]] = {
+    "a FIFO": lambda path: os.mkfifo(path),
+    "a symlink to /dev/zero": lambda path: path.symlink_to("/dev/zero"),
+}
+
+
+@pytest.mark.parametrize("special", list(SPECIALS))
+@pytest.mark.parametrize("target", ["manifest.json", "a data file"])
+def test_a_special_file_in_a_savepoint_is_refused_at_once(
+    taken: Path, tmp_path: Path, special: str, target: str
+) -> None:
+    savepoint = copy(taken, tmp_path)
+    path = savepoint / "manifest.json" if target == "manifest.json" else sorted(savepoint.glob("kg-*"))[0]
+    path.unlink()
+    SPECIALS[special](path)
+    both_refuse(savepoint, tmp_path, path, "is not a regular file")
+
+
+def test_a_manifest_nested_too_deeply_is_damaged_not_a_crash(taken: Path, tmp_path: Path) -> None:
+    savepoint = copy(taken, tmp_path)
+    (savepoint / "manifest.json").write_text("[" * 100_000 + "]" * 100_000)
+    both_refuse(savepoint, tmp_path, savepoint / "manifest.json", "nested too deeply")
+
+
+def edit(savepoint: Path, change: Callable[[dict[str, Any]], None]) -> None:
+    path = savepoint / "manifest.json"
+    manifest = json.loads(path.read_text())
+    change(manifest)
+    path.write_text(json.dumps(manifest))
+
+
+EDITS: dict[str, tuple[Callable[[dict[str, Any]], None], str]] = {
+    "lines -1": (lambda m: m["extra"].update(lines=-1), "'lines' must be a non-negative integer"),
+    "arity 'x'": (lambda m: m["extra"].update(arity="x"), "'arity' must be a positive integer or null"),
+    "arity 0": (lambda m: m["extra"].update(arity=0), "'arity' must be a positive integer or null"),
+    "runs not a list": (lambda m: m["extra"].update(runs={}), "'runs' must be a list"),
+    "a run's lines -1": (lambda m: m["extra"]["runs"][0].update(lines=-1), "'lines' must be a non-negative"),
+    "equalizer os:system": (
+        lambda m: m["equalizer"].update(spec="os:system"),
+        "unknown equalizer 'os:system'",
+    ),
+    "another fingerprint": (lambda m: m["equalizer"].update(fingerprint="0" * 16), "refusing to mix them"),
+    "pk twice": (lambda m: m.update(pk=[0, 0]), "names a column twice"),
+    "a negative clock": (lambda m: m.update(now=-1), "'now' must be a non-negative integer"),
+}
+
+
+@pytest.mark.parametrize("name", list(EDITS))
+def test_inspect_verifies_exactly_what_restore_requires(taken: Path, tmp_path: Path, name: str) -> None:
+    savepoint = copy(taken, tmp_path)
+    change, message = EDITS[name]
+    edit(savepoint, change)
+    both_refuse(savepoint, tmp_path, savepoint / "manifest.json", message)
+
+
+def test_a_savepoint_that_inspect_accepts_restores_and_replays_on(taken: Path, tmp_path: Path) -> None:
+    """The positive side: extra fields this upsertmat does not know are kept, not refused."""
+    savepoint = copy(taken, tmp_path)
+    edit(savepoint, lambda m: m["extra"].update(note="kept as it is"))
+    assert json.loads(upsertmat("inspect", savepoint).stdout)["verified"] is True
+    restored = upsertmat("restore", savepoint, "--state-dir", tmp_path / "st", "--backend", "lmdb")
+    assert restored.returncode == 0, restored.stderr
+    assert "replay continues at stream line 40" in restored.stderr
+
+
+def test_a_state_manifest_whose_run_starts_after_the_position_is_refused(taken: Path, tmp_path: Path) -> None:
+    """Such a manifest would be saved into a savepoint with a negative run length."""
+    state = tmp_path / "st"
+    shutil.copytree(taken.parent / "st", state)
+    manifest = json.loads((state / "manifest.json").read_text())
+    (state / "manifest.json").write_text(json.dumps({**manifest, "in_progress": True, "run_start": 41}))
+    result = upsertmat("savepoint", "--state-dir", state, "-o", tmp_path / "sp")
+    refused(result, state / "manifest.json", "'run_start' (41) is beyond 'lines' (40)")
+    assert not (tmp_path / "sp").exists()
