@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import importlib
 import logging
-from abc import ABC, abstractmethod
+from abc import abstractmethod
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, ClassVar, Final, NoReturn, TypeGuard
 
@@ -152,7 +152,7 @@ def same_chains(matches: list[bytes]) -> tuple[list[int], dict[bytes, list[int]]
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)
-class StrategyBase(ABC):
+class StrategyBase:
     """The ``Materializer`` and ``StateTransfer`` shell of VALUE, MAP, SORTED and ADAPTIVE.
 
     Per input: one context-key and one match-key computation, the layout's state accesses,
@@ -445,6 +445,7 @@ class StrategyBase(ABC):
         A rule-4 replacement takes ``stamp`` only when ``_restamp_replaced``; call
         :meth:`_stamped` for every stamp written.
         """
+        raise NotImplementedError(f"{type(self).__name__} does not implement _add")
 
     @abstractmethod
     def _retract(self, context: bytes, match: bytes, change: Change, stamp: int) -> Change | None:
@@ -452,6 +453,7 @@ class StrategyBase(ABC):
 
         When ``_restamp_rollback``, the element emitted by rule 9 takes ``stamp``.
         """
+        raise NotImplementedError(f"{type(self).__name__} does not implement _retract")
 
     def _stamped(self, context: bytes, seq: int, stamp: int) -> None:
         """Record that element ``seq`` of ``context`` now carries ``stamp`` (a timer). TTL only."""
@@ -475,6 +477,7 @@ class StrategyBase(ABC):
     @abstractmethod
     def _expire_element(self, context: bytes, seq: int) -> None:
         """A timer for element ``seq`` of ``context`` fired: remove what is expired there."""
+        raise NotImplementedError(f"{type(self).__name__} does not implement _expire_element")
 
     def _miss(self, context: bytes, change: Change) -> None:
         """Rule 7: count the retraction that matched nothing and log a warning."""
@@ -566,19 +569,23 @@ class StrategyBase(ABC):
     @abstractmethod
     def _contexts(self) -> list[bytes]:
         """Every context key that may hold rows (a scan)."""
+        raise NotImplementedError(f"{type(self).__name__} does not implement _contexts")
 
     @abstractmethod
     def _elements(self, context: bytes) -> list[Element]:
         """(row, stamp) of every element of ``context`` in insertion order (a scan of one key)."""
+        raise NotImplementedError(f"{type(self).__name__} does not implement _elements")
 
     @abstractmethod
     def _drop(self, context: bytes) -> None:
         """Remove every stored element of ``context``."""
+        raise NotImplementedError(f"{type(self).__name__} does not implement _drop")
 
     @abstractmethod
     def _load(self, context: bytes, elements: list[Element]) -> None:
         """Store ``elements`` (non-empty) as the whole history of an empty ``context``,
         with a timer per stamp (:meth:`_stamped`)."""
+        raise NotImplementedError(f"{type(self).__name__} does not implement _load")
 
     def _check(self) -> None:
         """Verify the layout invariants of every stored key (a full scan); raise
