@@ -18,7 +18,7 @@ from typing import Any
 
 from ..impls.config import STRATEGY, TTL
 from ..jobs.loader import Layer, job_from_document
-from ..jobs.model import JobSpec
+from ..jobs.model import INTERNAL_URL, JobSpec
 from .model import MATERIALIZER, MATERIALIZER_STATE, SINK, SOURCE, Node, Plan, PlanError, StateEntry
 
 
@@ -51,7 +51,10 @@ def compile_job(job: JobSpec) -> Plan:
                 },
             )
         )
-    url = job.sink.url if job.sink.is_postgresql else str(job.sink.sqlite_path().resolve())
+    if job.sink.internal:
+        url = INTERNAL_URL  # the client that runs the plan gives it its database
+    else:
+        url = job.sink.url if job.sink.is_postgresql else str(job.sink.sqlite_path().resolve())
     nodes.append(
         Node(
             id=len(nodes) + 1,
@@ -111,7 +114,9 @@ def job_of_plan(plan: Plan, base: Path, where: str, cli_layers: Sequence[Layer] 
             "order-column": source.fields["order-column"],
         },
         "keys": keys,
-        "sink": {"url": sink.fields["url"], "table": sink.fields["table"]},
+        "sink": {"internal": True, "table": sink.fields["table"]}
+        if sink.fields["url"] == INTERNAL_URL
+        else {"url": sink.fields["url"], "table": sink.fields["table"]},
         "checkpoint": plan.checkpoint,
         "materialize": materializer is not None,
         "spark": plan.spark,

@@ -15,6 +15,7 @@ is visible, so the sink reduces the batch to that change per key and writes with
 from __future__ import annotations
 
 import contextlib
+import json
 import sqlite3
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
@@ -23,8 +24,12 @@ from pathlib import Path
 from typing import Any
 
 from ..spec.changes import Row
+from .sinkurl import SinkUrlError, is_postgresql, sqlite_path
 
 BATCHES_TABLE = "_upsertmat_batches"
+CHANGES_TABLE = "_upsertmat_changes"
+"""The committed table changes of sinks opened with ``changelog=True``: ``(sink_table, pos, query_id,
+batch_id, op, row)``, ``pos`` counting 1, 2, ... per table, ``row`` a JSON array."""
 SQL_TYPES = {
     "bigint": "BIGINT",
     "int": "BIGINT",
@@ -88,7 +93,9 @@ class UpsertSink(ABC):
 
     paramstyle = "?"
 
-    def __init__(self, table: str, columns: Sequence[Column], pk: Sequence[int]) -> None:
+    def __init__(
+        self, table: str, columns: Sequence[Column], pk: Sequence[int], *, changelog: bool = False
+    ) -> None:
         if not pk:
             raise SinkError("the sink table needs a primary key")
         self.table = table
@@ -116,6 +123,58 @@ class UpsertSink(ABC):
         mark = self.paramstyle
         self.seen_sql = f"SELECT 1 FROM {BATCHES_TABLE} WHERE query_id = {mark} AND batch_id = {mark}"
         self.mark_sql = f"INSERT INTO {BATCHES_TABLE} VALUES ({', '.join([self.paramstyle] * 4)})"
+        self.changelog = changelog
+        if changelog:
+            self.create_sql.append(
+                f"CREATE TABLE IF NOT EXISTS {CHANGES_TABLE} (sink_table TEXT NOT NULL, pos BIGINT NOT NULL, "
+                "query_id TEXT NOT NULL, batch_id BIGINT NOT NULL, op TEXT NOT NULL, row_json TEXT NOT NULL, "
+                "PRIMARY KEY (sink_table, pos))"
+            )
+        self.before_sql = f"SELECT {', '.join(names)} FROM {quote(table)} WHERE {where}"
+        self.last_pos_sql = f"SELECT max(pos) FROM {CHANGES_TABLE} WHERE sink_table = {mark}"
+        self.change_sql = f"INSERT INTO {CHANGES_TABLE} VALUES ({', '.join([mark] * 6)})"
+
+    def record_changes(
+        self, cursor: Any, query_id: str, batch_id: int, upserts: list[Row], deletes: list[Row]
+    ) -> None:
+        """Inside the batch's transaction, before it writes: append the table changes the batch
+        makes to :data:`CHANGES_TABLE` (nothing unless opened with ``changelog=True``).
+
+        Per touched key, from its row before the batch (one primary-key lookup) to its row after:
+        absent -> row ``+I``; row -> a different row ``-U`` old, ``+U`` new; row -> absent ``-D``
+        old; unchanged: nothing. Deletes first, then upserts, each in the batch's key order.
+        O(touched keys) lookups.
+        """
+        if not self.changelog:
+            return
+        changes: list[tuple[str, Row]] = []
+        for key in deletes:
+            before = self._before(cursor, key)
+            if before is not None:
+                changes.append(("-D", before))
+        for row in upserts:
+            before = self._before(cursor, tuple(row[index] for index in self.pk))
+            if before is None:
+                changes.append(("+I", tuple(row)))
+            elif before != tuple(row):
+                changes += [("-U", before), ("+U", tuple(row))]
+        if not changes:
+            return
+        cursor.execute(self.last_pos_sql, (self.table,))
+        last = cursor.fetchone()
+        start = 1 + (int(last[0]) if last is not None and last[0] is not None else 0)
+        cursor.executemany(
+            self.change_sql,
+            [
+                (self.table, start + offset, query_id, batch_id, op, json.dumps(list(row)))
+                for offset, (op, row) in enumerate(changes)
+            ],
+        )
+
+    def _before(self, cursor: Any, key: Row) -> Row | None:
+        cursor.execute(self.before_sql, tuple(key))
+        found = cursor.fetchone()
+        return None if found is None else tuple(found)
 
     errors: tuple[type[BaseException], ...] = ()
     """The database driver's error classes: what :meth:`apply_batch` reports as a SinkFailure."""
@@ -173,8 +232,10 @@ class SqliteSink(UpsertSink):
 
     errors = (sqlite3.Error,)
 
-    def __init__(self, path: Path, table: str, columns: Sequence[Column], pk: Sequence[int]) -> None:
-        super().__init__(table, columns, pk)
+    def __init__(
+        self, path: Path, table: str, columns: Sequence[Column], pk: Sequence[int], *, changelog: bool = False
+    ) -> None:
+        super().__init__(table, columns, pk, changelog=changelog)
         self.where = f"the SQLite sink {path}"
         self.create_sql[0] += " WITHOUT ROWID"
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -194,6 +255,7 @@ class SqliteSink(UpsertSink):
             if db.execute(self.seen_sql, (query_id, batch_id)).fetchone() is not None:
                 db.execute("ROLLBACK")
                 return BatchOutcome(0, 0, skipped=True)
+            self.record_changes(db.cursor(), query_id, batch_id, upserts, deletes)
             db.executemany(self.delete_sql, deletes)
             db.executemany(self.upsert_sql, upserts)
             db.execute(self.mark_sql, (query_id, batch_id, self.table, changes))
@@ -223,8 +285,10 @@ class PostgresSink(UpsertSink):
 
     paramstyle = "%s"
 
-    def __init__(self, url: str, table: str, columns: Sequence[Column], pk: Sequence[int]) -> None:
-        super().__init__(table, columns, pk)
+    def __init__(
+        self, url: str, table: str, columns: Sequence[Column], pk: Sequence[int], *, changelog: bool = False
+    ) -> None:
+        super().__init__(table, columns, pk, changelog=changelog)
         import psycopg
 
         self.errors = (psycopg.Error,)
@@ -242,6 +306,7 @@ class PostgresSink(UpsertSink):
             cursor.execute(self.seen_sql + " FOR UPDATE", (query_id, batch_id))
             if cursor.fetchone() is not None:
                 return BatchOutcome(0, 0, skipped=True)
+            self.record_changes(cursor, query_id, batch_id, upserts, deletes)
             if deletes:
                 cursor.executemany(self.delete_sql, deletes)
             if upserts:
@@ -269,15 +334,16 @@ def _without_password(url: str) -> str:
     return f"{scheme}{sep}{credentials.split(':', 1)[0]}:***@{host}"
 
 
-def open_sink(url: str, table: str, columns: Sequence[Column], pk: Sequence[int]) -> UpsertSink:
-    """The sink for ``url``: ``postgresql://...`` / ``postgres://...``, ``sqlite:///path`` or a file path."""
-    if url.startswith(("postgresql://", "postgres://")):
-        return PostgresSink(url, table, columns, pk)
-    if url.startswith("sqlite://"):
-        path = url.removeprefix("sqlite://")
-        if not path.startswith("/"):
-            raise SinkError(f"expected sqlite:///absolute/path or a plain path, got {url!r}")
-        return SqliteSink(Path(path), table, columns, pk)
-    if "://" in url:
-        raise SinkError(f"unsupported sink URL {url!r} (sqlite:///path, a file path, or postgresql://...)")
-    return SqliteSink(Path(url), table, columns, pk)
+def open_sink(
+    url: str, table: str, columns: Sequence[Column], pk: Sequence[int], *, changelog: bool = False
+) -> UpsertSink:
+    """The sink for ``url`` (:mod:`.sinkurl`: ``postgresql://...``, ``sqlite:///relative.db``,
+    ``sqlite:////absolute.db`` or a file path). ``changelog``: record every committed batch's
+    table changes in :data:`CHANGES_TABLE` (see :meth:`UpsertSink.apply_batch`)."""
+    if is_postgresql(url):
+        return PostgresSink(url, table, columns, pk, changelog=changelog)
+    try:
+        path = sqlite_path(url)
+    except SinkUrlError as error:
+        raise SinkError(str(error)) from None
+    return SqliteSink(path, table, columns, pk, changelog=changelog)
