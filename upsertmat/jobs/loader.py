@@ -200,9 +200,12 @@ def read_job_document(path: Path) -> dict[str, Any]:
     return data
 
 
-def settings_layers(job_config: Mapping[str, Any], job_source: str, cli: Sequence[Layer]) -> list[Layer]:
-    """All configuration layers, lowest first: defaults, pipeline defaults, the job's, the CLI's."""
-    layers: list[Layer] = [(DEFAULTS_SOURCE, default_layer()), PIPELINE_DEFAULTS]
+def settings_layers(
+    job_config: Mapping[str, Any], job_source: str, cli: Sequence[Layer], below_job: Sequence[Layer] = ()
+) -> list[Layer]:
+    """All configuration layers, lowest first: defaults, pipeline defaults, ``below_job`` (a
+    gateway's service defaults and session), the job's, the CLI's (or the request's)."""
+    layers: list[Layer] = [(DEFAULTS_SOURCE, default_layer()), PIPELINE_DEFAULTS, *below_job]
     if job_config:
         layers.append((job_source, job_config))
     layers.extend(cli)
@@ -250,6 +253,7 @@ def job_from_document(
     cli_layers: Sequence[Layer] = (),
     output_base: Path | None = None,
     internal_url: str | None = None,
+    below_job: Sequence[Layer] = (),
 ) -> JobSpec:
     """Validate a job document (the parsed YAML) and resolve it with the CLI layers on top.
 
@@ -313,7 +317,7 @@ def job_from_document(
     config = top.get("config") or {}
     if not isinstance(config, Mapping):
         raise JobError(f"{where}: config must be a mapping of configuration keys")
-    settings = resolve_settings(settings_layers(flatten(config), where, cli_layers))
+    settings = resolve_settings(settings_layers(flatten(config), where, cli_layers, below_job))
     return JobSpec(
         name=name,
         source=source,

@@ -83,7 +83,16 @@ def _required(node: Node, type_: str) -> Node:
     return node
 
 
-def job_of_plan(plan: Plan, base: Path, where: str, cli_layers: Sequence[Layer] = ()) -> JobSpec:
+def job_of_plan(
+    plan: Plan,
+    base: Path,
+    where: str,
+    cli_layers: Sequence[Layer] = (),
+    *,
+    output_base: Path | None = None,
+    internal_url: str | None = None,
+    below_job: Sequence[Layer] = (),
+) -> JobSpec:
     """The job a validated plan describes; ``base`` resolves relative paths (the plan's folder)."""
     source = _required(plan.nodes[0], SOURCE)
     sink = _required(plan.nodes[-1], SINK)
@@ -123,4 +132,12 @@ def job_of_plan(plan: Plan, base: Path, where: str, cli_layers: Sequence[Layer] 
         "config": plan.configuration,
     }
     # The plan's configuration is the job layer; the node's own fields sit above it, the command line on top.
-    return job_from_document(document, base=base, where=where, cli_layers=[*layers, *cli_layers])
+    return job_from_document(
+        document,
+        base=base,
+        where=where,
+        cli_layers=[*layers, *cli_layers],
+        output_base=output_base,
+        internal_url=internal_url,
+        below_job=below_job,
+    )
