@@ -320,6 +320,18 @@ class Registry:
         )
         return cursor_id
 
+    def expire_cursors(self, before: float) -> int:
+        """Delete the changelog cursors last used before ``before`` (epoch seconds); how many."""
+        stale = [row[0] for row in self._read("SELECT id FROM cursors WHERE last_used < ?", (before,))]
+        for cursor_id in stale:
+            self._write(
+                [
+                    ("DELETE FROM cursor_pages WHERE cursor_id = ?", (cursor_id,)),
+                    ("DELETE FROM cursors WHERE id = ?", (cursor_id,)),
+                ]
+            )
+        return len(stale)
+
     def cursor(self, cursor_id: str) -> tuple[str, int] | None:
         """(job id, current token) of a cursor, or None."""
         rows = self._read("SELECT job_id, current FROM cursors WHERE id = ?", (cursor_id,))

@@ -75,7 +75,13 @@ class JobRuntime:
     changes: int = 0
     last_batch: int | None = None
     last_batch_at: float | None = None
-    recent: deque[tuple[float, int]] = field(default_factory=lambda: deque(maxlen=RATE_WINDOW))
+    running_since: float | None = None
+    # (time, changes) of the last batches, after a (start time, 0) entry: the rate's window.
+    recent: deque[tuple[float, int]] = field(default_factory=lambda: deque(maxlen=RATE_WINDOW + 1))
+
+    def started(self) -> None:
+        self.running_since = time.time()
+        self.recent.append((self.running_since, 0))
 
     def on_batch(self, progress: BatchProgress) -> None:
         now = time.time()
@@ -86,7 +92,7 @@ class JobRuntime:
         self.recent.append((now, progress.changes))
 
     def rate(self) -> float:
-        """Changes per second over the last batches (0 without two of them)."""
+        """Changes per second over the last batches (since the query started, for the first ones)."""
         if len(self.recent) < 2:
             return 0.0
         span = self.recent[-1][0] - self.recent[0][0]
@@ -169,12 +175,14 @@ class Gateway:
         return layer
 
     def expire(self) -> None:
-        """Drop sessions idle past ``session_idle_seconds`` and snapshots past their time."""
-        limit = time.time() - self.settings.session_idle_seconds
+        """Drop sessions idle past ``session_idle_seconds``, snapshots past their time and
+        changelog readers unused for ``cursor_idle_seconds``."""
+        now = time.time()
         for record in self.registry.sessions():
-            if record.last_used < limit:
+            if record.last_used < now - self.settings.session_idle_seconds:
                 self.registry.remove_session(record.id)
-        self.registry.expire_snapshots()
+        self.registry.expire_snapshots(now)
+        self.registry.expire_cursors(now - self.settings.cursor_idle_seconds)
 
     # jobs
 
@@ -293,6 +301,7 @@ class Gateway:
                 if runtime.stop.is_set():
                     raise _Stopped
                 runtime.run = start_pipeline(config, self.spark)
+                runtime.started()
             self.registry.set_job(job_id, state=RUNNING, clear_error=True)
             self.log(f"job {job_id} ({record.name}) running")
             runtime.run.wait(runtime.stop.is_set)
@@ -359,6 +368,7 @@ class Gateway:
                 "changes": 0 if runtime is None else runtime.changes,
                 "changes_per_second": 0.0 if runtime is None else round(runtime.rate(), 1),
                 "last_batch_at": None if runtime is None else runtime.last_batch_at,
+                "running_since": None if runtime is None else runtime.running_since,
             }
         )
         return status
