@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -157,18 +156,12 @@ def execute(job: JobSpec, quiet: bool | RunOptions, prefix: str) -> int:
             if options.quiet or options.result_mode in ("table", "changelog")
             else printer(prefix, sys.stderr)
         )
-        last_batch = [time.monotonic()]
 
         def progress(batch: BatchProgress) -> None:
-            last_batch[0] = time.monotonic()
             if report is not None:
                 report(batch)
             if follower is not None:
                 follower.on_batch(batch)
-
-        def stop() -> bool:
-            idle = options.until_idle is not None and time.monotonic() - last_batch[0] >= options.until_idle
-            return signals() or idle
 
         if not options.quiet:
             print(f"{prefix}: starting Spark ({running.spark.master}) ...", file=sys.stderr, flush=True)
@@ -182,13 +175,13 @@ def execute(job: JobSpec, quiet: bool | RunOptions, prefix: str) -> int:
                 signals.reinstall()
                 if signals():
                     return _interrupted(prefix, signals, None)
-                last_batch[0] = time.monotonic()
                 result = run_job(
                     running,
                     progress,
-                    stop=stop,
+                    stop=signals,
                     follow=options.follow,
                     changelog=options.result_mode in ("changelog", "tableau"),
+                    until_idle=options.until_idle,
                 )
         except PipelineConfigError as error:
             raise CliError(str(error), ExitCode.USAGE) from None
@@ -284,7 +277,8 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         "--until-idle",
         type=float,
         metavar="SECONDS",
-        help="with --follow implied: stop (exit 0) once no micro-batch has run for SECONDS",
+        help="with --follow implied: stop (exit 0) once no micro-batch has run for SECONDS (while a "
+        "batch runs, that is not idle time)",
     )
     group.add_argument(
         "--trigger-interval",

@@ -64,8 +64,10 @@ class ResultFollower:
     """After each committed batch, read what it committed and hand it to a renderer.
 
     ``table`` mode reads one snapshot (at most ``max_rows`` rows, one read transaction);
-    ``changelog``/``tableau`` read the changes after the last position seen. Called from the
-    thread that ran the batch, after the sink's commit: the results read are committed ones.
+    ``changelog``/``tableau`` read the changes after the last position seen, starting after the
+    changes earlier runs committed (they printed those), so the outputs of a run and its reruns
+    put together are the changelog, each change once. Called from the thread that ran the batch,
+    after the sink's commit: the results read are committed ones.
     """
 
     def __init__(
@@ -76,6 +78,10 @@ class ResultFollower:
         self.renderer = renderer
         self.max_rows = max_rows
         self.position = 0
+        if mode != "table":
+            from ..spark.results import last_position
+
+            self.position = last_position(url, table)
         self.changes = 0
         self.elapsed = 0.0
         self.lock = threading.Lock()

@@ -128,15 +128,17 @@ def run_job(
     stop: Callable[[], bool] | None = None,
     follow: str | None = None,
     changelog: bool = False,
+    until_idle: float | None = None,
 ) -> PipelineResult:
-    """Run the job to the end of the available input (or, with ``follow``, until ``stop()``);
-    ``progress`` sees every micro-batch; ``stop()`` true stops at a micro-batch boundary."""
+    """Run the job to the end of the available input (or, with ``follow``, until ``stop()`` or
+    ``until_idle`` seconds without a batch); ``progress`` sees every micro-batch; ``stop()`` true
+    stops at a micro-batch boundary."""
     start_spark(job)
     from ..spark.pipeline import run_pipeline
 
     # The job's master: the pipeline reuses the running session (getOrCreate).
     config = pipeline_config(job, follow=follow, changelog=changelog).with_progress(progress)
-    return run_pipeline(config, stop=stop)
+    return run_pipeline(config, stop=stop, idle_seconds=until_idle)
 
 
 def committed_batches(checkpoint: Path) -> int:

@@ -192,19 +192,22 @@ def checkpoint_query_id(checkpoint_dir: Path) -> str:
 
 
 def run_pipeline(
-    config: PipelineConfig, spark: SparkSession | None = None, stop: Callable[[], bool] | None = None
+    config: PipelineConfig,
+    spark: SparkSession | None = None,
+    stop: Callable[[], bool] | None = None,
+    idle_seconds: float | None = None,
 ) -> PipelineResult:
     """Run the pipeline ``config`` describes until the input is drained (``available_now``),
-    ``timeout_seconds`` pass, or ``stop()`` turns true (polled a few times a second; the query
-    then stops at a micro-batch boundary, see :meth:`PipelineRun.stop`); report each
-    micro-batch to ``config.progress``.
+    ``timeout_seconds`` pass, ``stop()`` turns true (polled a few times a second; the query
+    then stops at a micro-batch boundary, see :meth:`PipelineRun.stop`), or no batch has run
+    for ``idle_seconds`` (:meth:`PipelineRun.idle`); report each micro-batch to ``config.progress``.
 
     ``spark``: an existing session (the tests share one); by default one is built with
     :func:`~.session.build_session`. Raises PipelineConfigError for a bad config (before
     starting anything), SinkError for sink problems, and Spark's StreamingQueryException when
     the query fails (the sink keeps every batch committed before the failure).
     """
-    return start_pipeline(config, spark).wait(stop)
+    return start_pipeline(config, spark).wait(stop, idle_seconds=idle_seconds)
 
 
 def start_pipeline(config: PipelineConfig, spark: SparkSession | None = None) -> PipelineRun:
@@ -311,9 +314,20 @@ class PipelineRun:
         if self.query.isActive:
             self.query.stop()
 
-    def wait(self, stop: Callable[[], bool] | None = None, poll: float = 0.25) -> PipelineResult:
-        """Wait for the query to end (input drained, timeout, or ``stop()`` true: then
-        :meth:`stop`), close the sink and return what it did."""
+    def idle(self) -> float:
+        """Seconds since the last batch ended, while no batch runs (0 while one does: a long
+        first batch is not idleness). O(1) plus one status call."""
+        try:
+            active = self.in_batch or bool(self.query.status.get("isTriggerActive", False))
+        except Exception:  # the query ended while we asked
+            return 0.0
+        return 0.0 if active else time.monotonic() - self.last_batch_at
+
+    def wait(
+        self, stop: Callable[[], bool] | None = None, poll: float = 0.25, idle_seconds: float | None = None
+    ) -> PipelineResult:
+        """Wait for the query to end (input drained, timeout, ``stop()`` true or idle for
+        ``idle_seconds``: then :meth:`stop`), close the sink and return what it did."""
         config = self.config
         query = self.query
         try:
@@ -325,8 +339,9 @@ class PipelineRun:
                         config.timeout_seconds is not None
                         and time.monotonic() - self.started >= config.timeout_seconds
                     )
-                    if timed_out or (stop is not None and stop()):
-                        self.stopped_early = not timed_out
+                    idle = idle_seconds is not None and self.idle() >= idle_seconds
+                    if timed_out or idle or (stop is not None and stop()):
+                        self.stopped_early = not (timed_out or idle)
                         self.stop()
                         break
             except Exception:

@@ -159,3 +159,21 @@ def last_batch(url: str, table: str) -> int | None:
         return None if found is None or found[0] is None else int(found[0])
     finally:
         connection.close()
+
+
+def last_position(url: str, table: str) -> int:
+    """The changelog position of the last committed change of ``table`` (0: none)."""
+    connection, mark = _connect(url)
+    if connection is None:
+        return 0
+    try:
+        if CHANGES_TABLE not in _tables(connection, is_postgresql(url)):
+            return 0
+        found = connection.execute(
+            f"SELECT max(pos) FROM {CHANGES_TABLE} WHERE sink_table = {mark}", (table,)
+        ).fetchone()
+        return 0 if found is None or found[0] is None else int(found[0])
+    except sqlite3.Error as error:
+        raise SinkError(f"cannot read the changes of {table}: {error}") from None
+    finally:
+        connection.close()
