@@ -99,6 +99,29 @@ class JobRuntime:
         return sum(count for _, count in list(self.recent)[1:]) / span if span > 0 else 0.0
 
 
+MAX_YAML_DEPTH = 32
+
+
+def load_submitted(text: str) -> Any:
+    """A submitted job's or plan's YAML/JSON, parsed safely: no aliases (an alias bomb expands
+    exponentially when the document is walked), nesting at most :data:`MAX_YAML_DEPTH` deep.
+    RequestError (400) otherwise. O(len(text))."""
+    try:
+        depth = 0
+        for event in yaml.parse(text, Loader=yaml.SafeLoader):
+            if isinstance(event, yaml.AliasEvent):
+                raise RequestError(400, "the job uses a YAML alias (*name); write the values out")
+            if isinstance(event, yaml.CollectionStartEvent):
+                depth += 1
+                if depth > MAX_YAML_DEPTH:
+                    raise RequestError(400, f"the job nests deeper than {MAX_YAML_DEPTH} levels")
+            elif isinstance(event, yaml.CollectionEndEvent):
+                depth -= 1
+        return yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        raise RequestError(400, f"the job is not valid YAML: {error}") from None
+
+
 def concise(error: BaseException) -> str:
     """One line for a job's failure: the innermost ``SomethingError: message`` Spark's text
     carries (a Python worker's exception is wrapped several times), at most 500 characters."""
@@ -204,7 +227,7 @@ class Gateway:
         internal = str(directory / RESULT_DATABASE)
         try:
             if record.kind == "plan":
-                plan = parse_plan(yaml.safe_load(record.document))
+                plan = parse_plan(load_submitted(record.document))
                 job = job_of_plan(
                     plan,
                     self.root,
@@ -215,7 +238,7 @@ class Gateway:
                     below_job=below,
                 )
             else:
-                data = yaml.safe_load(record.document)
+                data = load_submitted(record.document)
                 if not isinstance(data, dict):
                     raise RequestError(400, "the job must be a YAML mapping (name, source, keys, sink, …)")
                 spark = data.get("spark")

@@ -1,0 +1,164 @@
+"""Results without Spark: the sink's recorded changelog, snapshots, the gateway's registry rules,
+path confinement, the renderers, and the stop signals. Real SQLite files, real signals."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import signal
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from upsertmat.client.render import Tableau
+from upsertmat.client.results import ResultChange
+from upsertmat.gateway.confine import OutsideRoot, confine
+from upsertmat.gateway.registry import Registry
+from upsertmat.gateway.service import RequestError, _split_token, concise
+from upsertmat.gateway.settings import GatewaySettings, is_loopback
+from upsertmat.jobs.interrupt import StopSignals
+from upsertmat.spark.results import last_position, read_changes, read_snapshot
+from upsertmat.spark.sink import BATCHES_TABLE, CHANGES_TABLE, Column, open_sink
+from upsertmat.spark.sinkurl import SinkUrlError, resolve_sink_url, sqlite_path
+
+COLUMNS = (Column("id", "bigint"), Column("v", "string"), Column("x", "double"))
+
+
+def test_sink_records_each_batch_table_changes_in_its_transaction(tmp_path: Path) -> None:
+    url = str(tmp_path / "sink.db")
+    sink = open_sink(url, "t", COLUMNS, (0,), changelog=True)
+    assert read_snapshot(url, "t", ("id",)).batch_id is None
+    sink.apply_batch("q", 0, [("+I", (1, "a", 1.0)), ("+I", (2, "b", 2.0)), ("+I", (3, "c", 3.0))])
+    # batch 1: key 1 changes, key 2 is deleted, key 3 is rewritten unchanged, key 4 comes and goes
+    sink.apply_batch(
+        "q",
+        1,
+        [
+            ("+U", (1, "a2", 1.0)),
+            ("-D", (2, "b", 2.0)),
+            ("+U", (3, "c", 3.0)),
+            ("+I", (4, "d", 0.0)),
+            ("-D", (4, "d", 0.0)),
+        ],
+    )
+    assert sink.apply_batch("q", 1, [("+I", (9, "z", 9.0))]).skipped  # a re-run batch records nothing
+    changes = read_changes(url, "t", 0, 100)
+    assert [(c.pos, c.batch_id, c.op, c.row) for c in changes] == [
+        (1, 0, "+I", (1, "a", 1.0)),
+        (2, 0, "+I", (2, "b", 2.0)),
+        (3, 0, "+I", (3, "c", 3.0)),
+        (4, 1, "-D", (2, "b", 2.0)),
+        (5, 1, "-U", (1, "a", 1.0)),
+        (6, 1, "+U", (1, "a2", 1.0)),
+    ]
+    assert [c.pos for c in read_changes(url, "t", 2, 2)] == [3, 4]
+    assert [c.pos for c in read_changes(url, "t", 3, 100, upto=5)] == [4, 5]
+    snapshot = read_snapshot(url, "t", ("id",), limit=1)
+    assert (snapshot.batch_id, snapshot.total, snapshot.rows, snapshot.changes_pos) == (
+        1,
+        2,
+        ((1, "a2", 1.0),),
+        6,
+    )
+    assert snapshot.columns == ("id", "v", "x") and last_position(url, "t") == 6
+    sink.close()
+    with sqlite3.connect(url) as db:  # the changes sit beside the batch ids, in the same database
+        tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    assert {BATCHES_TABLE, CHANGES_TABLE, "t"} <= tables
+
+
+def test_a_sink_without_changelog_records_none_and_missing_databases_read_empty(tmp_path: Path) -> None:
+    url = str(tmp_path / "plain.db")
+    assert read_changes(url, "t", 0, 10) == [] and last_position(url, "t") == 0
+    assert not Path(url).exists()  # reading never creates the database
+    sink = open_sink(url, "t", COLUMNS, (0,))
+    sink.apply_batch("q", 0, [("+I", (1, "a", 1.0))])
+    sink.close()
+    assert read_changes(url, "t", 0, 10) == []
+    assert read_snapshot(url, "t", ("id",)).rows == ((1, "a", 1.0),)
+
+
+def test_sqlite_urls_follow_sqlalchemy(tmp_path: Path) -> None:
+    assert sqlite_path("sqlite:////abs/x.db") == Path("/abs/x.db")
+    assert sqlite_path("sqlite:///rel/x.db") == Path("rel/x.db")
+    assert sqlite_path("sqlite:///rel/x.db", tmp_path) == tmp_path / "rel/x.db"
+    assert resolve_sink_url("x.db", tmp_path) == str(tmp_path / "x.db")
+    assert resolve_sink_url("postgresql://u@h/db", tmp_path) == "postgresql://u@h/db"
+    for bad in ("sqlite://x.db", "sqlite:", "sqlite:///", "mysql://h/db", ""):
+        with pytest.raises(SinkUrlError):
+            sqlite_path(bad)
+
+
+def test_paths_are_confined_to_the_root_through_symlinks(tmp_path: Path) -> None:
+    root, outside = tmp_path / "root", tmp_path / "outside"
+    (root / "data").mkdir(parents=True)
+    outside.mkdir()
+    (root / "data" / "link").symlink_to(outside)
+    assert confine(root / "data" / "x", root, "p") == root / "data" / "x"
+    for path in (root / ".." / "outside", outside, root / "data" / "link", root / "data" / "link" / "x.db"):
+        with pytest.raises(OutsideRoot):
+            confine(path, root, "p")
+
+
+def test_changelog_cursors_keep_the_current_and_the_previous_page(tmp_path: Path) -> None:
+    registry = Registry(tmp_path)
+    cursor = registry.add_cursor("j-1", 0)
+    assert registry.cursor(cursor) == ("j-1", 0) and registry.cursor_page(cursor, 0) == (0, None)
+    registry.serve_page(cursor, 0, 5)
+    registry.serve_page(cursor, 1, 9)
+    assert registry.cursor(cursor) == ("j-1", 2)
+    assert registry.cursor_page(cursor, 1) == (5, 9)  # the previous page, for a retry
+    assert registry.cursor_page(cursor, 2) == (9, None)  # the current one
+    assert registry.cursor_page(cursor, 0) is None  # older pages are forgotten
+    assert registry.expire_cursors(before=0) == 0 and registry.expire_cursors(before=2e12) == 1
+    assert registry.cursor(cursor) is None
+    registry.close()
+
+
+def test_tokens_and_failures_are_named() -> None:
+    assert _split_token("c-abc.12", "c-") == ("c-abc", 12)
+    for token in ("c-abc", "t-abc.1", "c-abc.x", "c-abc.-1", "c-a." + "9" * 20):
+        with pytest.raises(RequestError) as refused:
+            _split_token(token, "c-")
+        assert refused.value.status == 400
+    wrapped = RuntimeError(
+        "[STREAM_FAILED] Query terminated with exception: org.apache.spark.SparkException: Job aborted.\n"
+        "  File \"x.py\", line 3\nKeyError: 'XX'\n\tat org.apache.spark.api.python...\n"
+    )
+    assert concise(wrapped) == "KeyError: 'XX'"
+    assert is_loopback("127.0.0.1") and is_loopback("::1") and not is_loopback("0.0.0.0")
+    assert not GatewaySettings(Path("r"), host="10.1.2.3").loopback
+
+
+def test_tableau_lines_are_exact(tmp_path: Path) -> None:
+    for format, expected in (
+        ("text", 'batch 3: +U [1, 1.0, true, null, "x"]\n'),
+        ("jsonl", json.dumps({"batch": 3, "pos": 7, "op": "+U", "row": [1, 1.0, True, None, "x"]}) + "\n"),
+    ):
+        stream = io.StringIO()
+        Tableau(stream, format).add_changes([ResultChange(7, 3, "+U", (1, 1.0, True, None, "x"))], 0.0)
+        assert stream.getvalue() == expected
+
+
+def test_signals_become_a_stop_request() -> None:
+    with StopSignals("test") as signals:
+        assert not signals()
+        os.kill(os.getpid(), signal.SIGTERM)
+        assert signals() and signals.exit_code == 143 and signals.name == "SIGTERM"
+    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+
+
+def test_submitted_yaml_refuses_aliases_and_deep_nesting() -> None:
+    from upsertmat.gateway.service import load_submitted
+
+    assert load_submitted("name: a\nkeys: {primary-key: [id]}\n") == {
+        "name": "a",
+        "keys": {"primary-key": ["id"]},
+    }
+    bomb = "a: &a [x, x]\nb: &b [*a, *a]\nc: [*b, *b]\n"
+    for text, words in ((bomb, "alias"), ("x: " + "[" * 40 + "]" * 40, "deeper"), ("x: [", "not valid YAML")):
+        with pytest.raises(RequestError) as refused:
+            load_submitted(text)
+        assert refused.value.status == 400 and words in refused.value.message
