@@ -162,3 +162,16 @@ def test_submitted_yaml_refuses_aliases_and_deep_nesting() -> None:
         with pytest.raises(RequestError) as refused:
             load_submitted(text)
         assert refused.value.status == 400 and words in refused.value.message
+
+
+def test_before_images_of_many_keys_with_a_composite_key(tmp_path: Path) -> None:
+    url = str(tmp_path / "wide.db")
+    columns = (Column("a", "bigint"), Column("b", "string"), Column("v", "bigint"))
+    sink = open_sink(url, "w", columns, (0, 1), changelog=True)
+    keys = [(number, f"k{number % 7}") for number in range(900)]  # more keys than one lookup statement
+    sink.apply_batch("q", 0, [("+I", (*key, 0)) for key in keys])
+    sink.apply_batch("q", 1, [("+U", (*key, 1 if number % 2 else 0)) for number, key in enumerate(keys)])
+    sink.close()
+    second = [(c.op, c.row) for c in read_changes(url, "w", 900, 10_000)]
+    odd = [key for number, key in enumerate(keys) if number % 2]
+    assert second == [change for key in odd for change in (("-U", (*key, 0)), ("+U", (*key, 1)))]
