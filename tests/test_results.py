@@ -175,3 +175,53 @@ def test_before_images_of_many_keys_with_a_composite_key(tmp_path: Path) -> None
     second = [(c.op, c.row) for c in read_changes(url, "w", 900, 10_000)]
     odd = [key for number, key in enumerate(keys) if number % 2]
     assert second == [change for key in odd for change in (("-U", (*key, 0)), ("+U", (*key, 1)))]
+
+
+def test_gateway_results_without_spark(tmp_path: Path) -> None:
+    """The service's result rules on a job whose sink a test writes (no query runs)."""
+    from upsertmat.gateway.service import Gateway
+
+    gateway = Gateway(GatewaySettings(tmp_path / "root", snapshot_seconds=60))
+    (gateway.root / "data" / "src").mkdir(parents=True)
+    session = gateway.open_session({"table.exec.state.ttl": "1 h"})
+    document = (
+        "name: r\nsource: {path: data/src, columns: [{id: long}, {v: string}]}\nkeys: {primary-key: [id]}\n"
+    )
+    record = gateway.registry.add_job(
+        session.id, "r", "job", document, {"session": session.properties}, "j-r"
+    )
+    job = gateway.resolve(record)
+    assert (
+        job.sink.url == str(gateway.root / "jobs" / "j-r" / "r.db") and job.settings.ttl.ttl_ms == 3_600_000
+    )
+    sink = open_sink(job.sink.url, "r", (Column("id", "bigint"), Column("v", "string")), (0,), changelog=True)
+    sink.apply_batch("q", 0, [("+I", (number, f"v{number}")) for number in range(5)])
+
+    first = gateway.table_page("j-r", None, 2)
+    assert (first["batch"], first["pages"], first["rows"]) == (0, 3, [[0, "v0"], [1, "v1"]])
+    sink.apply_batch("q", 1, [("-D", (0, "v0"))])
+    second = gateway.table_page("j-r", first["next_token"], None)
+    assert second["batch"] == 0 and second["rows"] == [[2, "v2"], [3, "v3"]]  # still batch 0's table
+    assert gateway.table_page("j-r", None, 10)["batch"] == 1
+
+    page = gateway.changelog_page("j-r", None, 4)
+    assert [change["pos"] for change in page["changes"]] == [1, 2, 3, 4] and not page["eos"]
+    again = gateway.changelog_page("j-r", page["token"], 100)  # the retry: the same page, whatever the size
+    assert again["changes"] == page["changes"]
+    rest = gateway.changelog_page("j-r", page["next_token"], 100)
+    assert [change["op"] for change in rest["changes"]] == ["+I", "-D"]
+    with pytest.raises(RequestError) as stale:
+        gateway.changelog_page("j-r", page["token"], 4)
+    assert stale.value.status == 410
+    gateway.registry.set_job("j-r", state="STOPPED")
+    end = gateway.changelog_page("j-r", rest["next_token"], 4)
+    assert end["eos"] and end["changes"] == [] and end["next_token"] is None
+    now = gateway.changelog_page("j-r", None, 4, start="now")
+    assert now["changes"] == [] and now["eos"]
+
+    gateway.registry.expire_snapshots(now=2e12)  # past every snapshot's expiry
+    with pytest.raises(RequestError) as expired:
+        gateway.table_page("j-r", first["next_token"], None)
+    assert expired.value.status == 410
+    sink.close()
+    gateway.registry.close()

@@ -128,7 +128,9 @@ def add_execute_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentP
     parser.add_argument("plan", type=Path, metavar="PLAN", help="the plan file (JSON)")
     group = parser.add_argument_group("overrides")
     group.add_argument(
-        "--sink", metavar="URL", help="sink database: SQLite path, sqlite:///…, postgresql://…"
+        "--sink",
+        metavar="URL",
+        help="sink database: a SQLite file, sqlite:///relative.db, sqlite:////absolute.db, postgresql://…",
     )
     group.add_argument("--table", metavar="NAME", help="sink table")
     group.add_argument("--checkpoint", metavar="DIR", type=Path, help="Spark checkpoint directory")

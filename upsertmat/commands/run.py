@@ -58,7 +58,9 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
     """The options that override a job file's fields."""
     group = parser.add_argument_group("job overrides")
     group.add_argument(
-        "--sink", metavar="URL", help="sink database: SQLite path, sqlite:///…, postgresql://…"
+        "--sink",
+        metavar="URL",
+        help="sink database: a SQLite file, sqlite:///relative.db, sqlite:////absolute.db, postgresql://…",
     )
     group.add_argument("--table", metavar="NAME", help="sink table")
     group.add_argument("--checkpoint", metavar="DIR", type=Path, help="Spark checkpoint directory")
