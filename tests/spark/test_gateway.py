@@ -286,6 +286,16 @@ def test_hostile_requests_get_4xx_and_write_nothing_outside(
     assert gateway.process is not None and gateway.process.poll() is None  # still serving
 
 
+def test_a_second_gateway_on_the_same_root_is_refused(gateway: GatewayProcess, root: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "upsertmat.cli", "gateway", "--data-root", str(root), "--port", "0"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 3 and "another gateway uses the data root" in result.stderr
+
+
 def test_status_page_in_a_headless_browser(gateway: GatewayProcess, tmp_path: Path) -> None:
     webdriver = pytest.importorskip("selenium.webdriver")
     from selenium.webdriver.chrome.service import Service

@@ -155,6 +155,7 @@ class Gateway:
         self.lock = threading.RLock()
         self.start_lock = threading.Lock()  # one query starts at a time (session conf per query)
         self.closing = False
+        self._resolved: dict[str, JobSpec] = {}
 
     # sessions
 
@@ -213,6 +214,16 @@ class Gateway:
         return self.root / "jobs" / job_id
 
     def resolve(self, record: JobRecord) -> JobSpec:
+        """:meth:`resolve_record`, cached per job (a record's document and layers never change)."""
+        cached = self._resolved.get(record.id)
+        if cached is not None:
+            return cached
+        job = self.resolve_record(record)
+        if self.registry.job(record.id) is not None:
+            self._resolved[record.id] = job
+        return job
+
+    def resolve_record(self, record: JobRecord) -> JobSpec:
         """The job a record describes, every layer applied, confined to the data root.
 
         ``record.settings`` holds ``{"session": layer, "request": layer}``: the session's layer is

@@ -22,6 +22,7 @@ from typing import Any
 import msgpack
 from pyspark.sql import DataFrame, SparkSession, functions
 
+from ..impls.config import parse_duration_ms
 from ..impls.settings import Backend, Settings, TimeDomain
 from ..spec import Keys
 from ..spec.changes import Row
@@ -40,6 +41,22 @@ from .sink import Column, SinkFailure, UpsertSink, open_sink
 from .sources import read_changelog
 
 BUCKET = "_upsertmat_bucket"
+# A continuous query runs with a zero processing-time trigger, so that a batch starts as soon as
+# the previous one ends while files wait (a processing-time trigger of N ms would start it at
+# the next multiple of N: half an interval lost per batch on average once batches take longer
+# than N); with nothing new, Spark sleeps this delay before listing the source again (read when
+# a query starts). So `trigger_interval` is how often an idle query looks for new files.
+POLLING_DELAY_CONF = "spark.sql.streaming.pollingDelay"
+
+
+def interval_ms(text: str) -> int:
+    """Milliseconds of a Spark interval such as ``"1 second"`` or ``"500 milliseconds"``."""
+    try:
+        return max(1, parse_duration_ms(text))
+    except ValueError as error:
+        raise PipelineConfigError(f"trigger_interval: {error}") from None
+
+
 Change = tuple[int, str, Row]  # (arrival, op, row) as the sink receives it
 Decoder = Callable[[Any], list[Change]]
 
@@ -218,6 +235,8 @@ def start_pipeline(config: PipelineConfig, spark: SparkSession | None = None) ->
         )
     else:
         spark.conf.set("spark.sql.shuffle.partitions", str(config.shuffle_partitions))
+    if not config.available_now:
+        spark.conf.set(POLLING_DELAY_CONF, f"{interval_ms(config.trigger_interval)}ms")
     source = read_changelog(spark, config)
     layout = resolve_layout(config, column_types(source))
     frame, decode, _time_mode = build_query_frame(config, source, layout)
@@ -256,7 +275,7 @@ class PipelineRun:
         writer = (
             writer.trigger(availableNow=True)
             if config.available_now
-            else writer.trigger(processingTime=config.trigger_interval)
+            else writer.trigger(processingTime="0 seconds")  # the interval is POLLING_DELAY_CONF
         )
         self.query = writer.start()
 
