@@ -225,3 +225,17 @@ def test_gateway_results_without_spark(tmp_path: Path) -> None:
     assert expired.value.status == 410
     sink.close()
     gateway.registry.close()
+
+
+def test_changes_are_read_across_chunks(tmp_path: Path) -> None:
+    url = str(tmp_path / "chunks.db")
+    sink = open_sink(url, "c", (Column("id", "bigint"), Column("x", "double")), (0,), changelog=True)
+    sink.apply_batch("q", 0, [("+I", (number, float(number))) for number in range(2500)])  # 3 chunks
+    sink.apply_batch("q", 1, [("+I", (-1, float("nan"))), ("+I", (-2, -0.0))])
+    sink.close()
+    assert [c.pos for c in read_changes(url, "c", 995, 10)] == list(range(996, 1006))
+    assert [c.pos for c in read_changes(url, "c", 1998, 1000, upto=2001)] == [1999, 2000, 2001]
+    tail = read_changes(url, "c", 2500, 10)
+    assert [(c.pos, c.batch_id, c.row[0]) for c in tail] == [(2501, 1, -1), (2502, 1, -2)]
+    assert tail[0].row[1] != tail[0].row[1] and str(tail[1].row[1]) == "-0.0"  # NaN and -0.0 kept
+    assert last_position(url, "c") == 2502 and read_snapshot(url, "c", ("id",)).changes_pos == 2502

@@ -11,15 +11,18 @@ readers in other threads or processes never block a commit. No pyspark import.
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import msgpack
+
 from ..spec.changes import Row
-from .sink import BATCHES_TABLE, CHANGES_TABLE, SinkError, quote
+from .sink import BATCHES_TABLE, CHANGES_PER_CHUNK, CHANGES_TABLE, SinkError, quote
 from .sinkurl import SinkUrlError, is_postgresql, sqlite_path
+
+_LAST_POSITION = f"SELECT max(first_pos + count - 1) FROM {CHANGES_TABLE} WHERE sink_table = {{mark}}"
 
 
 @dataclass(frozen=True)
@@ -104,9 +107,7 @@ def read_snapshot(url: str, table: str, pk: Sequence[str], limit: int | None = N
             total = int(connection.execute(f"SELECT count(*) FROM {quote(table)}").fetchone()[0])
             pos = 0
             if CHANGES_TABLE in present:
-                last = connection.execute(
-                    f"SELECT max(pos) FROM {CHANGES_TABLE} WHERE sink_table = {mark}", (table,)
-                ).fetchone()
+                last = connection.execute(_LAST_POSITION.format(mark=mark), (table,)).fetchone()
                 pos = 0 if last is None or last[0] is None else int(last[0])
         finally:
             connection.execute("COMMIT")
@@ -119,7 +120,9 @@ def read_snapshot(url: str, table: str, pk: Sequence[str], limit: int | None = N
 
 def read_changes(url: str, table: str, after: int, limit: int, upto: int | None = None) -> list[Change]:
     """The committed changes of ``table`` at positions ``after < pos [<= upto]``, in order, at most
-    ``limit``. O(limit) (the position is the primary key's second column)."""
+    ``limit``. O(limit + one chunk): the chunks are found by their first position (the primary
+    key), and a chunk holding position ``after + 1`` starts at most ``CHANGES_PER_CHUNK - 1``
+    before it."""
     connection, mark = _connect(url)
     if connection is None:
         return []
@@ -127,15 +130,22 @@ def read_changes(url: str, table: str, after: int, limit: int, upto: int | None 
     try:
         if CHANGES_TABLE not in _tables(connection, postgres):
             return []
-        bound = "" if upto is None else f" AND pos <= {int(upto)}"
-        rows = connection.execute(
-            f"SELECT pos, batch_id, op, row_json FROM {CHANGES_TABLE} WHERE sink_table = {mark} "
-            f"AND pos > {int(after)}{bound} ORDER BY pos LIMIT {int(limit)}",
+        bound = "" if upto is None else f" AND first_pos <= {int(upto)}"
+        cursor = connection.execute(
+            f"SELECT first_pos, batch_id, count, changes FROM {CHANGES_TABLE} WHERE sink_table = {mark} "
+            f"AND first_pos > {int(after) - CHANGES_PER_CHUNK}{bound} ORDER BY first_pos",
             (table,),
-        ).fetchall()
-        return [
-            Change(int(pos), int(batch), str(op), tuple(json.loads(text))) for pos, batch, op, text in rows
-        ]
+        )
+        found: list[Change] = []
+        for first, batch, _count, blob in cursor:
+            for offset, (op, row) in enumerate(msgpack.unpackb(bytes(blob), raw=False, use_list=False)):
+                pos = int(first) + offset
+                if pos <= after or (upto is not None and pos > upto):
+                    continue
+                found.append(Change(pos, int(batch), str(op), tuple(row)))
+                if len(found) >= limit:
+                    return found
+        return found
     except sqlite3.Error as error:
         raise SinkError(f"cannot read the changes of {table}: {error}") from None
     finally:
@@ -169,9 +179,7 @@ def last_position(url: str, table: str) -> int:
     try:
         if CHANGES_TABLE not in _tables(connection, is_postgresql(url)):
             return 0
-        found = connection.execute(
-            f"SELECT max(pos) FROM {CHANGES_TABLE} WHERE sink_table = {mark}", (table,)
-        ).fetchone()
+        found = connection.execute(_LAST_POSITION.format(mark=mark), (table,)).fetchone()
         return 0 if found is None or found[0] is None else int(found[0])
     except sqlite3.Error as error:
         raise SinkError(f"cannot read the changes of {table}: {error}") from None

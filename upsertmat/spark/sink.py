@@ -15,7 +15,6 @@ is visible, so the sink reduces the batch to that change per key and writes with
 from __future__ import annotations
 
 import contextlib
-import json
 import sqlite3
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
@@ -23,13 +22,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import msgpack
+
 from ..spec.changes import Row
 from .sinkurl import SinkUrlError, is_postgresql, sqlite_path
 
 BATCHES_TABLE = "_upsertmat_batches"
 CHANGES_TABLE = "_upsertmat_changes"
-"""The committed table changes of sinks opened with ``changelog=True``: ``(sink_table, pos, query_id,
-batch_id, op, row)``, ``pos`` counting 1, 2, ... per table, ``row`` a JSON array."""
+"""The committed table changes of sinks opened with ``changelog=True``, in chunks: ``(sink_table,
+first_pos, batch_id, count, changes)`` where ``changes`` is a msgpack array of ``[op, row]``
+pairs (values exact: integers, floats with NaN and -0.0, booleans, text, null) at positions
+``first_pos .. first_pos + count - 1``; positions count 1, 2, ... per table. A chunk holds at
+most :data:`CHANGES_PER_CHUNK` changes of one batch: one row per chunk instead of one per change
+makes recording a 20,000-key batch about 3x cheaper."""
+CHANGES_PER_CHUNK = 1000
 SQL_TYPES = {
     "bigint": "BIGINT",
     "int": "BIGINT",
@@ -92,6 +98,7 @@ class UpsertSink(ABC):
     """A table keyed by ``pk`` (column indexes into ``columns``) plus the batch bookkeeping."""
 
     paramstyle = "?"
+    blob_type = "BLOB"
 
     def __init__(
         self, table: str, columns: Sequence[Column], pk: Sequence[int], *, changelog: bool = False
@@ -126,13 +133,16 @@ class UpsertSink(ABC):
         self.changelog = changelog
         if changelog:
             self.create_sql.append(
-                f"CREATE TABLE IF NOT EXISTS {CHANGES_TABLE} (sink_table TEXT NOT NULL, pos BIGINT NOT NULL, "
-                "query_id TEXT NOT NULL, batch_id BIGINT NOT NULL, op TEXT NOT NULL, row_json TEXT NOT NULL, "
-                "PRIMARY KEY (sink_table, pos))"
+                f"CREATE TABLE IF NOT EXISTS {CHANGES_TABLE} (sink_table TEXT NOT NULL, "
+                "first_pos BIGINT NOT NULL, batch_id BIGINT NOT NULL, count BIGINT NOT NULL, "
+                f"changes {self.blob_type} NOT NULL, "
+                "PRIMARY KEY (sink_table, first_pos))"
             )
         self.before_sql = f"SELECT {', '.join(names)} FROM {quote(table)} WHERE {where}"
-        self.last_pos_sql = f"SELECT max(pos) FROM {CHANGES_TABLE} WHERE sink_table = {mark}"
-        self.change_sql = f"INSERT INTO {CHANGES_TABLE} VALUES ({', '.join([mark] * 6)})"
+        self.last_pos_sql = (
+            f"SELECT max(first_pos + count - 1) FROM {CHANGES_TABLE} WHERE sink_table = {mark}"
+        )
+        self.change_sql = f"INSERT INTO {CHANGES_TABLE} VALUES ({', '.join([mark] * 5)})"
 
     def record_changes(
         self, cursor: Any, query_id: str, batch_id: int, upserts: list[Row], deletes: list[Row]
@@ -165,13 +175,11 @@ class UpsertSink(ABC):
         cursor.execute(self.last_pos_sql, (self.table,))
         last = cursor.fetchone()
         start = 1 + (int(last[0]) if last is not None and last[0] is not None else 0)
-        cursor.executemany(
-            self.change_sql,
-            [
-                (self.table, start + offset, query_id, batch_id, op, json.dumps(list(row)))
-                for offset, (op, row) in enumerate(changes)
-            ],
-        )
+        chunks = []
+        for offset in range(0, len(changes), CHANGES_PER_CHUNK):
+            part = changes[offset : offset + CHANGES_PER_CHUNK]
+            chunks.append((self.table, start + offset, batch_id, len(part), msgpack.packb(part)))
+        cursor.executemany(self.change_sql, chunks)
 
     def rows_before(self, cursor: Any, keys: Sequence[Row]) -> dict[Row, Row]:
         """The current rows of ``keys`` (primary-key tuples), by key: one lookup per key."""
@@ -311,6 +319,7 @@ class PostgresSink(UpsertSink):
     """
 
     paramstyle = "%s"
+    blob_type = "BYTEA"
 
     def __init__(
         self, url: str, table: str, columns: Sequence[Column], pk: Sequence[int], *, changelog: bool = False
