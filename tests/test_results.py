@@ -239,3 +239,11 @@ def test_changes_are_read_across_chunks(tmp_path: Path) -> None:
     assert [(c.pos, c.batch_id, c.row[0]) for c in tail] == [(2501, 1, -1), (2502, 1, -2)]
     assert tail[0].row[1] != tail[0].row[1] and str(tail[1].row[1]) == "-0.0"  # NaN and -0.0 kept
     assert last_position(url, "c") == 2502 and read_snapshot(url, "c", ("id",)).changes_pos == 2502
+
+
+def test_api_json_is_strict_and_keeps_non_finite_floats_as_strings() -> None:
+    from upsertmat.gateway.app import PortableJSON
+
+    assert json.loads(PortableJSON({"rows": [[1, 1.0, True, None]]}).body) == {"rows": [[1, 1.0, True, None]]}
+    body = json.loads(PortableJSON({"rows": [[float("nan"), float("inf"), -float("inf"), -0.0]]}).body)
+    assert body == {"rows": [["NaN", "Infinity", "-Infinity", -0.0]]}

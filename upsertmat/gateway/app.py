@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import hmac
 import json
+import math
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any, Literal
 
@@ -79,6 +80,29 @@ class SubmitRequest(Strict):
     job: str | None = Field(default=None, description="the job file's YAML text")
     plan: dict[str, Any] | None = Field(default=None, description="a compiled plan (upsertmat compile-plan)")
     settings: dict[str, Any] = Field(default_factory=dict, description="per-request configuration keys")
+
+
+def portable(value: Any) -> Any:
+    """``value`` with non-finite floats as the strings ``"NaN"``, ``"Infinity"``, ``"-Infinity"``
+    (JSON has no such numbers; a sink's DOUBLE column can hold them). O(size)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    if isinstance(value, dict):
+        return {key: portable(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [portable(item) for item in value]
+    return value
+
+
+class PortableJSON(JSONResponse):
+    """Strict JSON (``allow_nan=False``); a body holding NaN or an infinity is sent with them as
+    strings (:func:`portable`) instead of failing."""
+
+    def render(self, content: Any) -> bytes:
+        try:
+            return json.dumps(content, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()
+        except ValueError:
+            return json.dumps(portable(content), ensure_ascii=False, separators=(",", ":")).encode()
 
 
 def error_body(status: int, message: str) -> JSONResponse:
@@ -175,6 +199,7 @@ def create_app(gateway: Gateway, log: Callable[[str], None] = print) -> ASGIApp:
         version=__version__,
         description="Jobs of the upsertmat pipeline, their status and their results. See docs/gateway.md.",
         openapi_url="/v1/openapi.json",
+        default_response_class=PortableJSON,
         docs_url=None,  # FastAPI's docs pages load scripts from a CDN: the service serves no outside assets
         redoc_url=None,
     )
