@@ -247,3 +247,29 @@ def test_api_json_is_strict_and_keeps_non_finite_floats_as_strings() -> None:
     assert json.loads(PortableJSON({"rows": [[1, 1.0, True, None]]}).body) == {"rows": [[1, 1.0, True, None]]}
     body = json.loads(PortableJSON({"rows": [[float("nan"), float("inf"), -float("inf"), -0.0]]}).body)
     assert body == {"rows": [["NaN", "Infinity", "-Infinity", -0.0]]}
+
+
+def test_gateway_resolves_a_compiled_plan_with_its_layers(tmp_path: Path) -> None:
+    from upsertmat.gateway.service import Gateway
+    from upsertmat.plan.codec import plan_to_json
+    from upsertmat.plan.compiler import compile_job
+
+    gateway = Gateway(GatewaySettings(tmp_path / "root", defaults={"table.exec.state.ttl": "5 s"}))
+    (gateway.root / "data" / "src").mkdir(parents=True)
+    document = (
+        "name: p\nsource: {path: data/src, columns: [{id: long}]}\nkeys: {primary-key: [id]}\n"
+        "sink: {internal: true}\n"
+    )
+    job_record = gateway.registry.add_job("s-x", "p", "job", document, {}, "j-job")
+    job = gateway.resolve(job_record)
+    assert job.settings.ttl.ttl_ms == 5000  # the service defaults
+    plan = json.dumps(plan_to_json(compile_job(job)))
+    layers = {
+        "session": {"table.exec.state.ttl": "1 h"},
+        "request": {"table.exec.sink.upsert-materialize-strategy.type": "MAP"},
+    }
+    planned = gateway.resolve(gateway.registry.add_job("s-x", "p", "plan", plan, layers, "j-plan"))
+    # the plan's own state TTL (compiled from 5 s) sits above the session; the request on top
+    assert planned.settings.ttl.ttl_ms == 5000 and planned.settings.strategy.value == "MAP"
+    assert planned.sink.internal and planned.sink.url == str(gateway.root / "jobs" / "j-plan" / "result.db")
+    gateway.registry.close()

@@ -86,7 +86,8 @@ async function showJobs() {
 
 async function showTable() {
   if (selected === null) { return; }
-  const page = await get("/v1/jobs/" + encodeURIComponent(selected) + "/result/table?page_size=50&max_rows=50");
+  const path = "/v1/jobs/" + encodeURIComponent(selected) + "/result/table";
+  const page = await get(path + "?page_size=50&max_rows=50");
   document.getElementById("table-title").textContent = "job " + selected + ": table";
   document.getElementById("table-info").textContent =
     (page.batch === null ? "no batch committed yet" : "as committed by batch " + page.batch) +
