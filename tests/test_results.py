@@ -244,8 +244,9 @@ def test_changes_are_read_across_chunks(tmp_path: Path) -> None:
 def test_api_json_is_strict_and_keeps_non_finite_floats_as_strings() -> None:
     from upsertmat.gateway.app import PortableJSON
 
-    assert json.loads(PortableJSON({"rows": [[1, 1.0, True, None]]}).body) == {"rows": [[1, 1.0, True, None]]}
-    body = json.loads(PortableJSON({"rows": [[float("nan"), float("inf"), -float("inf"), -0.0]]}).body)
+    plain = {"rows": [[1, 1.0, True, None]]}
+    assert json.loads(bytes(PortableJSON(plain).body)) == plain
+    body = json.loads(bytes(PortableJSON({"rows": [[float("nan"), float("inf"), -float("inf"), -0.0]]}).body))
     assert body == {"rows": [["NaN", "Infinity", "-Infinity", -0.0]]}
 
 
