@@ -1,8 +1,9 @@
 """``upsertmat run --follow`` as a user runs it: a subprocess, files dropped in, Ctrl-C, a rerun.
 
-The first run follows the source with ``--result-mode tableau --format jsonl`` and is stopped by
-SIGINT at a micro-batch boundary (exit 130, one ``interrupted`` line, no traceback); the rerun on
-the same checkpoint with ``--until-idle`` continues and stops by itself (exit 0). The changes both
+The first run (a subprocess) follows the source with ``--result-mode tableau --format jsonl`` and
+is stopped by SIGINT at a micro-batch boundary (exit 130, one ``interrupted`` line, no traceback);
+the rerun on the same checkpoint with ``--until-idle`` (in this process, on the shared session)
+continues and stops by itself (exit 0). The changes both
 runs printed, replayed, give the model's table and the sink's table: none lost, none repeated.
 A stale ``JAVA_HOME`` is one line naming the cause and the log (exit 2).
 """
@@ -19,7 +20,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from pyspark.sql import SparkSession
 
+from upsertmat.cli import main
 from upsertmat.demo.tables import expected_table, read_sqlite_table
 from upsertmat.demo.workload import DemoShape, generate
 
@@ -78,7 +81,9 @@ def wait_for(predicate: Callable[[], bool], timeout: float = 180.0) -> None:
     raise AssertionError("timed out")
 
 
-def test_follow_interrupt_and_rerun_continue_exactly_once(tmp_path: Path) -> None:
+def test_follow_interrupt_and_rerun_continue_exactly_once(
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     data = generate(DemoShape(users=25, events=200, seed=5))
     arrivals = records(data.arrival)
     size = -(-len(arrivals) // 4)
@@ -103,9 +108,21 @@ def test_follow_interrupt_and_rerun_continue_exactly_once(tmp_path: Path) -> Non
 
     drop_file(source, "part-02.jsonl", chunks[2])
     drop_file(source, "part-03.jsonl", chunks[3])
-    second = start(tmp_path, "--until-idle", "4")
-    more, err2 = second.communicate(timeout=300)
-    assert second.returncode == 0, err2
+    # the rerun in this process, on the shared session (as a notebook would)
+    monkeypatch.chdir(tmp_path)
+    capsys.readouterr()
+    argv = [
+        "run",
+        "job.yaml",
+        "--result-mode",
+        "tableau",
+        "--format",
+        "jsonl",
+        "--trigger-interval",
+        "300 ms",
+    ]
+    assert main([*argv, "--until-idle", "4"]) == 0
+    more = capsys.readouterr().out
 
     changes = [json.loads(line) for line in (out + more).splitlines()]
     positions = [change["pos"] for change in changes]
