@@ -152,3 +152,19 @@ def test_a_stale_java_home_is_one_line_with_the_log(tmp_path: Path) -> None:
         line for line in result.stderr.splitlines() if not line.endswith("starting Spark (local[2]) ...")
     ]
     assert len(lines) == 1 and "/nonexistent/bin/java" in lines[0] and str(tmp_path / "spark.log") in lines[0]
+
+
+def test_tableau_into_a_closed_pipe_exits_141_quietly(tmp_path: Path) -> None:
+    data = generate(DemoShape(users=10, events=40, seed=2))
+    (tmp_path / "job.yaml").write_text(JOB)
+    drop_file(tmp_path / "source", "part-00.jsonl", records(data.arrival))
+    run = start(tmp_path, "--until-idle", "30")
+    assert run.stdout is not None
+    assert run.stdout.readline().startswith('{"batch": 0')
+    run.stdout.close()  # as `| head -1` does
+    new = [{"seq": 1000 + i, "op": "+I", "id": 1000 + i, "level": 1, "badge": "new"} for i in range(5)]
+    drop_file(tmp_path / "source", "part-01.jsonl", new)  # its changes meet the closed pipe
+    assert run.wait(timeout=180) == 141
+    assert run.stderr is not None
+    err = run.stderr.read()
+    assert "Traceback" not in err and "internal error" not in err, err

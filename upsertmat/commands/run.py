@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
+import signal
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -172,7 +174,7 @@ def execute(job: JobSpec, quiet: bool | RunOptions, prefix: str) -> int:
         try:
             with _page_keys(follower):
                 if follower is not None:
-                    follower.refresh()  # what earlier runs committed, before the first new batch
+                    follower.show()  # what earlier runs committed, before the first new batch
                 start_spark(running)
                 signals.reinstall()
                 if signals():
@@ -180,7 +182,7 @@ def execute(job: JobSpec, quiet: bool | RunOptions, prefix: str) -> int:
                 result = run_job(
                     running,
                     progress,
-                    stop=signals,
+                    stop=lambda: signals() or (follower is not None and follower.closed),
                     follow=options.follow,
                     changelog=options.result_mode in ("changelog", "tableau"),
                     until_idle=options.until_idle,
@@ -190,8 +192,10 @@ def execute(job: JobSpec, quiet: bool | RunOptions, prefix: str) -> int:
         except SinkError as error:
             raise CliError(str(error), ExitCode.IO) from None
         finally:
-            if follower is not None:
+            if follower is not None and not follower.closed:
                 follower.renderer.close()
+        if follower is not None and follower.closed:
+            return _closed_pipe()
         if signals():
             return _interrupted(prefix, signals, result)
         _summary(running, result, resumed, options, prefix)
@@ -226,6 +230,15 @@ def _page_keys(follower: ResultFollower | None) -> contextlib.AbstractContextMan
     if isinstance(renderer, TableScreen):
         return PageKeys(renderer.turn)
     return contextlib.nullcontext()
+
+
+def _closed_pipe() -> int:
+    """Stdout's reader went away: quiet, as Unix tools are, exit 141 (128 + SIGPIPE). Every
+    committed batch is kept; a rerun continues after it."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())  # the interpreter's final flush must not fail again
+    os.close(devnull)
+    return 128 + signal.SIGPIPE
 
 
 def _interrupted(prefix: str, signals: StopSignals, result: PipelineResult | None) -> int:

@@ -84,6 +84,7 @@ class ResultFollower:
             self.position = last_position(url, table)
         self.changes = 0
         self.elapsed = 0.0
+        self.closed = False  # stdout's reader went away (tableau | head): the run stops, exit 141
         self.lock = threading.Lock()
 
     def rate(self) -> float:
@@ -95,7 +96,17 @@ class ResultFollower:
         with self.lock:
             self.changes += progress.changes
             self.elapsed = progress.elapsed_seconds
+            self.show()
+
+    def show(self) -> None:
+        """:meth:`refresh`, unless stdout's reader went away (then ``closed`` turns true: raised in
+        the batch's callback, the error would fail the query; the run stops instead)."""
+        if self.closed:
+            return
+        try:
             self.refresh()
+        except BrokenPipeError:
+            self.closed = True
 
     def refresh(self) -> None:
         """Read and render what is committed now."""
