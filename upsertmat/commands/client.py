@@ -9,8 +9,10 @@ cannot be reached or failed (5xx), 130/143 interrupted.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -159,8 +161,14 @@ def _result(client: Any, args: argparse.Namespace) -> int:
                 state = follow_changelog(
                     client, args.job, renderer, interval=args.interval, stop=signals, start=args.start
                 )
+        except BrokenPipeError:  # stdout's reader went away (| head): quiet, as Unix tools are
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            os.close(devnull)
+            return 128 + signal.SIGPIPE
         finally:
-            renderer.close()
+            with contextlib.suppress(BrokenPipeError):
+                renderer.close()
     if signals():
         print(f"{prefix}: interrupted ({signals.name}); the job runs on in the gateway", file=sys.stderr)
         return signals.exit_code
