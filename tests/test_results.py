@@ -274,3 +274,29 @@ def test_gateway_resolves_a_compiled_plan_with_its_layers(tmp_path: Path) -> Non
     assert planned.settings.ttl.ttl_ms == 5000 and planned.settings.strategy.value == "MAP"
     assert planned.sink.internal and planned.sink.url == str(gateway.root / "jobs" / "j-plan" / "result.db")
     gateway.registry.close()
+
+
+def test_sessions_are_bounded_configured_and_expire(tmp_path: Path) -> None:
+    from upsertmat.gateway.service import Gateway
+
+    gateway = Gateway(GatewaySettings(tmp_path / "root", max_sessions=1, session_idle_seconds=3600))
+    session = gateway.open_session({"table": {"exec": {"state": {"ttl": "1 h"}}}})  # nested keys flatten
+    assert session.properties == {"table.exec.state.ttl": "1 h"}
+    with pytest.raises(RequestError) as full:
+        gateway.open_session({})
+    assert full.value.status == 429
+    configured = gateway.configure_session(
+        session.id, {"table.exec.sink.upsert-materialize-strategy.type": "MAP"}
+    )
+    assert configured.properties["table.exec.sink.upsert-materialize-strategy.type"] == "MAP"
+    with pytest.raises(RequestError) as bad:
+        gateway.configure_session(session.id, {"table.exec.state.ttl": "5 parsecs"})
+    assert bad.value.status == 400 and "table.exec.state.ttl" in bad.value.message
+    gateway.expire()
+    assert gateway.session(session.id).id == session.id  # used just now
+    gateway.settings = GatewaySettings(tmp_path / "root", session_idle_seconds=0)
+    gateway.expire()
+    with pytest.raises(RequestError) as gone:
+        gateway.session(session.id)
+    assert gone.value.status == 404
+    gateway.registry.close()
