@@ -284,12 +284,12 @@ class Gateway:
             raise RequestError(400, "spark.ui: the gateway's Spark session has no UI per job")
 
     def submit(self, session_id: str, kind: str, document: str, settings: Mapping[str, Any]) -> JobRecord:
-        """Validate and start a job; RequestError on anything wrong with it (nothing is kept then)."""
+        """Validate and start a job; RequestError on anything wrong with it (nothing is kept then).
+
+        The bound and the conflict checks hold under one lock with the registry insert, so two
+        requests at once cannot both take the last slot or the same checkpoint."""
         session = self.session(session_id)
         layer = self._check_properties(settings, "the request's settings")
-        running = [job for job in self.registry.jobs() if job.state in (RUNNING, STARTING, STOPPING)]
-        if len(running) >= self.settings.max_jobs:
-            raise RequestError(429, f"too many running jobs (max-jobs {self.settings.max_jobs}); stop one")
         job_id = new_id("j")
         layers = {"session": session.properties, "request": layer}
         probe = JobRecord(
@@ -298,16 +298,24 @@ class Gateway:
         job = self.resolve(probe)
         if not job.source.path.is_dir():
             raise RequestError(400, f"source.path {job.source.path} is not a directory under the data root")
-        for other in running:
-            other_job = self.resolve(other)
-            if other_job.checkpoint == job.checkpoint:
-                raise RequestError(409, f"job {other.id} already runs on checkpoint {job.checkpoint}")
-            if other_job.sink.url == job.sink.url and other_job.sink.table == job.sink.table:
+        with self.lock:
+            running = [
+                other for other in self.registry.jobs() if other.state in (RUNNING, STARTING, STOPPING)
+            ]
+            if len(running) >= self.settings.max_jobs:
                 raise RequestError(
-                    409, f"job {other.id} already writes table {job.sink.table} of {job.sink.url}"
+                    429, f"too many running jobs (max-jobs {self.settings.max_jobs}); stop one"
                 )
-        self.job_dir(job_id).mkdir(parents=True, exist_ok=True)
-        record = self.registry.add_job(session_id, job.name, kind, document, layers, job_id)
+            for other in running:
+                other_job = self.resolve(other)
+                if other_job.checkpoint == job.checkpoint:
+                    raise RequestError(409, f"job {other.id} already runs on checkpoint {job.checkpoint}")
+                if other_job.sink.url == job.sink.url and other_job.sink.table == job.sink.table:
+                    raise RequestError(
+                        409, f"job {other.id} already writes table {job.sink.table} of {job.sink.url}"
+                    )
+            self.job_dir(job_id).mkdir(parents=True, exist_ok=True)
+            record = self.registry.add_job(session_id, job.name, kind, document, layers, job_id)
         self._start(record)
         return record
 
