@@ -11,7 +11,7 @@ from upsertmat.cli import build_parser, main
 from upsertmat.commands.run import job_from_args
 from upsertmat.impls.settings import Backend, Strategy
 from upsertmat.jobs.loader import JobError, load_job, with_overrides
-from upsertmat.jobs.model import SourceFormat
+from upsertmat.jobs.model import INTERNAL_URL, SourceFormat
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "jobs" / "users-levels.yaml"
 
@@ -26,12 +26,16 @@ keys:
 
 
 def write_job(tmp_path: Path, text: str) -> Path:
+    tmp_path.mkdir(parents=True, exist_ok=True)
     path = tmp_path / "job.yaml"
     path.write_text(textwrap.dedent(text), encoding="utf-8")
     return path
 
 
-def test_example_job_resolves_paths_relative_to_the_file() -> None:
+def test_example_job_reads_beside_the_file_and_writes_in_the_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
     job = load_job(EXAMPLE)
     assert job.name == "users-levels"
     assert job.source.path == EXAMPLE.parent / "users-levels"
@@ -40,16 +44,21 @@ def test_example_job_resolves_paths_relative_to_the_file() -> None:
     assert job.source.ddl().startswith("`op` STRING, `seq` BIGINT, `id` BIGINT")
     assert job.primary_key == ("id",) and job.upsert_key == ()
     assert job.pk_indexes() == (0,)
-    assert job.sink.sqlite_path() == EXAMPLE.parent / "users-levels.db"
+    # the outputs go to the working directory, never into the clone's examples/
+    assert job.sink.sqlite_path() == tmp_path / "users-levels.db"
     assert job.sink.table == "users"
-    assert job.checkpoint == EXAMPLE.parent / "users-levels-checkpoint"
+    assert job.checkpoint == tmp_path / "users-levels-checkpoint"
+    assert (
+        load_job(EXAMPLE, output_base=tmp_path / "w").checkpoint == tmp_path / "w" / "users-levels-checkpoint"
+    )
     assert job.settings.strategy is Strategy.VALUE
     assert job.settings.backend is Backend.SPARK
     assert job.settings.ttl.ttl_ms == 0
     assert job.config["table.exec.state.ttl"] == "0 ms"
 
 
-def test_defaults_of_a_minimal_job(tmp_path: Path) -> None:
+def test_defaults_of_a_minimal_job(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
     job = load_job(write_job(tmp_path, MINIMAL))
     assert job.source.op_column == "op" and job.source.order_column == "seq"
     assert job.sink.url == str(tmp_path / "t.db") and job.sink.table == "t"
@@ -92,12 +101,25 @@ def test_overrides_replace_job_fields(tmp_path: Path) -> None:
         job.sink.sqlite_path()
 
 
-def test_sqlite_url_forms(tmp_path: Path) -> None:
-    # SQLAlchemy's convention: sqlite:///relative, sqlite:////absolute
+def test_sqlite_url_forms(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # SQLAlchemy's convention: sqlite:///relative, sqlite:////absolute; relative to the working directory
+    monkeypatch.chdir(tmp_path)
     cases = (("sqlite:////abs/x.db", Path("/abs/x.db")), ("sqlite:///r/x.db", tmp_path / "r/x.db"))
     for url, expected in (*cases, ("rel.db", tmp_path / "rel.db")):
-        job = load_job(write_job(tmp_path, MINIMAL + f"sink: {{url: '{url}'}}\n"))
+        job = load_job(write_job(tmp_path / "jobs", MINIMAL + f"sink: {{url: '{url}'}}\n"))
         assert job.sink.sqlite_path() == expected
+        overridden = with_overrides(job, sink_url=url)
+        assert overridden.sink.sqlite_path() == expected  # the command line means the same file
+    for url in ("sqlite://x.db", "sqlite:", "sqlite:///"):
+        with pytest.raises(JobError, match="unsupported SQLite URL"):
+            load_job(write_job(tmp_path / "jobs", MINIMAL + f"sink: {{url: '{url}'}}\n"))
+
+
+def test_internal_sink_has_no_url_until_a_client_gives_one(tmp_path: Path) -> None:
+    job = load_job(write_job(tmp_path, MINIMAL + "sink: {internal: true}\n"))
+    assert job.sink.internal and job.sink.url == INTERNAL_URL
+    with pytest.raises(JobError, match="exclude each other"):
+        load_job(write_job(tmp_path, MINIMAL + "sink: {internal: true, url: x.db}\n"))
 
 
 @pytest.mark.parametrize(

@@ -19,7 +19,7 @@ import traceback
 from collections.abc import Callable, Sequence
 
 from upsertmat import __version__
-from upsertmat.commands import bench, conformance, demo, plan, replay, run, savepoint
+from upsertmat.commands import bench, client, conformance, demo, gateway, plan, replay, run, savepoint
 from upsertmat.errors import CliError, ExitCode, StateDirError, exit_code_of
 from upsertmat.impls.build import build_name
 
@@ -34,6 +34,8 @@ SUBCOMMANDS: tuple[SubcommandAdder, ...] = (
     plan.add_explain_parser,
     plan.add_execute_parser,
     conformance.add_parser,
+    gateway.add_parser,
+    client.add_parser,
 )
 
 

@@ -183,7 +183,7 @@ def test_the_pipeline_runs_the_compacting_behaviour_into_the_sink(
         schema=PIPELINE_SCHEMA,
         pk=("id",),
         checkpoint_dir=tmp_path / "checkpoint",
-        sink_url=f"sqlite://{tmp_path / 'sink.db'}",
+        sink_url=f"sqlite:///{tmp_path / 'sink.db'}",
         max_files_per_trigger=1,
         ts_column="ts",
         conflict=ConflictBehavior.NOTHING,
@@ -251,7 +251,7 @@ def test_a_pipeline_killed_mid_stream_ends_with_the_uninterrupted_table(
         schema=PIPELINE_SCHEMA,
         pk=("id",),
         checkpoint_dir=tmp_path / "checkpoint",
-        sink_url=f"sqlite://{tmp_path / 'sink.db'}",
+        sink_url=f"sqlite:///{tmp_path / 'sink.db'}",
         table="killed",
         max_files_per_trigger=1,
         ts_column="ts",
@@ -262,7 +262,7 @@ def test_a_pipeline_killed_mid_stream_ends_with_the_uninterrupted_table(
     whole = replace(
         config,
         checkpoint_dir=tmp_path / "checkpoint2",
-        sink_url=f"sqlite://{tmp_path / 'ref.db'}",
+        sink_url=f"sqlite:///{tmp_path / 'ref.db'}",
         table="whole",
     )
     run_pipeline(whole, spark)

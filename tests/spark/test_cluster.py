@@ -66,7 +66,7 @@ def test_driver_killed_on_a_standalone_cluster_restarts_to_the_same_table(
             schema=SCHEMA,
             pk=("id",),
             checkpoint_dir=tmp_path / "checkpoint",
-            sink_url=f"sqlite://{tmp_path / 'sink.db'}",
+            sink_url=f"sqlite:///{tmp_path / 'sink.db'}",
             table="cluster",
             max_files_per_trigger=1,
             key_buckets=4,
@@ -87,7 +87,7 @@ def test_driver_killed_on_a_standalone_cluster_restarts_to_the_same_table(
     local = replace(
         config,
         checkpoint_dir=tmp_path / "checkpoint-local",
-        sink_url=f"sqlite://{tmp_path / 'local.db'}",
+        sink_url=f"sqlite:///{tmp_path / 'local.db'}",
         table="local",
         master="local[2]",
         spark_conf={},

@@ -29,7 +29,7 @@ def config_for(tmp_path: Path, **overrides: Any) -> PipelineConfig:
         schema=SCHEMA,
         pk=("id",),
         checkpoint_dir=tmp_path / "checkpoint",
-        sink_url=f"sqlite://{tmp_path / 'sink.db'}",
+        sink_url=f"sqlite:///{tmp_path / 'sink.db'}",
         max_files_per_trigger=1,
     )
     return replace(base, **overrides)

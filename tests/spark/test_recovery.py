@@ -38,7 +38,7 @@ def count_batches(config: PipelineConfig, spark: SparkSession) -> int:
             return 0 if row is None else int(row[0])
     import sqlite3
 
-    with sqlite3.connect(config.sink_url.removeprefix("sqlite://")) as db:
+    with sqlite3.connect(config.sink_url.removeprefix("sqlite:///")) as db:
         return int(
             db.execute(
                 f"SELECT count(*) FROM {BATCHES_TABLE} WHERE sink_table = ?", (config.table,)
@@ -76,7 +76,7 @@ def check_kill_and_restart(spark: SparkSession, tmp_path: Path, sink_url: str, r
 
 def test_sqlite_sink_survives_sigkill(spark: SparkSession, tmp_path: Path) -> None:
     check_kill_and_restart(
-        spark, tmp_path, f"sqlite://{tmp_path / 'sink.db'}", f"sqlite://{tmp_path / 'ref.db'}"
+        spark, tmp_path, f"sqlite:///{tmp_path / 'sink.db'}", f"sqlite:///{tmp_path / 'ref.db'}"
     )
 
 

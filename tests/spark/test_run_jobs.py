@@ -75,7 +75,7 @@ def rows(database: Path) -> list[tuple[object, ...]]:
 
 
 def test_plan_round_trip_edited_ttl_is_in_force(
-    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Compile with a 1 h TTL, edit the materializer's entry to 1 ms, explain, execute.
 
@@ -86,6 +86,7 @@ def test_plan_round_trip_edited_ttl_is_in_force(
     for name, edited_ttl, expected in (("control", None, []), ("edited", "1 ms", [(1, "x")])):
         directory = tmp_path / name
         job = write_ttl_job(directory)
+        monkeypatch.chdir(directory)  # the job's outputs (out.db, the checkpoint) go to the working directory
         plan = directory / "plan.json"
         assert main(["compile-plan", str(job), "-o", str(plan), "--ttl", "1 h"]) == 0
         if edited_ttl is not None:

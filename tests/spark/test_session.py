@@ -77,9 +77,10 @@ def test_progress_lines_and_the_log_path_on_stderr(
     assert main(["demo", "--dir", str(tmp_path)]) == 0
     captured = capsys.readouterr()
     lines = captured.err.splitlines()
-    assert len(lines) >= 2
+    assert len(lines) >= 3
     assert all(line.startswith("upsertmat demo") for line in lines), lines
-    assert "batch 0: 800 changes reached the sink -> 20 upserts, 20 deletes" in lines[0]
+    assert lines[0] == "upsertmat demo: starting Spark (local[2]; about 15 s) ..."  # said at once
+    assert "batch 0: 800 changes reached the sink -> 20 upserts, 20 deletes" in lines[1]
     assert "changes reaching the sink: 800 without the materializer" in captured.out
     assert f"kept in {tmp_path.resolve()}" in captured.out
     assert "(id 6, 19)" in captured.out

@@ -52,7 +52,7 @@ def check_restart(
     assert restarted.batches, "the restart applied the failed batch and the rest"
     assert count_batches(config, spark) == FILES  # each batch recorded once
     whole = replace(
-        config, checkpoint_dir=reference / "checkpoint", sink_url=f"sqlite://{reference / 'ref.db'}"
+        config, checkpoint_dir=reference / "checkpoint", sink_url=f"sqlite:///{reference / 'ref.db'}"
     )
     run_pipeline(whole, spark)
     table = normalized(read_table(config, spark))
@@ -96,7 +96,7 @@ def test_a_full_sqlite_sink_stops_the_query_and_a_restart_after_freeing_space_co
     changes = changelog(seed=6, keys=400, updates=800)
     write_files(tmp_path / "in", records(changes), files=FILES)
     sink = small_tmpfs.path / "sink.db"
-    config = config_for(tmp_path, f"sqlite://{sink}", "full")
+    config = config_for(tmp_path, f"sqlite:///{sink}", "full")
     with pytest.raises(SinkFailure) as failure:
         run_pipeline(config, spark)
     message = str(failure.value)

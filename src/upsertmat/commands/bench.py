@@ -282,6 +282,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="benchmark the pipeline end to end and per stage instead (needs the spark extra)",
     )
     pipe.add_argument(
+        "--gateway",
+        action="store_true",
+        help="a job through 'upsertmat gateway' against the same job under 'upsertmat run' (alternated, "
+        "--repetitions rounds, default 2), then result-page latency with 8 clients (needs the gateway extra)",
+    )
+    pipe.add_argument(
         "--changes",
         type=positive_int,
         help="changes of the pipeline and of the many-keys workload (default 1,000,000; "
@@ -418,6 +424,10 @@ def write_plots(plan: Plan, flip: list[CellResult], machine: dict[str, Any], out
 
 def run(args: argparse.Namespace) -> int:
     """Run the benchmark the options describe; write the files; print the report."""
+    if args.gateway:
+        from upsertmat.bench.pipeline import run_gateway_command
+
+        return run_gateway_command(args)
     if args.pipeline:
         from upsertmat.bench.pipeline import run_pipeline_command
 

@@ -23,6 +23,7 @@ from upsertmat.demo.tables import disagreements
 from upsertmat.demo.workload import DemoShape
 from upsertmat.errors import CliError, ExitCode
 from upsertmat.impls.config import ConfigError
+from upsertmat.jobs.interrupt import StopSignals
 from upsertmat.jobs.loader import config_strings, resolve_settings, settings_layers
 from upsertmat.jobs.runner import announce_spark_log, batch_line
 
@@ -106,12 +107,18 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(str(error), ExitCode.USAGE) from None
     config = config_strings(settings)
     kept = None if args.dir is None else args.dir.resolve()
-    if kept is not None:
-        kept.mkdir(parents=True, exist_ok=True)
-        outcome = run_demo(kept, settings, config, shape, _progress(args.quiet))
-    else:
-        with tempfile.TemporaryDirectory(prefix="upsertmat-demo-") as directory:
-            outcome = run_demo(Path(directory), settings, config, shape, _progress(args.quiet))
+    if not args.quiet:  # the JVM and the first stateful query take 10-20 s: say so at once
+        print("upsertmat demo: starting Spark (local[2]; about 15 s) ...", file=sys.stderr, flush=True)
+    with StopSignals("upsertmat demo") as signals:
+        if kept is not None:
+            kept.mkdir(parents=True, exist_ok=True)
+            outcome = run_demo(kept, settings, config, shape, _progress(args.quiet), signals)
+        else:
+            with tempfile.TemporaryDirectory(prefix="upsertmat-demo-") as directory:
+                outcome = run_demo(Path(directory), settings, config, shape, _progress(args.quiet), signals)
+    if outcome is None or signals():
+        print(f"upsertmat demo: interrupted ({signals.name})", file=sys.stderr, flush=True)
+        return signals.exit_code
     print(render(outcome, shape, kept))
     announce_spark_log(args.quiet, "upsertmat demo")
     if disagreements(outcome.materialized.table, outcome.expected):

@@ -14,7 +14,14 @@ import sys
 from pathlib import Path
 
 from upsertmat.commands.options import add_config_arguments
-from upsertmat.commands.run import add_job_arguments, cli_layers, execute, job_from_args
+from upsertmat.commands.run import (
+    add_job_arguments,
+    add_run_arguments,
+    cli_layers,
+    execute,
+    job_from_args,
+    options_of,
+)
 from upsertmat.errors import CliError, ExitCode
 from upsertmat.impls.config import ConfigError
 from upsertmat.jobs.loader import with_overrides
@@ -72,7 +79,7 @@ def run_execute(args: argparse.Namespace) -> int:
         )
     except (PlanError, ConfigError) as error:
         raise CliError(str(error), ExitCode.USAGE) from None
-    return execute(job, args.quiet, f"upsertmat {EXECUTE}")
+    return execute(job, options_of(args), f"upsertmat {EXECUTE}")
 
 
 def read_or_fail(path: Path) -> Plan:
@@ -121,11 +128,14 @@ def add_execute_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentP
     parser.add_argument("plan", type=Path, metavar="PLAN", help="the plan file (JSON)")
     group = parser.add_argument_group("overrides")
     group.add_argument(
-        "--sink", metavar="URL", help="sink database: SQLite path, sqlite:///…, postgresql://…"
+        "--sink",
+        metavar="URL",
+        help="sink database: a SQLite file, sqlite:///relative.db, sqlite:////absolute.db, postgresql://…",
     )
     group.add_argument("--table", metavar="NAME", help="sink table")
     group.add_argument("--checkpoint", metavar="DIR", type=Path, help="Spark checkpoint directory")
     group.add_argument("--source", metavar="PATH", type=Path, help="the changelog files")
+    add_run_arguments(parser)
     add_config_arguments(parser)
     parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     parser.set_defaults(run=run_execute)

@@ -9,15 +9,34 @@ override the job file's fields. Progress goes to stderr, the summary to stdout.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
+import signal
 import sys
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from upsertmat.commands.options import add_config_arguments, config_layers
+from upsertmat.client.modes import RESULT_MODES, TABLEAU_FORMATS
+from upsertmat.commands.options import add_config_arguments, config_layers, positive_int
 from upsertmat.errors import CliError, ExitCode
-from upsertmat.impls.config import ConfigError
+from upsertmat.impls.config import ConfigError, parse_duration_ms
+from upsertmat.jobs.embedded import ResultFollower, embedded_session
+from upsertmat.jobs.interrupt import StopSignals
 from upsertmat.jobs.loader import Layer, load_job, with_overrides
 from upsertmat.jobs.model import JobSpec
-from upsertmat.jobs.runner import announce_spark_log, printer, require_pyspark, run_job
+from upsertmat.jobs.runner import (
+    announce_spark_log,
+    committed_batches,
+    printer,
+    require_pyspark,
+    run_job,
+    source_files,
+    start_spark,
+)
+
+if TYPE_CHECKING:
+    from upsertmat.spark.config import BatchProgress, PipelineResult
 
 NAME = "run"
 EPILOG = """\
@@ -25,8 +44,14 @@ configuration layers, lowest first: built-in defaults < the job file's config <
   --config FILE < --set KEY=VALUE < --strategy/--backend/--ttl.
 job file format and examples: docs/plans.md, examples/jobs/.
 
+paths: the source is relative to the job file; the sink file and the checkpoint to the
+  working directory. Ctrl-C / SIGTERM stop at a micro-batch boundary (exit 130 / 143);
+  a rerun on the same checkpoint continues exactly once.
+
 examples:
   upsertmat run examples/jobs/users-levels.yaml
+  upsertmat run examples/jobs/users-levels.yaml --follow --result-mode table
+  upsertmat run job.yaml --until-idle 5 --result-mode tableau --format jsonl > changes.jsonl
   upsertmat run job.yaml --strategy MAP --ttl '1 h' --sink postgresql://me@localhost:5432/db
 """
 
@@ -35,7 +60,9 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
     """The options that override a job file's fields."""
     group = parser.add_argument_group("job overrides")
     group.add_argument(
-        "--sink", metavar="URL", help="sink database: SQLite path, sqlite:///…, postgresql://…"
+        "--sink",
+        metavar="URL",
+        help="sink database: a SQLite file, sqlite:///relative.db, sqlite:////absolute.db, postgresql://…",
     )
     group.add_argument("--table", metavar="NAME", help="sink table")
     group.add_argument("--checkpoint", metavar="DIR", type=Path, help="Spark checkpoint directory")
@@ -73,32 +100,234 @@ def job_from_args(args: argparse.Namespace) -> JobSpec:
         raise CliError(str(error), ExitCode.USAGE) from None
 
 
-def execute(job: JobSpec, quiet: bool, prefix: str) -> int:
-    """Run ``job`` with progress on stderr (unless quiet); print the summary on stdout."""
+def interval(text: str) -> str:
+    """An argparse type: a duration (``500 ms``, ``2 s``, ``1000``) as Spark's trigger interval."""
+    try:
+        milliseconds = parse_duration_ms(text)
+    except ConfigError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    if milliseconds <= 0:
+        raise argparse.ArgumentTypeError(f"the interval must be positive, got {text!r}")
+    return f"{milliseconds} milliseconds"
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """How an embedded run goes: continuous or not, which result mode, and its bounds."""
+
+    quiet: bool = False
+    follow: str | None = None
+    until_idle: float | None = None
+    result_mode: str | None = None
+    format: str = "text"
+    max_table_rows: int = 1000
+    max_changelog_rows: int = 1000
+    session_dir: Path | None = None
+
+
+def options_of(args: argparse.Namespace) -> RunOptions:
+    """The :class:`RunOptions` of a parsed ``run``/``execute-plan`` command line."""
+    follow = args.trigger_interval if (args.follow or args.until_idle is not None) else None
+    return RunOptions(
+        quiet=args.quiet,
+        follow=follow,
+        until_idle=args.until_idle,
+        result_mode=args.result_mode,
+        format=args.format,
+        max_table_rows=args.max_table_rows,
+        max_changelog_rows=args.max_changelog_rows,
+        session_dir=args.session_dir,
+    )
+
+
+def execute(job: JobSpec, quiet: bool | RunOptions, prefix: str) -> int:
+    """Run ``job`` in this process (the embedded client): progress on stderr unless quiet, the
+    result mode's output, the summary on stderr for a result mode (stdout otherwise).
+
+    Ctrl-C / SIGTERM stop at a micro-batch boundary: one ``interrupted`` line, exit 130 / 143;
+    ``until_idle`` stops with exit 0 once no batch has run for that many seconds.
+    """
+    options = quiet if isinstance(quiet, RunOptions) else RunOptions(quiet=quiet)
     require_pyspark()
     from upsertmat.spark.config import PipelineConfigError
     from upsertmat.spark.sink import SinkError
 
-    try:
-        result = run_job(job, None if quiet else printer(prefix, sys.stderr))
-    except PipelineConfigError as error:
-        raise CliError(str(error), ExitCode.USAGE) from None
-    except SinkError as error:
-        raise CliError(str(error), ExitCode.IO) from None
-    rate = result.input_rows / result.seconds if result.seconds > 0 else 0.0
+    with embedded_session(job, options.session_dir) as running, StopSignals(prefix) as signals:
+        resumed = committed_batches(running.checkpoint)
+        follower = _follower(running, options, prefix)
+        report = (
+            None
+            if options.quiet or options.result_mode in ("table", "changelog")
+            else printer(prefix, sys.stderr)
+        )
+
+        def progress(batch: BatchProgress) -> None:
+            if report is not None:
+                report(batch)
+            if follower is not None:
+                follower.on_batch(batch)
+
+        if not options.quiet:
+            print(f"{prefix}: starting Spark ({running.spark.master}) ...", file=sys.stderr, flush=True)
+        if signals():
+            return _interrupted(prefix, signals, None)
+        try:
+            with _page_keys(follower):
+                if follower is not None:
+                    follower.show()  # what earlier runs committed, before the first new batch
+                start_spark(running)
+                signals.reinstall()
+                if signals():
+                    return _interrupted(prefix, signals, None)
+                result = run_job(
+                    running,
+                    progress,
+                    stop=lambda: signals() or (follower is not None and follower.closed),
+                    follow=options.follow,
+                    changelog=options.result_mode in ("changelog", "tableau"),
+                    until_idle=options.until_idle,
+                )
+        except PipelineConfigError as error:
+            raise CliError(str(error), ExitCode.USAGE) from None
+        except SinkError as error:
+            raise CliError(str(error), ExitCode.IO) from None
+        finally:
+            if follower is not None and not follower.closed:
+                follower.renderer.close()
+        if follower is not None and follower.closed:
+            return _closed_pipe()
+        if signals():
+            return _interrupted(prefix, signals, result)
+        _summary(running, result, resumed, options, prefix)
+        announce_spark_log(options.quiet, prefix)
+        return int(ExitCode.OK)
+
+
+def _follower(job: JobSpec, options: RunOptions, prefix: str) -> ResultFollower | None:
+    if options.result_mode is None:
+        return None
+    from upsertmat.client.render import make_renderer  # rich: imported only for a result mode
+
+    title = f"{prefix}: job {job.name!r}, table {job.sink.table}"
+    renderer = make_renderer(
+        options.result_mode,
+        title,
+        max_rows=options.max_table_rows,
+        keep=options.max_changelog_rows,
+        format=options.format,
+    )
+    return ResultFollower(
+        job.sink.url, job.sink.table, job.primary_key, options.result_mode, renderer, options.max_table_rows
+    )
+
+
+def _page_keys(follower: ResultFollower | None) -> contextlib.AbstractContextManager[object]:
+    if follower is None or follower.mode != "table":
+        return contextlib.nullcontext()
+    from upsertmat.client.render import PageKeys, TableScreen
+
+    renderer = follower.renderer
+    if isinstance(renderer, TableScreen):
+        return PageKeys(renderer.turn)
+    return contextlib.nullcontext()
+
+
+def _closed_pipe() -> int:
+    """Stdout's reader went away: quiet, as Unix tools are, exit 141 (128 + SIGPIPE). Every
+    committed batch is kept; a rerun continues after it."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())  # the interpreter's final flush must not fail again
+    os.close(devnull)
+    return 128 + signal.SIGPIPE
+
+
+def _interrupted(prefix: str, signals: StopSignals, result: PipelineResult | None) -> int:
+    done = (
+        "" if result is None else f" after {len(result.batches)} micro-batches ({result.changes:,} changes)"
+    )
     print(
+        f"{prefix}: interrupted ({signals.name}){done}; every committed batch is kept: "
+        "run the same command again to continue",
+        file=sys.stderr,
+        flush=True,
+    )
+    return signals.exit_code
+
+
+def _summary(job: JobSpec, result: PipelineResult, resumed: int, options: RunOptions, prefix: str) -> None:
+    rate = result.input_rows / result.seconds if result.seconds > 0 else 0.0
+    where = "the internal result" if job.sink.internal else f"{job.sink.url} table {job.sink.table}"
+    text = (
         f"{prefix}: job {job.name!r}: {result.input_rows:,} changes read, {result.changes:,} written to "
-        f"{job.sink.url} table {job.sink.table} in {len(result.batches)} micro-batches, "
+        f"{where} in {len(result.batches)} micro-batches, "
         f"{result.seconds:.1f} s ({rate:,.0f} changes/s); "
         f"materializer {'on, ' + job.settings.strategy.value if job.materialize else 'off'}"
     )
-    announce_spark_log(quiet, prefix)
-    return int(ExitCode.OK)
+    if result.input_rows == 0 and not result.batches and resumed and source_files(job.source.path):
+        text += (
+            f"; the checkpoint {job.checkpoint} has already processed every file in {job.source.path} "
+            "(new files are picked up; a new --checkpoint and sink start over)"
+        )
+    # A result mode owns stdout (tableau: nothing but changes), so the summary goes to stderr.
+    stream = sys.stderr if options.result_mode is not None else sys.stdout
+    if not (options.quiet and stream is sys.stderr):
+        print(text, file=stream, flush=True)
 
 
 def run(args: argparse.Namespace) -> int:
     """``upsertmat run``."""
-    return execute(job_from_args(args), args.quiet, f"upsertmat {NAME}")
+    return execute(job_from_args(args), options_of(args), f"upsertmat {NAME}")
+
+
+def add_run_arguments(parser: argparse.ArgumentParser) -> None:
+    """Continuous runs and result modes (``run`` and ``execute-plan``)."""
+    group = parser.add_argument_group("continuous runs and results")
+    group.add_argument(
+        "--follow",
+        action="store_true",
+        help="keep running, taking new source files as they appear, until Ctrl-C / SIGTERM "
+        "(exit 130 / 143; stops at a micro-batch boundary)",
+    )
+    group.add_argument(
+        "--until-idle",
+        type=float,
+        metavar="SECONDS",
+        help="with --follow implied: stop (exit 0) once no micro-batch has run for SECONDS (while a "
+        "batch runs, that is not idle time)",
+    )
+    group.add_argument(
+        "--trigger-interval",
+        type=interval,
+        default="1000 milliseconds",
+        metavar="DURATION",
+        help="how often a continuous run looks for new files (default '1 s')",
+    )
+    group.add_argument(
+        "--result-mode",
+        choices=RESULT_MODES,
+        help="table: the sink table redrawn after each committed batch; changelog: its +I/-U/+U/-D "
+        "changes; tableau: the changes as plain lines on stdout (for scripts)",
+    )
+    group.add_argument(
+        "--format", choices=TABLEAU_FORMATS, default="text", help="tableau's lines: text or jsonl"
+    )
+    group.add_argument(
+        "--max-table-rows", type=positive_int, default=1000, metavar="N", help="rows held in table mode"
+    )
+    group.add_argument(
+        "--max-changelog-rows",
+        type=positive_int,
+        default=1000,
+        metavar="N",
+        help="changes held in changelog mode (the newest that fit are shown)",
+    )
+    group.add_argument(
+        "--session-dir",
+        type=Path,
+        metavar="DIR",
+        help="for a job with sink: {internal: true}: keep its result and checkpoint here (default: a "
+        "temporary directory removed on exit)",
+    )
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -112,6 +341,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     )
     parser.add_argument("job", type=Path, metavar="JOB", help="the job file (YAML)")
     add_job_arguments(parser)
+    add_run_arguments(parser)
     add_config_arguments(parser)
     parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     parser.set_defaults(run=run)

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..impls.settings import Settings
+from ..jobs.interrupt import StopSignals
 from ..jobs.model import Column, JobSpec, SinkSpec, SourceFormat, SourceSpec, SparkOptions
 from .tables import Table, expected_table, read_sqlite_table
 from .workload import DemoData, DemoShape, generate, write_source
@@ -75,24 +76,32 @@ def run_demo(
     config: dict[str, str],
     shape: DemoShape | None = None,
     progress: Callable[[str], Callable[[BatchProgress], None] | None] | None = None,
-) -> DemoOutcome:
-    """Generate the data into ``directory`` and run both jobs; ``progress(label)`` gives a callback."""
-    from ..jobs.runner import require_pyspark, run_job
+    signals: StopSignals | None = None,
+) -> DemoOutcome | None:
+    """Generate the data into ``directory`` and run both jobs; ``progress(label)`` gives a callback.
+
+    ``signals``: when one arrives the run in progress stops at a micro-batch boundary and this
+    returns None (the outcome would be partial)."""
+    from ..jobs.runner import require_pyspark, run_job, start_spark
 
     require_pyspark()
-    from ..spark.session import build_session
-
     data = generate(shape)
     write_source(data, directory / "source")
     started = time.monotonic()
-    build_session(master="local[2]", shuffle_partitions=2)
+    start_spark(demo_job(directory, settings, True, config))
+    if signals is not None:
+        signals.reinstall()  # the SparkContext installed pyspark's own SIGINT handler
     session_seconds = time.monotonic() - started
     runs: list[DemoRun] = []
     for materialize in (False, True):
+        if signals is not None and signals():
+            return None
         job = demo_job(directory, settings, materialize, config)
         label = "with materializer" if materialize else "without materializer"
         started = time.monotonic()
-        result = run_job(job, progress(label) if progress else None)
+        result = run_job(job, progress(label) if progress else None, stop=signals)
+        if signals is not None and signals():
+            return None
         seconds = time.monotonic() - started
         table = read_sqlite_table(directory / DATABASE, job.sink.table)
         runs.append(DemoRun(job, result, table, seconds))

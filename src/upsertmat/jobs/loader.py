@@ -15,6 +15,7 @@ A job file::
     sink:
       url: sink.db                 # SQLite file (default <name>.db), sqlite:///…, or postgresql://…
       table: users                 # default: the job name with - replaced by _
+      # internal: true             # instead of url: the result stays inside the client/gateway
     checkpoint: checkpoint         # default <name>-checkpoint
     materialize: true              # false: the raw changelog goes to the sink
     spark: {master: "local[2]", shuffle-partitions: 2, max-files-per-trigger: null, key-buckets: null,
@@ -22,6 +23,12 @@ A job file::
     config:                        # configuration keys, flat or nested (as upsertmat replay)
       table.exec.sink.upsert-materialize-strategy.type: MAP
       table.exec.state.ttl: 1 h
+
+Paths: the source is relative to the job file (the data ships beside it); the job's outputs,
+the sink file and the checkpoint, are relative to the *output base* (the working directory for
+``upsertmat run``; the job's directory under a gateway's data root), so running a job shipped in
+a read-only or version-controlled folder writes nothing there. SQLite URLs follow SQLAlchemy's
+convention (``sqlite:///relative.db``, ``sqlite:////absolute.db``; :mod:`upsertmat.spark.sinkurl`).
 
 Configuration layers, lowest first: the built-in defaults (``upsertmat/data/defaults.yaml``)
 < the pipeline's defaults (``state.backend.type: spark``, strategy ``VALUE``) < the job
@@ -54,7 +61,17 @@ from ..impls.config import (
     flatten,
 )
 from ..impls.settings import Backend, Settings
-from .model import COLUMN_TYPES, Column, JobSpec, SinkSpec, SourceFormat, SourceSpec, SparkOptions
+from ..spark.sinkurl import SinkUrlError, resolve_sink_url
+from .model import (
+    COLUMN_TYPES,
+    INTERNAL_URL,
+    Column,
+    JobSpec,
+    SinkSpec,
+    SourceFormat,
+    SourceSpec,
+    SparkOptions,
+)
 
 Layer = tuple[str, Mapping[str, Any]]
 PIPELINE_DEFAULTS: Layer = (
@@ -68,7 +85,7 @@ with its own granularity there too: LEGACY per sink key, the others per element.
 _TOP = ("name", "source", "keys", "sink", "checkpoint", "materialize", "spark", "config")
 _SOURCE = ("path", "format", "columns", "op-column", "order-column")
 _KEYS = ("primary-key", "upsert-key")
-_SINK = ("url", "table")
+_SINK = ("url", "table", "internal")
 _SPARK = ("master", "shuffle-partitions", "max-files-per-trigger", "key-buckets", "ui")
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -166,16 +183,10 @@ def _path(value: Any, where: str, base: Path) -> Path:
 
 
 def _sink_url(value: Any, where: str, base: Path) -> str:
-    url = _text(value, where)
-    if url.startswith(("postgresql://", "postgres://")):
-        return url
-    if url.startswith("sqlite://"):
-        url = url[len("sqlite:///") :] if url.startswith("sqlite:///") else url[len("sqlite://") :]
-    if "://" in url:
-        raise JobError(
-            f"{where}: unsupported database URL {url!r} (a SQLite path, sqlite:///…, postgresql://…)"
-        )
-    return str(_path(url, where, base))
+    try:
+        return resolve_sink_url(_text(value, where), base)
+    except SinkUrlError as error:
+        raise JobError(f"{where}: {error}") from None
 
 
 def read_job_document(path: Path) -> dict[str, Any]:
@@ -191,9 +202,12 @@ def read_job_document(path: Path) -> dict[str, Any]:
     return data
 
 
-def settings_layers(job_config: Mapping[str, Any], job_source: str, cli: Sequence[Layer]) -> list[Layer]:
-    """All configuration layers, lowest first: defaults, pipeline defaults, the job's, the CLI's."""
-    layers: list[Layer] = [(DEFAULTS_SOURCE, default_layer()), PIPELINE_DEFAULTS]
+def settings_layers(
+    job_config: Mapping[str, Any], job_source: str, cli: Sequence[Layer], below_job: Sequence[Layer] = ()
+) -> list[Layer]:
+    """All configuration layers, lowest first: defaults, pipeline defaults, ``below_job`` (a
+    gateway's service defaults and session), the job's, the CLI's (or the request's)."""
+    layers: list[Layer] = [(DEFAULTS_SOURCE, default_layer()), PIPELINE_DEFAULTS, *below_job]
     if job_config:
         layers.append((job_source, job_config))
     layers.extend(cli)
@@ -234,13 +248,23 @@ def config_strings(settings: Settings) -> dict[str, str]:
 
 
 def job_from_document(
-    data: Mapping[str, Any], *, base: Path, where: str, cli_layers: Sequence[Layer] = ()
+    data: Mapping[str, Any],
+    *,
+    base: Path,
+    where: str,
+    cli_layers: Sequence[Layer] = (),
+    output_base: Path | None = None,
+    internal_url: str | None = None,
+    below_job: Sequence[Layer] = (),
 ) -> JobSpec:
     """Validate a job document (the parsed YAML) and resolve it with the CLI layers on top.
 
-    ``base`` is the directory relative paths are resolved against; ``where`` names the
-    document in messages. O(columns + keys).
+    ``base`` is the directory the source path is resolved against, ``output_base`` (default
+    ``base``) the one the sink file and the checkpoint are; ``where`` names the document in
+    messages. ``internal_url``: the database of a ``sink: {internal: true}`` job (None: such a
+    job keeps the placeholder URL ``internal:`` for the client to fill in). O(columns + keys).
     """
+    outputs = base if output_base is None else output_base
     top = _mapping(data, where, _TOP)
     name = _text(top.get("name", "job"), f"{where}: name")
     if "source" not in top:
@@ -277,9 +301,17 @@ def job_from_document(
     upsert_key = _names(keys.get("upsert-key", []), f"{where}: keys.upsert-key", names)
     sink_data = _mapping(top.get("sink", {}), f"{where}: sink", _SINK)
     default_table = re.sub(r"\W", "_", name)
+    internal = _flag(sink_data.get("internal", False), f"{where}: sink.internal")
+    if internal and "url" in sink_data:
+        raise JobError(
+            f"{where}: sink.internal and sink.url exclude each other (internal: the client keeps it)"
+        )
     sink = SinkSpec(
-        url=_sink_url(sink_data.get("url", f"{default_table}.db"), f"{where}: sink.url", base),
+        url=(internal_url or INTERNAL_URL)
+        if internal
+        else _sink_url(sink_data.get("url", f"{default_table}.db"), f"{where}: sink.url", outputs),
         table=_identifier(sink_data.get("table", default_table), f"{where}: sink.table"),
+        internal=internal,
     )
     materialize = top.get("materialize", True)
     if not isinstance(materialize, bool):
@@ -287,14 +319,16 @@ def job_from_document(
     config = top.get("config") or {}
     if not isinstance(config, Mapping):
         raise JobError(f"{where}: config must be a mapping of configuration keys")
-    settings = resolve_settings(settings_layers(flatten(config), where, cli_layers))
+    settings = resolve_settings(settings_layers(flatten(config), where, cli_layers, below_job))
     return JobSpec(
         name=name,
         source=source,
         sink=sink,
         primary_key=primary_key,
         upsert_key=upsert_key,
-        checkpoint=_path(top.get("checkpoint", f"{default_table}-checkpoint"), f"{where}: checkpoint", base),
+        checkpoint=_path(
+            top.get("checkpoint", f"{default_table}-checkpoint"), f"{where}: checkpoint", outputs
+        ),
         settings=settings,
         materialize=materialize,
         spark=_spark(top.get("spark", {}), f"{where}: spark"),
@@ -302,11 +336,18 @@ def job_from_document(
     )
 
 
-def load_job(path: Path, cli_layers: Sequence[Layer] = ()) -> JobSpec:
-    """Load and resolve the job file at ``path``; ``cli_layers`` are the command line's layers."""
+def load_job(path: Path, cli_layers: Sequence[Layer] = (), output_base: Path | None = None) -> JobSpec:
+    """Load and resolve the job file at ``path``; ``cli_layers`` are the command line's layers.
+
+    The source is relative to the job file, the outputs (sink file, checkpoint) to
+    ``output_base`` (default: the working directory)."""
     data = read_job_document(path)
     return job_from_document(
-        data, base=path.resolve().parent, where=f"job file {path}", cli_layers=cli_layers
+        data,
+        base=path.resolve().parent,
+        where=f"job file {path}",
+        cli_layers=cli_layers,
+        output_base=Path.cwd() if output_base is None else output_base,
     )
 
 
@@ -322,7 +363,7 @@ def with_overrides(
     """``job`` with command-line overrides (relative paths are relative to the working directory)."""
     cwd = Path.cwd()
     if sink_url is not None:
-        job = replace(job, sink=replace(job.sink, url=_sink_url(sink_url, "--sink", cwd)))
+        job = replace(job, sink=replace(job.sink, url=_sink_url(sink_url, "--sink", cwd), internal=False))
     if table is not None:
         job = replace(job, sink=replace(job.sink, table=_identifier(table, "--table")))
     if checkpoint is not None:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..impls.settings import Settings
+from ..spark.sinkurl import is_postgresql, sqlite_path
 
 
 class SourceFormat(enum.Enum):
@@ -73,27 +74,32 @@ class SourceSpec:
         return ", ".join(fields)
 
 
+INTERNAL_URL = "internal:"
+"""The sink URL of a ``sink: {internal: true}`` job until the client gives it its database."""
+
+
 @dataclass(frozen=True)
 class SinkSpec:
-    """An upsert sink: a database URL (SQLite path, ``sqlite:///…`` or ``postgresql://…``) and a table."""
+    """An upsert sink: a database URL (SQLite path, ``sqlite:///…`` or ``postgresql://…``) and a table.
+
+    ``internal``: the result is kept inside the client (an embedded SQLite database in its
+    session directory, or under the gateway's data root) instead of a user's database.
+    """
 
     url: str
     table: str
+    internal: bool = False
 
     @property
     def is_postgresql(self) -> bool:
         """True for ``postgresql://`` and ``postgres://`` URLs."""
-        return self.url.startswith(("postgresql://", "postgres://"))
+        return is_postgresql(self.url)
 
     def sqlite_path(self) -> Path:
-        """The SQLite database file of a non-PostgreSQL URL (``sqlite:///a.db`` or a plain path)."""
-        if self.is_postgresql:
-            raise ValueError(f"not a SQLite sink: {self.url}")
-        url = self.url
-        for prefix in ("sqlite:///", "sqlite://"):
-            if url.startswith(prefix):
-                return Path(url[len(prefix) :])
-        return Path(url)
+        """The SQLite database file of a non-PostgreSQL URL (:mod:`upsertmat.spark.sinkurl`)."""
+        if self.url == INTERNAL_URL:
+            raise ValueError("the internal sink has no database until a client runs the job")
+        return sqlite_path(self.url)
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib.util
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from ..errors import CliError, ExitCode
@@ -29,8 +30,12 @@ def require_pyspark() -> None:
         raise CliError(INSTALL_HINT, ExitCode.USAGE)
 
 
-def pipeline_config(job: JobSpec) -> PipelineConfig:
-    """The pipeline configuration of a job (available-now: process what is there, then stop)."""
+def pipeline_config(
+    job: JobSpec, *, follow: str | None = None, changelog: bool = False, query_name: str | None = None
+) -> PipelineConfig:
+    """The pipeline configuration of a job: available-now (process what is there, then stop), or
+    with ``follow`` (a trigger interval such as ``"1 second"``) a continuous query taking new
+    files as they appear. ``changelog``: the sink records each batch's table changes."""
     from ..spark.config import PipelineConfig
 
     source = job.source
@@ -55,10 +60,13 @@ def pipeline_config(job: JobSpec) -> PipelineConfig:
         threshold_high=job.settings.threshold_high,
         threshold_low=job.settings.threshold_low,
         ttl=job.settings.ttl,
-        available_now=True,
+        available_now=follow is None,
+        trigger_interval=follow or "1 second",
         shuffle_partitions=job.spark.shuffle_partitions,
         key_buckets=job.spark.key_buckets,
         master=job.spark.master,
+        changelog=changelog,
+        query_name=query_name,
     )
 
 
@@ -98,13 +106,53 @@ def printer(prefix: str, stream: TextIO) -> Callable[[BatchProgress], None]:
     return report
 
 
-def run_job(job: JobSpec, progress: Callable[[BatchProgress], None] | None = None) -> PipelineResult:
-    """Run the job to the end of the available input; ``progress`` sees every micro-batch."""
+def start_spark(job: JobSpec) -> None:
+    """Start (or reuse) the Spark session of ``job``'s master. A JVM that does not start is a
+    CliError naming the cause and Spark's log (exit 2; 4 when the log cannot be written)."""
     require_pyspark()
     # Imported here: these modules import PySpark, which loading and compiling jobs must not need.
-    from ..spark.pipeline import run_pipeline
-    from ..spark.session import build_session
+    from ..spark.session import SparkStartError, build_session
 
-    # The job's master: the pipeline reuses the running session (getOrCreate) if there is one.
-    build_session(master=job.spark.master, shuffle_partitions=job.spark.shuffle_partitions, ui=job.spark.ui)
-    return run_pipeline(pipeline_config(job).with_progress(progress))
+    try:
+        build_session(
+            master=job.spark.master, shuffle_partitions=job.spark.shuffle_partitions, ui=job.spark.ui
+        )
+    except SparkStartError as error:
+        raise CliError(str(error), ExitCode.USAGE if error.usage else ExitCode.IO) from None
+
+
+def run_job(
+    job: JobSpec,
+    progress: Callable[[BatchProgress], None] | None = None,
+    *,
+    stop: Callable[[], bool] | None = None,
+    follow: str | None = None,
+    changelog: bool = False,
+    until_idle: float | None = None,
+) -> PipelineResult:
+    """Run the job to the end of the available input (or, with ``follow``, until ``stop()`` or
+    ``until_idle`` seconds without a batch); ``progress`` sees every micro-batch; ``stop()`` true
+    stops at a micro-batch boundary."""
+    start_spark(job)
+    from ..spark.pipeline import run_pipeline
+
+    # The job's master: the pipeline reuses the running session (getOrCreate).
+    config = pipeline_config(job, follow=follow, changelog=changelog).with_progress(progress)
+    return run_pipeline(config, stop=stop, idle_seconds=until_idle)
+
+
+def committed_batches(checkpoint: Path) -> int:
+    """How many micro-batches Spark's commit log in ``checkpoint`` holds (0: a new checkpoint)."""
+    commits = checkpoint / "commits"
+    if not commits.is_dir():
+        return 0
+    return sum(1 for entry in commits.iterdir() if entry.name.isdigit())
+
+
+def source_files(path: Path) -> int:
+    """Visible files in the source directory (Spark ignores names starting with ``.`` or ``_``)."""
+    if path.is_file():
+        return 1
+    if not path.is_dir():
+        return 0
+    return sum(1 for entry in path.iterdir() if entry.is_file() and not entry.name.startswith((".", "_")))

@@ -18,7 +18,7 @@ from typing import Any
 
 from ..impls.config import STRATEGY, TTL
 from ..jobs.loader import Layer, job_from_document
-from ..jobs.model import JobSpec
+from ..jobs.model import INTERNAL_URL, JobSpec
 from .model import MATERIALIZER, MATERIALIZER_STATE, SINK, SOURCE, Node, Plan, PlanError, StateEntry
 
 
@@ -51,7 +51,10 @@ def compile_job(job: JobSpec) -> Plan:
                 },
             )
         )
-    url = job.sink.url if job.sink.is_postgresql else str(job.sink.sqlite_path().resolve())
+    if job.sink.internal:
+        url = INTERNAL_URL  # the client that runs the plan gives it its database
+    else:
+        url = job.sink.url if job.sink.is_postgresql else str(job.sink.sqlite_path().resolve())
     nodes.append(
         Node(
             id=len(nodes) + 1,
@@ -80,7 +83,16 @@ def _required(node: Node, type_: str) -> Node:
     return node
 
 
-def job_of_plan(plan: Plan, base: Path, where: str, cli_layers: Sequence[Layer] = ()) -> JobSpec:
+def job_of_plan(
+    plan: Plan,
+    base: Path,
+    where: str,
+    cli_layers: Sequence[Layer] = (),
+    *,
+    output_base: Path | None = None,
+    internal_url: str | None = None,
+    below_job: Sequence[Layer] = (),
+) -> JobSpec:
     """The job a validated plan describes; ``base`` resolves relative paths (the plan's folder)."""
     source = _required(plan.nodes[0], SOURCE)
     sink = _required(plan.nodes[-1], SINK)
@@ -111,11 +123,21 @@ def job_of_plan(plan: Plan, base: Path, where: str, cli_layers: Sequence[Layer] 
             "order-column": source.fields["order-column"],
         },
         "keys": keys,
-        "sink": {"url": sink.fields["url"], "table": sink.fields["table"]},
+        "sink": {"internal": True, "table": sink.fields["table"]}
+        if sink.fields["url"] == INTERNAL_URL
+        else {"url": sink.fields["url"], "table": sink.fields["table"]},
         "checkpoint": plan.checkpoint,
         "materialize": materializer is not None,
         "spark": plan.spark,
         "config": plan.configuration,
     }
     # The plan's configuration is the job layer; the node's own fields sit above it, the command line on top.
-    return job_from_document(document, base=base, where=where, cli_layers=[*layers, *cli_layers])
+    return job_from_document(
+        document,
+        base=base,
+        where=where,
+        cli_layers=[*layers, *cli_layers],
+        output_base=output_base,
+        internal_url=internal_url,
+        below_job=below_job,
+    )

@@ -91,6 +91,8 @@ class PipelineConfig:
     pipeline starts its session on when it starts one (``local[2]``, ``spark://host:7077``...;
     the checkpoint, source and sink must then be reachable from every executor);
     ``spark_conf``: more Spark settings for that session (e.g. ``spark.executor.memory``).
+    ``changelog``: the sink also records each committed batch's table changes (``+I -U +U -D``,
+    read with :mod:`upsertmat.spark.results`); ``query_name``: Spark's name of the query.
     """
 
     source_path: Path
@@ -122,6 +124,10 @@ class PipelineConfig:
     watermark_delay: str = "0 seconds"
     master: str = "local[2]"
     spark_conf: dict[str, str] = field(default_factory=dict)
+    # The sink records every committed batch's table changes (upsertmat.spark.results reads them).
+    changelog: bool = False
+    # Spark's name of the query (unique among a session's active queries); default upsertmat_<table>.
+    query_name: str | None = None
     progress: Callable[[BatchProgress], None] | None = field(default=None, compare=False)
 
     def to_json(self) -> str:

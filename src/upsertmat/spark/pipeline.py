@@ -12,7 +12,6 @@ recognised by its id and skipped in the sink, so the table sees every batch exac
 from __future__ import annotations
 
 import json
-import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -23,6 +22,7 @@ from typing import Any
 import msgpack
 from pyspark.sql import DataFrame, SparkSession, functions
 
+from ..impls.config import parse_duration_ms
 from ..impls.settings import Backend, Settings, TimeDomain
 from ..spec import Keys
 from ..spec.changes import Row
@@ -41,6 +41,22 @@ from .sink import Column, SinkFailure, UpsertSink, open_sink
 from .sources import read_changelog
 
 BUCKET = "_upsertmat_bucket"
+# A continuous query runs with a zero processing-time trigger, so that a batch starts as soon as
+# the previous one ends while files wait (a processing-time trigger of N ms would start it at
+# the next multiple of N: half an interval lost per batch on average once batches take longer
+# than N); with nothing new, Spark sleeps this delay before listing the source again (read when
+# a query starts). So `trigger_interval` is how often an idle query looks for new files.
+POLLING_DELAY_CONF = "spark.sql.streaming.pollingDelay"
+
+
+def interval_ms(text: str) -> int:
+    """Milliseconds of a Spark interval such as ``"1 second"`` or ``"500 milliseconds"``."""
+    try:
+        return max(1, parse_duration_ms(text))
+    except ValueError as error:
+        raise PipelineConfigError(f"trigger_interval: {error}") from None
+
+
 Change = tuple[int, str, Row]  # (arrival, op, row) as the sink receives it
 Decoder = Callable[[Any], list[Change]]
 
@@ -192,41 +208,99 @@ def checkpoint_query_id(checkpoint_dir: Path) -> str:
     return str(metadata["id"])
 
 
-def run_pipeline(config: PipelineConfig, spark: SparkSession | None = None) -> PipelineResult:
-    """Run the pipeline ``config`` describes until the input is drained (``available_now``) or
-    ``timeout_seconds`` pass; report each micro-batch to ``config.progress``.
+def run_pipeline(
+    config: PipelineConfig,
+    spark: SparkSession | None = None,
+    stop: Callable[[], bool] | None = None,
+    idle_seconds: float | None = None,
+) -> PipelineResult:
+    """Run the pipeline ``config`` describes until the input is drained (``available_now``),
+    ``timeout_seconds`` pass, ``stop()`` turns true (polled a few times a second; the query
+    then stops at a micro-batch boundary, see :meth:`PipelineRun.stop`), or no batch has run
+    for ``idle_seconds`` (:meth:`PipelineRun.idle`); report each micro-batch to ``config.progress``.
 
     ``spark``: an existing session (the tests share one); by default one is built with
     :func:`~.session.build_session`. Raises PipelineConfigError for a bad config (before
     starting anything), SinkError for sink problems, and Spark's StreamingQueryException when
     the query fails (the sink keeps every batch committed before the failure).
     """
+    return start_pipeline(config, spark).wait(stop, idle_seconds=idle_seconds)
+
+
+def start_pipeline(config: PipelineConfig, spark: SparkSession | None = None) -> PipelineRun:
+    """Start the query ``config`` describes and return at once (:meth:`PipelineRun.wait` waits)."""
     if spark is None:
         spark = build_session(
             master=config.master, shuffle_partitions=config.shuffle_partitions, conf=config.spark_conf
         )
     else:
         spark.conf.set("spark.sql.shuffle.partitions", str(config.shuffle_partitions))
+    if not config.available_now:
+        spark.conf.set(POLLING_DELAY_CONF, f"{interval_ms(config.trigger_interval)}ms")
     source = read_changelog(spark, config)
     layout = resolve_layout(config, column_types(source))
     frame, decode, _time_mode = build_query_frame(config, source, layout)
-    sink = open_sink(config.sink_url, config.table, layout.sink_columns, layout.keys.pk)
-    batches: list[BatchProgress] = []
-    started = time.monotonic()
-    query_ids: list[str] = []
-    failures: list[SinkFailure] = []  # raised inside Spark's foreachBatch: reported as they are
+    sink = open_sink(
+        config.sink_url, config.table, layout.sink_columns, layout.keys.pk, changelog=config.changelog
+    )
+    try:
+        return PipelineRun(config, frame, decode, sink)
+    except BaseException:
+        sink.close()
+        raise
 
-    def apply(batch: DataFrame, batch_id: int) -> None:
+
+class PipelineRun:
+    """A started query: every micro-batch goes through :meth:`_apply` into the sink.
+
+    ``batches``: what the sink saw so far; ``in_batch``: True while a batch is inside the sink
+    step; ``last_batch_at``: monotonic time of the last batch (or of the start).
+    """
+
+    def __init__(self, config: PipelineConfig, frame: DataFrame, decode: Decoder, sink: UpsertSink) -> None:
+        self.config = config
+        self.sink = sink
+        self.decode = decode
+        self.batches: list[BatchProgress] = []
+        self.failures: list[SinkFailure] = []  # raised inside Spark's foreachBatch: reported as they are
+        self.query_ids: list[str] = []
+        self.started = self.last_batch_at = time.monotonic()
+        self.in_batch = False
+        self.stopped_early = False
+        writer = (
+            frame.writeStream.foreachBatch(self._apply)
+            .option("checkpointLocation", str(config.checkpoint_dir))
+            .queryName(config.query_name or f"upsertmat_{config.table}")
+        )
+        writer = (
+            writer.trigger(availableNow=True)
+            if config.available_now
+            else writer.trigger(processingTime="0 seconds")  # the interval is POLLING_DELAY_CONF
+        )
+        self.query = writer.start()
+
+    def _apply(self, batch: DataFrame, batch_id: int) -> None:
+        self.in_batch = True
+        try:
+            self._apply_batch(batch, batch_id)
+        finally:
+            self.in_batch = False
+            self.last_batch_at = time.monotonic()
+
+    def _apply_batch(self, batch: DataFrame, batch_id: int) -> None:
+        config = self.config
         begin = time.monotonic()
-        if not query_ids:
-            query_ids.append(checkpoint_query_id(config.checkpoint_dir))
-        changes = decode(batch.toArrow())
+        if not self.query_ids:
+            self.query_ids.append(checkpoint_query_id(config.checkpoint_dir))
+        changes = self.decode(batch.toArrow())
         changes.sort(key=itemgetter(0))
         written = time.monotonic()
         try:
-            outcome = sink.apply_batch(query_ids[0], batch_id, [(op, row) for _, op, row in changes])
+            outcome = self.sink.apply_batch(
+                self.query_ids[0], batch_id, [(op, row) for _, op, row in changes]
+            )
         except SinkFailure as failure:
-            failures.append(failure)
+            self.failures.append(failure)
             raise
         end = time.monotonic()
         progress = BatchProgress(
@@ -236,43 +310,74 @@ def run_pipeline(config: PipelineConfig, spark: SparkSession | None = None) -> P
             deletes=outcome.deletes,
             skipped=outcome.skipped,
             sink_seconds=end - begin,
-            elapsed_seconds=end - started,
+            elapsed_seconds=end - self.started,
             write_seconds=end - written,
         )
-        batches.append(progress)
+        self.batches.append(progress)
         if config.progress is not None:
             config.progress(progress)
 
-    writer = (
-        frame.writeStream.foreachBatch(apply)
-        .option("checkpointLocation", str(config.checkpoint_dir))
-        .queryName(f"upsertmat_{config.table}")
-    )
-    writer = (
-        writer.trigger(availableNow=True)
-        if config.available_now
-        else writer.trigger(processingTime=config.trigger_interval)
-    )
-    try:
-        query = writer.start()
+    def stop(self, grace_seconds: float = 60.0) -> None:
+        """Stop at a micro-batch boundary: wait (up to ``grace_seconds``) until no trigger is
+        running, then stop the query. A batch still running after the grace time is interrupted;
+        the sink did not commit it (or committed it whole, with its id), so the next run on the
+        checkpoint runs it again and applies it exactly once."""
+        deadline = time.monotonic() + grace_seconds
+        while self.query.isActive and time.monotonic() < deadline:
+            try:
+                if not self.in_batch and not self.query.status.get("isTriggerActive", False):
+                    break
+            except Exception:  # the query ended while we asked
+                break
+            time.sleep(0.05)
+        if self.query.isActive:
+            self.query.stop()
+
+    def idle(self) -> float:
+        """Seconds since the last batch ended, while no batch runs (0 while one does: a long
+        first batch is not idleness). O(1) plus one status call."""
         try:
-            if config.timeout_seconds is None:
-                query.awaitTermination()
-            else:
-                query.awaitTermination(max(1, math.ceil(config.timeout_seconds)))
-        except Exception:
-            if failures:  # the sink failed: its own message, not Spark's wrapped traceback
-                raise failures[-1] from None
-            raise
+            active = self.in_batch or bool(self.query.status.get("isTriggerActive", False))
+        except Exception:  # the query ended while we asked
+            return 0.0
+        return 0.0 if active else time.monotonic() - self.last_batch_at
+
+    def wait(
+        self, stop: Callable[[], bool] | None = None, poll: float = 0.25, idle_seconds: float | None = None
+    ) -> PipelineResult:
+        """Wait for the query to end (input drained, timeout, ``stop()`` true or idle for
+        ``idle_seconds``: then :meth:`stop`), close the sink and return what it did."""
+        config = self.config
+        query = self.query
+        try:
+            try:
+                while True:
+                    if query.awaitTermination(poll):  # type: ignore[arg-type]  # seconds; a float works
+                        break
+                    timed_out = (
+                        config.timeout_seconds is not None
+                        and time.monotonic() - self.started >= config.timeout_seconds
+                    )
+                    idle = idle_seconds is not None and self.idle() >= idle_seconds
+                    if timed_out or idle or (stop is not None and stop()):
+                        self.stopped_early = not (timed_out or idle)
+                        self.stop()
+                        break
+            except Exception:
+                if self.failures:  # the sink failed: its own message, not Spark's wrapped traceback
+                    raise self.failures[-1] from None
+                raise
+            finally:
+                if query.isActive:
+                    query.stop()
+            reports = query.recentProgress
+            input_rows = sum(int(report.get("numInputRows", 0)) for report in reports)
+            timings = tuple(batch_timing(report) for report in reports if int(report.get("numInputRows", 0)))
+            return PipelineResult(
+                tuple(self.batches), input_rows, time.monotonic() - self.started, str(query.id), timings
+            )
         finally:
-            if query.isActive:
-                query.stop()
-        reports = query.recentProgress
-        input_rows = sum(int(report.get("numInputRows", 0)) for report in reports)
-        timings = tuple(batch_timing(report) for report in reports if int(report.get("numInputRows", 0)))
-        return PipelineResult(tuple(batches), input_rows, time.monotonic() - started, str(query.id), timings)
-    finally:
-        sink.close()
+            self.sink.close()
 
 
 def batch_timing(report: Any) -> BatchTiming:

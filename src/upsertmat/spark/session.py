@@ -59,6 +59,34 @@ LOG_ENV = "UPSERTMAT_SPARK_LOG"
 _started_log: list[Path] = []  # the log file of the JVM this process started (at most one)
 
 
+class SparkStartError(RuntimeError):
+    """The JVM did not start (no Java, a stale ``JAVA_HOME``, an unwritable log): the message names
+    the cause as the log shows it and the log's path; ``usage`` is False for an I/O failure."""
+
+    def __init__(self, message: str, log: Path | None, usage: bool = True) -> None:
+        super().__init__(message)
+        self.log = log
+        self.usage = usage
+
+
+def _cause_in_log(log_file: Path) -> str:
+    """The last meaningful line the JVM's launcher wrote to ``log_file`` (e.g. ``/nonexistent/bin/java:
+    No such file or directory``), or a hint when it wrote none."""
+    try:
+        lines = log_file.read_text(encoding="utf-8", errors="replace").splitlines()[-40:]
+    except OSError:
+        lines = []
+    meaningful = [line.strip() for line in lines if line.strip() and not line.startswith((" ", "\t"))]
+    for line in reversed(meaningful):
+        if any(word in line for word in ("Error", "error", "No such file", "not found", "denied", "JAVA")):
+            return line
+    return (
+        meaningful[-1]
+        if meaningful
+        else "the Java gateway exited before it answered (is Java 17+ installed?)"
+    )
+
+
 def session_conf(shuffle_partitions: int = 2) -> dict[str, str]:
     """The Spark configuration the pipeline needs (a fresh dict; add to it freely)."""
     return {
@@ -196,9 +224,29 @@ def _start_jvm(master: str, app_name: str, settings: Mapping[str, str], log_file
     spark_conf = SparkConf().setMaster(master).setAppName(app_name)
     for key, value in settings.items():
         spark_conf.set(key, value)
-    log_file.parent.mkdir(parents=True, exist_ok=True)
-    with log_file.open("ab") as log:
+    try:
+        log_file.parent.mkdir(parents=True, exist_ok=True)
+        log = log_file.open("ab")
+    except OSError as error:
+        raise SparkStartError(
+            f"cannot write Spark's log {log_file}: {error.strerror} (set {LOG_ENV} to another file)",
+            None,
+            usage=False,
+        ) from None
+    with log:
         # The child keeps its own copies of the descriptor; ours is closed on leaving the block.
-        gateway = launch_gateway(spark_conf, popen_kwargs={"stdout": log, "stderr": log})  # type: ignore[no-untyped-call]
+        # Its own session: a Ctrl-C in the terminal reaches only this process, which stops the
+        # query at a batch boundary, instead of also killing the JVM and its Python workers
+        # mid-batch (pyspark ignores SIGINT in the JVM, but the workers it forks restore it).
+        popen = {"stdout": log, "stderr": log, "start_new_session": True}
+        try:
+            gateway = launch_gateway(spark_conf, popen_kwargs=popen)  # type: ignore[no-untyped-call]
+        except Exception as error:  # PySparkRuntimeError [JAVA_GATEWAY_EXITED], or an OSError
+            log.flush()
+            cause = _cause_in_log(log_file)
+            raise SparkStartError(
+                f"Spark did not start: {cause} (check JAVA_HOME and Java 17+; Spark's log: {log_file})",
+                log_file,
+            ) from error
     SparkContext(conf=spark_conf, gateway=gateway)
     _started_log[:] = [log_file]

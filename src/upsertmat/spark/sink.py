@@ -22,9 +22,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import msgpack
+
 from ..spec.changes import Row
+from .sinkurl import SinkUrlError, is_postgresql, sqlite_path
 
 BATCHES_TABLE = "_upsertmat_batches"
+CHANGES_TABLE = "_upsertmat_changes"
+"""The committed table changes of sinks opened with ``changelog=True``, in chunks: ``(sink_table,
+first_pos, batch_id, count, changes)`` where ``changes`` is a msgpack array of ``[op, row]``
+pairs (values exact: integers, floats with NaN and -0.0, booleans, text, null) at positions
+``first_pos .. first_pos + count - 1``; positions count 1, 2, ... per table. A chunk holds at
+most :data:`CHANGES_PER_CHUNK` changes of one batch: one row per chunk instead of one per change
+makes recording a 20,000-key batch about 3x cheaper."""
+CHANGES_PER_CHUNK = 1000
 SQL_TYPES = {
     "bigint": "BIGINT",
     "int": "BIGINT",
@@ -87,8 +98,11 @@ class UpsertSink(ABC):
     """A table keyed by ``pk`` (column indexes into ``columns``) plus the batch bookkeeping."""
 
     paramstyle = "?"
+    blob_type = "BLOB"
 
-    def __init__(self, table: str, columns: Sequence[Column], pk: Sequence[int]) -> None:
+    def __init__(
+        self, table: str, columns: Sequence[Column], pk: Sequence[int], *, changelog: bool = False
+    ) -> None:
         if not pk:
             raise SinkError("the sink table needs a primary key")
         self.table = table
@@ -116,6 +130,78 @@ class UpsertSink(ABC):
         mark = self.paramstyle
         self.seen_sql = f"SELECT 1 FROM {BATCHES_TABLE} WHERE query_id = {mark} AND batch_id = {mark}"
         self.mark_sql = f"INSERT INTO {BATCHES_TABLE} VALUES ({', '.join([self.paramstyle] * 4)})"
+        self.changelog = changelog
+        if changelog:
+            self.create_sql.append(
+                f"CREATE TABLE IF NOT EXISTS {CHANGES_TABLE} (sink_table TEXT NOT NULL, "
+                "first_pos BIGINT NOT NULL, batch_id BIGINT NOT NULL, count BIGINT NOT NULL, "
+                f"changes {self.blob_type} NOT NULL, "
+                "PRIMARY KEY (sink_table, first_pos))"
+            )
+        self.last_pos_sql = (
+            f"SELECT max(first_pos + count - 1) FROM {CHANGES_TABLE} WHERE sink_table = {mark}"
+        )
+        self.change_sql = f"INSERT INTO {CHANGES_TABLE} VALUES ({', '.join([mark] * 5)})"
+
+    def record_changes(
+        self, cursor: Any, query_id: str, batch_id: int, upserts: list[Row], deletes: list[Row]
+    ) -> None:
+        """Inside the batch's transaction, before it writes: append the table changes the batch
+        makes to :data:`CHANGES_TABLE` (nothing unless opened with ``changelog=True``).
+
+        Per touched key, from its row before the batch (one primary-key lookup) to its row after:
+        absent -> row ``+I``; row -> a different row ``-U`` old, ``+U`` new; row -> absent ``-D``
+        old; unchanged: nothing. Deletes first, then upserts, each in the batch's key order.
+        O(touched keys) lookups.
+        """
+        if not self.changelog:
+            return
+        changes: list[tuple[str, Row]] = []
+        upsert_keys = [tuple(row[index] for index in self.pk) for row in upserts]
+        befores = self.rows_before(cursor, [tuple(key) for key in deletes] + upsert_keys)
+        for key in deletes:
+            before = befores.get(tuple(key))
+            if before is not None:
+                changes.append(("-D", before))
+        for key, row in zip(upsert_keys, upserts, strict=True):
+            before = befores.get(key)
+            if before is None:
+                changes.append(("+I", tuple(row)))
+            elif before != tuple(row):
+                changes += [("-U", before), ("+U", tuple(row))]
+        if not changes:
+            return
+        cursor.execute(self.last_pos_sql, (self.table,))
+        last = cursor.fetchone()
+        start = 1 + (int(last[0]) if last is not None and last[0] is not None else 0)
+        chunks = []
+        for offset in range(0, len(changes), CHANGES_PER_CHUNK):
+            part = changes[offset : offset + CHANGES_PER_CHUNK]
+            chunks.append((self.table, start + offset, batch_id, len(part), msgpack.packb(part)))
+        cursor.executemany(self.change_sql, chunks)
+
+    LOOKUP_CHUNK = 400  # keys per lookup statement (SQLite allows 32,766 parameters, PostgreSQL 65,535)
+
+    def rows_before(self, cursor: Any, keys: Sequence[Row]) -> dict[Row, Row]:
+        """The current rows of ``keys`` (primary-key tuples), by key, ``LOOKUP_CHUNK`` keys per
+        statement (a row-value ``IN (VALUES ...)``): on SQLite about half the time of one
+        statement per key (20,000 keys: 30-50 against 46-78 ms), on PostgreSQL one round trip
+        per 400 keys instead of one per key."""
+        width = len(self.pk)
+        names = ", ".join(quote(column.name) for column in self.columns)
+        key_names = ", ".join(quote(self.columns[index].name) for index in self.pk)
+        one = "(" + ", ".join([self.paramstyle] * width) + ")"
+        found: dict[Row, Row] = {}
+        for start in range(0, len(keys), self.LOOKUP_CHUNK):
+            chunk = keys[start : start + self.LOOKUP_CHUNK]
+            cursor.execute(
+                f"SELECT {names} FROM {quote(self.table)} WHERE ({key_names}) IN "
+                f"(VALUES {', '.join([one] * len(chunk))})",
+                [value for key in chunk for value in key],
+            )
+            for row in cursor.fetchall():
+                found[tuple(row[index] for index in self.pk)] = tuple(row)
+        return found
 
     errors: tuple[type[BaseException], ...] = ()
     """The database driver's error classes: what :meth:`apply_batch` reports as a SinkFailure."""
@@ -173,8 +259,10 @@ class SqliteSink(UpsertSink):
 
     errors = (sqlite3.Error,)
 
-    def __init__(self, path: Path, table: str, columns: Sequence[Column], pk: Sequence[int]) -> None:
-        super().__init__(table, columns, pk)
+    def __init__(
+        self, path: Path, table: str, columns: Sequence[Column], pk: Sequence[int], *, changelog: bool = False
+    ) -> None:
+        super().__init__(table, columns, pk, changelog=changelog)
         self.where = f"the SQLite sink {path}"
         self.create_sql[0] += " WITHOUT ROWID"
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -194,6 +282,7 @@ class SqliteSink(UpsertSink):
             if db.execute(self.seen_sql, (query_id, batch_id)).fetchone() is not None:
                 db.execute("ROLLBACK")
                 return BatchOutcome(0, 0, skipped=True)
+            self.record_changes(db.cursor(), query_id, batch_id, upserts, deletes)
             db.executemany(self.delete_sql, deletes)
             db.executemany(self.upsert_sql, upserts)
             db.execute(self.mark_sql, (query_id, batch_id, self.table, changes))
@@ -222,9 +311,12 @@ class PostgresSink(UpsertSink):
     """
 
     paramstyle = "%s"
+    blob_type = "BYTEA"
 
-    def __init__(self, url: str, table: str, columns: Sequence[Column], pk: Sequence[int]) -> None:
-        super().__init__(table, columns, pk)
+    def __init__(
+        self, url: str, table: str, columns: Sequence[Column], pk: Sequence[int], *, changelog: bool = False
+    ) -> None:
+        super().__init__(table, columns, pk, changelog=changelog)
         import psycopg
 
         self.errors = (psycopg.Error,)
@@ -242,6 +334,7 @@ class PostgresSink(UpsertSink):
             cursor.execute(self.seen_sql + " FOR UPDATE", (query_id, batch_id))
             if cursor.fetchone() is not None:
                 return BatchOutcome(0, 0, skipped=True)
+            self.record_changes(cursor, query_id, batch_id, upserts, deletes)
             if deletes:
                 cursor.executemany(self.delete_sql, deletes)
             if upserts:
@@ -269,15 +362,16 @@ def _without_password(url: str) -> str:
     return f"{scheme}{sep}{credentials.split(':', 1)[0]}:***@{host}"
 
 
-def open_sink(url: str, table: str, columns: Sequence[Column], pk: Sequence[int]) -> UpsertSink:
-    """The sink for ``url``: ``postgresql://...`` / ``postgres://...``, ``sqlite:///path`` or a file path."""
-    if url.startswith(("postgresql://", "postgres://")):
-        return PostgresSink(url, table, columns, pk)
-    if url.startswith("sqlite://"):
-        path = url.removeprefix("sqlite://")
-        if not path.startswith("/"):
-            raise SinkError(f"expected sqlite:///absolute/path or a plain path, got {url!r}")
-        return SqliteSink(Path(path), table, columns, pk)
-    if "://" in url:
-        raise SinkError(f"unsupported sink URL {url!r} (sqlite:///path, a file path, or postgresql://...)")
-    return SqliteSink(Path(url), table, columns, pk)
+def open_sink(
+    url: str, table: str, columns: Sequence[Column], pk: Sequence[int], *, changelog: bool = False
+) -> UpsertSink:
+    """The sink for ``url`` (:mod:`.sinkurl`: ``postgresql://...``, ``sqlite:///relative.db``,
+    ``sqlite:////absolute.db`` or a file path). ``changelog``: record every committed batch's
+    table changes in :data:`CHANGES_TABLE` (see :meth:`UpsertSink.apply_batch`)."""
+    if is_postgresql(url):
+        return PostgresSink(url, table, columns, pk, changelog=changelog)
+    try:
+        path = sqlite_path(url)
+    except SinkUrlError as error:
+        raise SinkError(str(error)) from None
+    return SqliteSink(path, table, columns, pk, changelog=changelog)

@@ -1,0 +1,302 @@
+"""Results without Spark: the sink's recorded changelog, snapshots, the gateway's registry rules,
+path confinement, the renderers, and the stop signals. Real SQLite files, real signals."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import signal
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from upsertmat.client.render import Tableau
+from upsertmat.client.results import ResultChange
+from upsertmat.gateway.confine import OutsideRoot, confine
+from upsertmat.gateway.registry import Registry
+from upsertmat.gateway.service import RequestError, _split_token, concise
+from upsertmat.gateway.settings import GatewaySettings, is_loopback
+from upsertmat.jobs.interrupt import StopSignals
+from upsertmat.spark.results import last_position, read_changes, read_snapshot
+from upsertmat.spark.sink import BATCHES_TABLE, CHANGES_TABLE, Column, open_sink
+from upsertmat.spark.sinkurl import SinkUrlError, resolve_sink_url, sqlite_path
+
+COLUMNS = (Column("id", "bigint"), Column("v", "string"), Column("x", "double"))
+
+
+def test_sink_records_each_batch_table_changes_in_its_transaction(tmp_path: Path) -> None:
+    url = str(tmp_path / "sink.db")
+    sink = open_sink(url, "t", COLUMNS, (0,), changelog=True)
+    assert read_snapshot(url, "t", ("id",)).batch_id is None
+    sink.apply_batch("q", 0, [("+I", (1, "a", 1.0)), ("+I", (2, "b", 2.0)), ("+I", (3, "c", 3.0))])
+    # batch 1: key 1 changes, key 2 is deleted, key 3 is rewritten unchanged, key 4 comes and goes
+    sink.apply_batch(
+        "q",
+        1,
+        [
+            ("+U", (1, "a2", 1.0)),
+            ("-D", (2, "b", 2.0)),
+            ("+U", (3, "c", 3.0)),
+            ("+I", (4, "d", 0.0)),
+            ("-D", (4, "d", 0.0)),
+        ],
+    )
+    assert sink.apply_batch("q", 1, [("+I", (9, "z", 9.0))]).skipped  # a re-run batch records nothing
+    changes = read_changes(url, "t", 0, 100)
+    assert [(c.pos, c.batch_id, c.op, c.row) for c in changes] == [
+        (1, 0, "+I", (1, "a", 1.0)),
+        (2, 0, "+I", (2, "b", 2.0)),
+        (3, 0, "+I", (3, "c", 3.0)),
+        (4, 1, "-D", (2, "b", 2.0)),
+        (5, 1, "-U", (1, "a", 1.0)),
+        (6, 1, "+U", (1, "a2", 1.0)),
+    ]
+    assert [c.pos for c in read_changes(url, "t", 2, 2)] == [3, 4]
+    assert [c.pos for c in read_changes(url, "t", 3, 100, upto=5)] == [4, 5]
+    snapshot = read_snapshot(url, "t", ("id",), limit=1)
+    assert (snapshot.batch_id, snapshot.total, snapshot.rows, snapshot.changes_pos) == (
+        1,
+        2,
+        ((1, "a2", 1.0),),
+        6,
+    )
+    assert snapshot.columns == ("id", "v", "x") and last_position(url, "t") == 6
+    sink.close()
+    with sqlite3.connect(url) as db:  # the changes sit beside the batch ids, in the same database
+        tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    assert {BATCHES_TABLE, CHANGES_TABLE, "t"} <= tables
+
+
+def test_a_sink_without_changelog_records_none_and_missing_databases_read_empty(tmp_path: Path) -> None:
+    url = str(tmp_path / "plain.db")
+    assert read_changes(url, "t", 0, 10) == [] and last_position(url, "t") == 0
+    assert not Path(url).exists()  # reading never creates the database
+    sink = open_sink(url, "t", COLUMNS, (0,))
+    sink.apply_batch("q", 0, [("+I", (1, "a", 1.0))])
+    sink.close()
+    assert read_changes(url, "t", 0, 10) == []
+    assert read_snapshot(url, "t", ("id",)).rows == ((1, "a", 1.0),)
+
+
+def test_sqlite_urls_follow_sqlalchemy(tmp_path: Path) -> None:
+    assert sqlite_path("sqlite:////abs/x.db") == Path("/abs/x.db")
+    assert sqlite_path("sqlite:///rel/x.db") == Path("rel/x.db")
+    assert sqlite_path("sqlite:///rel/x.db", tmp_path) == tmp_path / "rel/x.db"
+    assert resolve_sink_url("x.db", tmp_path) == str(tmp_path / "x.db")
+    assert resolve_sink_url("postgresql://u@h/db", tmp_path) == "postgresql://u@h/db"
+    for bad in ("sqlite://x.db", "sqlite:", "sqlite:///", "mysql://h/db", ""):
+        with pytest.raises(SinkUrlError):
+            sqlite_path(bad)
+
+
+def test_paths_are_confined_to_the_root_through_symlinks(tmp_path: Path) -> None:
+    root, outside = tmp_path / "root", tmp_path / "outside"
+    (root / "data").mkdir(parents=True)
+    outside.mkdir()
+    (root / "data" / "link").symlink_to(outside)
+    assert confine(root / "data" / "x", root, "p") == root / "data" / "x"
+    for path in (root / ".." / "outside", outside, root / "data" / "link", root / "data" / "link" / "x.db"):
+        with pytest.raises(OutsideRoot):
+            confine(path, root, "p")
+
+
+def test_changelog_cursors_keep_the_current_and_the_previous_page(tmp_path: Path) -> None:
+    registry = Registry(tmp_path)
+    cursor = registry.add_cursor("j-1", 0)
+    assert registry.cursor(cursor) == ("j-1", 0) and registry.cursor_page(cursor, 0) == (0, None)
+    registry.serve_page(cursor, 0, 5)
+    registry.serve_page(cursor, 1, 9)
+    assert registry.cursor(cursor) == ("j-1", 2)
+    assert registry.cursor_page(cursor, 1) == (5, 9)  # the previous page, for a retry
+    assert registry.cursor_page(cursor, 2) == (9, None)  # the current one
+    assert registry.cursor_page(cursor, 0) is None  # older pages are forgotten
+    assert registry.expire_cursors(before=0) == 0 and registry.expire_cursors(before=2e12) == 1
+    assert registry.cursor(cursor) is None
+    registry.close()
+
+
+def test_tokens_and_failures_are_named() -> None:
+    assert _split_token("c-abc.12", "c-") == ("c-abc", 12)
+    for token in ("c-abc", "t-abc.1", "c-abc.x", "c-abc.-1", "c-a." + "9" * 20):
+        with pytest.raises(RequestError) as refused:
+            _split_token(token, "c-")
+        assert refused.value.status == 400
+    wrapped = RuntimeError(
+        "[STREAM_FAILED] Query terminated with exception: org.apache.spark.SparkException: Job aborted.\n"
+        "  File \"x.py\", line 3\nKeyError: 'XX'\n\tat org.apache.spark.api.python...\n"
+    )
+    assert concise(wrapped) == "KeyError: 'XX'"
+    assert is_loopback("127.0.0.1") and is_loopback("::1") and not is_loopback("0.0.0.0")
+    assert not GatewaySettings(Path("r"), host="10.1.2.3").loopback
+
+
+def test_tableau_lines_are_exact(tmp_path: Path) -> None:
+    for format, expected in (
+        ("text", 'batch 3: +U [1, 1.0, true, null, "x"]\n'),
+        ("jsonl", json.dumps({"batch": 3, "pos": 7, "op": "+U", "row": [1, 1.0, True, None, "x"]}) + "\n"),
+    ):
+        stream = io.StringIO()
+        Tableau(stream, format).add_changes([ResultChange(7, 3, "+U", (1, 1.0, True, None, "x"))], 0.0)
+        assert stream.getvalue() == expected
+
+
+def test_signals_become_a_stop_request() -> None:
+    with StopSignals("test") as signals:
+        assert not signals()
+        os.kill(os.getpid(), signal.SIGTERM)
+        assert signals() and signals.exit_code == 143 and signals.name == "SIGTERM"
+    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+
+
+def test_submitted_yaml_refuses_aliases_and_deep_nesting() -> None:
+    from upsertmat.gateway.service import load_submitted
+
+    assert load_submitted("name: a\nkeys: {primary-key: [id]}\n") == {
+        "name": "a",
+        "keys": {"primary-key": ["id"]},
+    }
+    bomb = "a: &a [x, x]\nb: &b [*a, *a]\nc: [*b, *b]\n"
+    for text, words in ((bomb, "alias"), ("x: " + "[" * 40 + "]" * 40, "deeper"), ("x: [", "not valid YAML")):
+        with pytest.raises(RequestError) as refused:
+            load_submitted(text)
+        assert refused.value.status == 400 and words in refused.value.message
+
+
+def test_before_images_of_many_keys_with_a_composite_key(tmp_path: Path) -> None:
+    url = str(tmp_path / "wide.db")
+    columns = (Column("a", "bigint"), Column("b", "string"), Column("v", "bigint"))
+    sink = open_sink(url, "w", columns, (0, 1), changelog=True)
+    keys = [(number, f"k{number % 7}") for number in range(900)]  # more keys than one lookup statement
+    sink.apply_batch("q", 0, [("+I", (*key, 0)) for key in keys])
+    sink.apply_batch("q", 1, [("+U", (*key, 1 if number % 2 else 0)) for number, key in enumerate(keys)])
+    sink.close()
+    second = [(c.op, c.row) for c in read_changes(url, "w", 900, 10_000)]
+    odd = [key for number, key in enumerate(keys) if number % 2]
+    assert second == [change for key in odd for change in (("-U", (*key, 0)), ("+U", (*key, 1)))]
+
+
+def test_gateway_results_without_spark(tmp_path: Path) -> None:
+    """The service's result rules on a job whose sink a test writes (no query runs)."""
+    from upsertmat.gateway.service import Gateway
+
+    gateway = Gateway(GatewaySettings(tmp_path / "root", snapshot_seconds=60))
+    (gateway.root / "data" / "src").mkdir(parents=True)
+    session = gateway.open_session({"table.exec.state.ttl": "1 h"})
+    document = (
+        "name: r\nsource: {path: data/src, columns: [{id: long}, {v: string}]}\nkeys: {primary-key: [id]}\n"
+    )
+    record = gateway.registry.add_job(
+        session.id, "r", "job", document, {"session": session.properties}, "j-r"
+    )
+    job = gateway.resolve(record)
+    assert (
+        job.sink.url == str(gateway.root / "jobs" / "j-r" / "r.db") and job.settings.ttl.ttl_ms == 3_600_000
+    )
+    sink = open_sink(job.sink.url, "r", (Column("id", "bigint"), Column("v", "string")), (0,), changelog=True)
+    sink.apply_batch("q", 0, [("+I", (number, f"v{number}")) for number in range(5)])
+
+    first = gateway.table_page("j-r", None, 2)
+    assert (first["batch"], first["pages"], first["rows"]) == (0, 3, [[0, "v0"], [1, "v1"]])
+    sink.apply_batch("q", 1, [("-D", (0, "v0"))])
+    second = gateway.table_page("j-r", first["next_token"], None)
+    assert second["batch"] == 0 and second["rows"] == [[2, "v2"], [3, "v3"]]  # still batch 0's table
+    assert gateway.table_page("j-r", None, 10)["batch"] == 1
+
+    page = gateway.changelog_page("j-r", None, 4)
+    assert [change["pos"] for change in page["changes"]] == [1, 2, 3, 4] and not page["eos"]
+    again = gateway.changelog_page("j-r", page["token"], 100)  # the retry: the same page, whatever the size
+    assert again["changes"] == page["changes"]
+    rest = gateway.changelog_page("j-r", page["next_token"], 100)
+    assert [change["op"] for change in rest["changes"]] == ["+I", "-D"]
+    with pytest.raises(RequestError) as stale:
+        gateway.changelog_page("j-r", page["token"], 4)
+    assert stale.value.status == 410
+    gateway.registry.set_job("j-r", state="STOPPED")
+    end = gateway.changelog_page("j-r", rest["next_token"], 4)
+    assert end["eos"] and end["changes"] == [] and end["next_token"] is None
+    now = gateway.changelog_page("j-r", None, 4, start="now")
+    assert now["changes"] == [] and now["eos"]
+
+    gateway.registry.expire_snapshots(now=2e12)  # past every snapshot's expiry
+    with pytest.raises(RequestError) as expired:
+        gateway.table_page("j-r", first["next_token"], None)
+    assert expired.value.status == 410
+    sink.close()
+    gateway.registry.close()
+
+
+def test_changes_are_read_across_chunks(tmp_path: Path) -> None:
+    url = str(tmp_path / "chunks.db")
+    sink = open_sink(url, "c", (Column("id", "bigint"), Column("x", "double")), (0,), changelog=True)
+    sink.apply_batch("q", 0, [("+I", (number, float(number))) for number in range(2500)])  # 3 chunks
+    sink.apply_batch("q", 1, [("+I", (-1, float("nan"))), ("+I", (-2, -0.0))])
+    sink.close()
+    assert [c.pos for c in read_changes(url, "c", 995, 10)] == list(range(996, 1006))
+    assert [c.pos for c in read_changes(url, "c", 1998, 1000, upto=2001)] == [1999, 2000, 2001]
+    tail = read_changes(url, "c", 2500, 10)
+    assert [(c.pos, c.batch_id, c.row[0]) for c in tail] == [(2501, 1, -1), (2502, 1, -2)]
+    assert tail[0].row[1] != tail[0].row[1] and str(tail[1].row[1]) == "-0.0"  # NaN and -0.0 kept
+    assert last_position(url, "c") == 2502 and read_snapshot(url, "c", ("id",)).changes_pos == 2502
+
+
+def test_api_json_is_strict_and_keeps_non_finite_floats_as_strings() -> None:
+    from upsertmat.gateway.app import PortableJSON
+
+    plain = {"rows": [[1, 1.0, True, None]]}
+    assert json.loads(bytes(PortableJSON(plain).body)) == plain
+    body = json.loads(bytes(PortableJSON({"rows": [[float("nan"), float("inf"), -float("inf"), -0.0]]}).body))
+    assert body == {"rows": [["NaN", "Infinity", "-Infinity", -0.0]]}
+
+
+def test_gateway_resolves_a_compiled_plan_with_its_layers(tmp_path: Path) -> None:
+    from upsertmat.gateway.service import Gateway
+    from upsertmat.plan.codec import plan_to_json
+    from upsertmat.plan.compiler import compile_job
+
+    gateway = Gateway(GatewaySettings(tmp_path / "root", defaults={"table.exec.state.ttl": "5 s"}))
+    (gateway.root / "data" / "src").mkdir(parents=True)
+    document = (
+        "name: p\nsource: {path: data/src, columns: [{id: long}]}\nkeys: {primary-key: [id]}\n"
+        "sink: {internal: true}\n"
+    )
+    job_record = gateway.registry.add_job("s-x", "p", "job", document, {}, "j-job")
+    job = gateway.resolve(job_record)
+    assert job.settings.ttl.ttl_ms == 5000  # the service defaults
+    plan = json.dumps(plan_to_json(compile_job(job)))
+    layers = {
+        "session": {"table.exec.state.ttl": "1 h"},
+        "request": {"table.exec.sink.upsert-materialize-strategy.type": "MAP"},
+    }
+    planned = gateway.resolve(gateway.registry.add_job("s-x", "p", "plan", plan, layers, "j-plan"))
+    # the plan's own state TTL (compiled from 5 s) sits above the session; the request on top
+    assert planned.settings.ttl.ttl_ms == 5000 and planned.settings.strategy.value == "MAP"
+    assert planned.sink.internal and planned.sink.url == str(gateway.root / "jobs" / "j-plan" / "result.db")
+    gateway.registry.close()
+
+
+def test_sessions_are_bounded_configured_and_expire(tmp_path: Path) -> None:
+    from upsertmat.gateway.service import Gateway
+
+    gateway = Gateway(GatewaySettings(tmp_path / "root", max_sessions=1, session_idle_seconds=3600))
+    session = gateway.open_session({"table": {"exec": {"state": {"ttl": "1 h"}}}})  # nested keys flatten
+    assert session.properties == {"table.exec.state.ttl": "1 h"}
+    with pytest.raises(RequestError) as full:
+        gateway.open_session({})
+    assert full.value.status == 429
+    configured = gateway.configure_session(
+        session.id, {"table.exec.sink.upsert-materialize-strategy.type": "MAP"}
+    )
+    assert configured.properties["table.exec.sink.upsert-materialize-strategy.type"] == "MAP"
+    with pytest.raises(RequestError) as bad:
+        gateway.configure_session(session.id, {"table.exec.state.ttl": "5 parsecs"})
+    assert bad.value.status == 400 and "table.exec.state.ttl" in bad.value.message
+    gateway.expire()
+    assert gateway.session(session.id).id == session.id  # used just now
+    gateway.settings = GatewaySettings(tmp_path / "root", session_idle_seconds=0)
+    gateway.expire()
+    with pytest.raises(RequestError) as gone:
+        gateway.session(session.id)
+    assert gone.value.status == 404
+    gateway.registry.close()
