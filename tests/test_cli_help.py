@@ -28,6 +28,8 @@ def test_every_command_is_listed() -> None:
         "explain-plan",
         "execute-plan",
         "conformance",
+        "gateway",
+        "client",
     }
 
 
