@@ -190,7 +190,12 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     )
     parser.add_argument("--gateway", required=True, metavar="URL", help="e.g. http://127.0.0.1:8083")
     parser.add_argument("--token", help=f"the gateway's bearer token (or ${TOKEN_ENV})")
-    actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+    actions = parser.add_subparsers(
+        dest="action",
+        metavar="ACTION",
+        required=True,
+        help="what to ask the gateway (ACTION --help for its options)",
+    )
     submit = actions.add_parser("submit", help="submit a job file (YAML) or a compiled plan (.json)")
     submit.add_argument("file", type=Path, metavar="JOB", help="job file (YAML) or plan (JSON)")
     submit.add_argument("--session", help="submit in this session (default: a new one)")
