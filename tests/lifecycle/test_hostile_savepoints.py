@@ -142,3 +142,25 @@ def test_a_state_manifest_whose_run_starts_after_the_position_is_refused(taken: 
     result = upsertmat("savepoint", "--state-dir", state, "-o", tmp_path / "sp")
     refused(result, state / "manifest.json", "'run_start' (41) is beyond 'lines' (40)")
     assert not (tmp_path / "sp").exists()
+
+
+@pytest.mark.parametrize("backend", ["rocksdb", "lmdb"])
+def test_a_restore_refused_by_a_database_without_manifest_removes_nothing(
+    taken: Path, tmp_path: Path, backend: str
+) -> None:
+    """A directory whose database holds committed state but whose manifest is gone (lost, or a
+    restore killed between its database commit and its manifest) is refused, and the refusal
+    leaves the database as it found it: it may be all that is left of someone's state."""
+    target = tmp_path / "st"
+    first = upsertmat("restore", taken, "--state-dir", target, "--backend", backend, "--strategy", "MAP")
+    assert first.returncode == 0, first.stderr
+    manifest = (target / "manifest.json").read_bytes()
+    (target / "manifest.json").unlink()
+    for _ in range(2):
+        again = upsertmat("restore", taken, "--state-dir", target, "--backend", backend, "--strategy", "MAP")
+        refused(again, target, "manifest", "remove the directory")
+    (target / "manifest.json").write_bytes(manifest)  # the state is all there still
+    saved = upsertmat("savepoint", "--state-dir", target, "-o", tmp_path / "again")
+    assert saved.returncode == 0, saved.stderr
+    summaries = [json.loads(upsertmat("inspect", path).stdout) for path in (taken, tmp_path / "again")]
+    assert [(s["keys"], s["elements"]) for s in summaries] == [(40, 40)] * 2

@@ -267,6 +267,21 @@ def run_restore(args: argparse.Namespace) -> int:
         try:
             with _state_errors(materializer, args.state_dir, "run the same command again"):
                 session.attach(materializer)
+        except StateDirError as error:
+            # Refused before this restore wrote anything (a database holding committed state
+            # without a manifest): nothing here is ours to remove.
+            _close(materializer, "restore")
+            if type(error) is not StateDirError:
+                raise
+            raise StateDirError(
+                f"{error}. If a restore into {args.state_dir} was killed at its very end, remove the "
+                "directory and run the restore again"
+            ) from None
+        except BaseException:
+            _close(materializer, "restore")
+            raise
+        try:
+            with _state_errors(materializer, args.state_dir, "run the same command again"):
                 try:
                     restored = savepoint.load_into(
                         materializer, keys, ttl=settings.ttl, parallelism=args.parallelism, index=args.index
