@@ -20,7 +20,6 @@ import argparse
 import contextlib
 import fcntl
 import io
-import json
 import logging
 import os
 import select
@@ -69,6 +68,7 @@ from upsertmat.replay.jsonl import (
     format_dead_letter,
     parse_line,
 )
+from upsertmat.replay.misses import MissReporter
 from upsertmat.spec import Change, ConflictError, Keys, Materializer, parse_equalizer
 
 NAME = "replay"
@@ -206,6 +206,14 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     parser.add_argument(
         "-q", "--quiet", action="store_true", help="no warnings (retractions that match nothing)"
     )
+    parser.add_argument(
+        "--misses",
+        type=Path,
+        metavar="FILE",
+        help="write why each retraction matched no stored row, one JSON object per line (the closest "
+        "stored rows of its key and the columns that differ; docs/cli.md). The summary of them ends "
+        "the run on stderr either way",
+    )
     add_config_arguments(parser)
     parser.set_defaults(run=run)
 
@@ -302,6 +310,7 @@ class _Run:
         self.input_name = "-" if args.input == "-" else os.path.abspath(args.input)
         self.input_regular = False  # a regular file can be read twice; stdin and pipes cannot
         self.sink: IO[bytes] | None = None
+        self.reporter = _miss_reporter(args.misses)
         requested = args.checkpoint_every or settings.checkpoint_interval
         self.interval = None if session is None else session.checkpoint_interval(requested)
 
@@ -481,6 +490,7 @@ class _Run:
         self.session.commit(self._position(done=False), materializer, self.shape.arity)
 
     def _flush_outputs(self) -> None:
+        self.reporter.flush()
         if self.sink is not None:
             self.sink.flush()
         if self._dead_letter is not None:
@@ -536,7 +546,7 @@ class _Run:
                         if self.out_bytes is not None:
                             self.out_bytes += len(data)
                     elif materializer.retract_misses != misses:
-                        self._miss(number, change)
+                        self._miss(number, index, change, materializer)
                 elif item is not None:
                     if compacting:
                         self._watermark(materializer, item.time, index, number, raw, write, flush)
@@ -602,13 +612,11 @@ class _Run:
         for conflict in conflicts:
             self._skip(number, index, f"{conflict.describe()}; the current row is kept", raw)
 
-    def _miss(self, number: int, change: Change) -> None:
+    def _miss(self, number: int, index: int, change: Change, materializer: Materializer) -> None:
         self.counts.misses += 1
+        described = self.reporter.explain(materializer, number, index, change)
         if not self.args.quiet and self.counts.misses <= SHOWN_MESSAGES:  # per run
-            _say(
-                f"line {number}: warning: {change.kind.value} {_row_text(change)} matched no stored row "
-                "(rule 7: nothing emitted)"
-            )
+            _say(f"line {number}: warning: {described}")
 
     def _stopped(self, number: int, index: int, error: str) -> None:
         _say(f"line {number}: {error}")
@@ -647,17 +655,22 @@ class _Run:
         counts = self.counts
         if counts.skipped:
             _say(f"skipped {counts.skipped} bad line(s); they are in {self.dead_letter_path}")
-        if counts.misses > SHOWN_MESSAGES and not self.args.quiet:
-            _say(f"{counts.misses} retraction(s) matched no stored row in all")
+        if counts.misses and not self.args.quiet:
+            for line in self.reporter.lines():
+                _say(line)
 
     def close(self) -> None:
-        """Close the dead-letter file if one was opened."""
+        """Close the dead-letter file if one was opened, and the misses file."""
+        self.reporter.close()
         if self._dead_letter is not None:
             self._dead_letter.close()
 
 
-def _row_text(change: Change) -> str:
-    return json.dumps(list(change.row), ensure_ascii=False)
+def _miss_reporter(path: Path | None) -> MissReporter:
+    try:
+        return MissReporter(path)
+    except OSError as error:
+        raise CliError(f"cannot open --misses file {path}: {error.strerror}") from None
 
 
 def _open_input(name: str) -> IO[bytes]:

@@ -1,0 +1,184 @@
+"""Why a retraction matched nothing: the explanation of a rule-7 miss (docs/spec.md, rule 7).
+
+A miss emits nothing and changes nothing; its *explanation* is a diagnostic for the people who
+run the operator, not part of rules 1-11, and no implementation is required to give one. It is
+defined here, once, so that every front end (the library, ``upsertmat replay``, the Spark
+pipeline) explains a miss alike:
+
+- **candidates**: the stored rows of the retraction's context key that were read (an
+  implementation reads at most a bounded number of them, the newest first), ranked by fewest
+  differing upsert-key columns, then fewest differing columns, then newest first; the first
+  :data:`MAX_CANDIDATES` are kept, each with the columns that differ and both values.
+  Columns are compared type-exactly (their canonical encodings, section 4 of docs/spec.md), so
+  ``1`` and ``1.0`` differ. With a custom equalizer a listed column may be one the equalizer
+  ignores.
+- **cause**: ``differs`` when the key holds rows (none of which matches: the candidates show
+  which columns differ); when it holds none, ``expired`` if rows of the key were removed by TTL
+  expiry earlier in this process (the ADD most likely expired before its RETRACT), else
+  ``never_added`` (no ADD of it arrived on this sink key: it never arrived, or a sink-key
+  column of the ADD or the RETRACT was computed differently).
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .changes import Change, Row
+from .encoding import JsonValue, canonical
+from .keys import Keys
+
+MAX_CANDIDATES = 3
+"""How many of the closest stored rows an explanation keeps."""
+
+
+class MissCause(enum.Enum):
+    """Why a retraction matched nothing, as far as its own key's state tells."""
+
+    DIFFERS = "differs"
+    """The key holds rows, and none matches: see the candidates' differing columns."""
+    EXPIRED = "expired"
+    """The key holds no row, and rows of it expired by TTL: the ADD expired before its RETRACT."""
+    NEVER_ADDED = "never_added"
+    """The key holds no row and nothing of it expired: the ADD never arrived on this sink key."""
+
+
+@dataclass(frozen=True, slots=True)
+class ColumnDiff:
+    """One column in which a stored row and the retraction differ (a missing column reads null)."""
+
+    column: int
+    stored: JsonValue
+    retracted: JsonValue
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """A stored row of the retraction's key, and how it differs from the retraction.
+
+    ``from_last``: 0 is the key's last stored row (the row the sink shows), 1 the one before it,
+    and so on. ``key_diffs``: how many of ``diffs`` are upsert-key columns.
+    """
+
+    row: Row
+    from_last: int
+    diffs: tuple[ColumnDiff, ...]
+    key_diffs: int
+
+
+@dataclass(frozen=True, slots=True)
+class MissExplanation:
+    """The explanation of one miss.
+
+    ``rows_read``: stored rows of the key examined (visible ones; at most the implementation's
+    bound); ``truncated``: the key holds older rows that were not read. ``expired``: how many
+    expiry removals of the key's rows this process has seen (0 with TTL off).
+    """
+
+    change: Change
+    context: bytes
+    cause: MissCause
+    candidates: tuple[Candidate, ...]
+    rows_read: int
+    truncated: bool
+    expired: int
+
+    @property
+    def sink_key(self) -> Any:
+        """The context key as JSON values (the sink primary key's values)."""
+        return json.loads(self.context)
+
+    def describe(self) -> str:
+        """One line for people: the retraction, then :meth:`reason`."""
+        row = _json(list(self.change.row))
+        return f"{self.change.kind.value} {row} matched no stored row: {self.reason()}"
+
+    def reason(self) -> str:
+        """Why, in words: the key's state, or the closest stored row and the columns that differ."""
+        key = _json(self.sink_key)
+        if self.cause is MissCause.NEVER_ADDED:
+            return f"sink key {key} holds no row and none of it expired (its ADD never arrived on this key)"
+        if self.cause is MissCause.EXPIRED:
+            return (
+                f"sink key {key} holds no row; its rows expired by TTL (the ADD expired before its RETRACT)"
+            )
+        best = self.candidates[0]
+        where = (
+            "its last stored row" if best.from_last == 0 else f"stored row {best.from_last + 1} from the end"
+        )
+        shown = "; ".join(
+            f"column {d.column}: {_json(d.stored)} stored, {_json(d.retracted)} retracted" for d in best.diffs
+        )
+        more = ", more not read" if self.truncated else ""
+        return f"closest in sink key {key} is {where} ({self.rows_read} read{more}), differing in {shown}"
+
+    def to_json(self) -> dict[str, Any]:
+        """The explanation as JSON-ready data (the record ``replay --misses`` writes)."""
+        return {
+            "op": self.change.kind.value,
+            "row": list(self.change.row),
+            "key": self.sink_key,
+            "cause": self.cause.value,
+            "candidates": [
+                {
+                    "row": list(candidate.row),
+                    "from_last": candidate.from_last,
+                    "diffs": [
+                        {"column": d.column, "stored": d.stored, "retracted": d.retracted}
+                        for d in candidate.diffs
+                    ],
+                }
+                for candidate in self.candidates
+            ],
+            "rows_read": self.rows_read,
+            "truncated": self.truncated,
+            "expired": self.expired,
+        }
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
+def column_diffs(stored: Row, retracted: Row) -> tuple[ColumnDiff, ...]:
+    """The columns in which two rows differ, type-exactly, in column order. O(size of the rows)."""
+    diffs: list[ColumnDiff] = []
+    for column in range(max(len(stored), len(retracted))):
+        old = stored[column] if column < len(stored) else None
+        new = retracted[column] if column < len(retracted) else None
+        if column >= len(stored) or column >= len(retracted) or canonical([old]) != canonical([new]):
+            diffs.append(ColumnDiff(column, old, new))
+    return tuple(diffs)
+
+
+def explain_miss(
+    keys: Keys,
+    change: Change,
+    context: bytes,
+    rows: Sequence[Row],
+    *,
+    truncated: bool = False,
+    expired: int = 0,
+) -> MissExplanation:
+    """The explanation of ``change``, a retraction that matched none of ``rows``.
+
+    ``rows``: the visible stored rows of ``context`` that were read, oldest first (with
+    ``truncated``, the newest ones of a longer history); ``expired``: expiry removals of the
+    key's rows seen so far. O(len(rows) x row size).
+    """
+    if not rows:
+        cause = MissCause.EXPIRED if expired else MissCause.NEVER_ADDED
+        return MissExplanation(change, context, cause, (), 0, truncated, expired)
+    upsert = set(keys.upsert_key)
+    ranked: list[tuple[int, int, int, Candidate]] = []
+    for position, row in enumerate(rows):
+        diffs = column_diffs(row, change.row)
+        key_diffs = sum(diff.column in upsert for diff in diffs)
+        from_last = len(rows) - 1 - position
+        ranked.append((key_diffs, len(diffs), from_last, Candidate(row, from_last, diffs, key_diffs)))
+    ranked.sort(key=lambda entry: entry[:3])
+    candidates = tuple(entry[3] for entry in ranked[:MAX_CANDIDATES])
+    return MissExplanation(change, context, MissCause.DIFFERS, candidates, len(rows), truncated, expired)
