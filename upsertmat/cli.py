@@ -15,7 +15,7 @@ import traceback
 from collections.abc import Callable, Sequence
 
 from upsertmat import __version__
-from upsertmat.commands import bench, conformance, demo, plan, replay, run, savepoint
+from upsertmat.commands import bench, conformance, conformance_matrix, demo, plan, replay, run, savepoint
 from upsertmat.errors import CliError, ExitCode, StateDirError, exit_code_of
 
 SubcommandAdder = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], None]
@@ -29,6 +29,7 @@ SUBCOMMANDS: tuple[SubcommandAdder, ...] = (
     plan.add_explain_parser,
     plan.add_execute_parser,
     conformance.add_parser,
+    conformance_matrix.add_parser,
 )
 
 
