@@ -166,9 +166,13 @@ def prepare(row: Row, root: Path) -> None:
 
 def environment() -> dict[str, str]:
     """The environment of a row's run: this interpreter's scripts first on PATH, so ``python``
-    and ``upsertmat`` in the rows' commands are the ones of this installation."""
+    and ``upsertmat`` in the rows' commands are the ones of this installation, and the
+    installation's package imported, not the folder of a clone it runs in."""
     env = dict(os.environ)
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+    # A clone's upsertmat/ folder in the working directory must not shadow the installed package
+    # (``python -m`` puts the working directory first on sys.path otherwise).
+    env["PYTHONSAFEPATH"] = "1"
     return env
 
 
