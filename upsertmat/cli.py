@@ -15,12 +15,23 @@ import traceback
 from collections.abc import Callable, Sequence
 
 from upsertmat import __version__
-from upsertmat.commands import bench, conformance, conformance_matrix, demo, plan, replay, run, savepoint
+from upsertmat.commands import (
+    bench,
+    check_keys,
+    conformance,
+    conformance_matrix,
+    demo,
+    plan,
+    replay,
+    run,
+    savepoint,
+)
 from upsertmat.errors import CliError, ExitCode, StateDirError, exit_code_of
 
 SubcommandAdder = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], None]
 SUBCOMMANDS: tuple[SubcommandAdder, ...] = (
     replay.add_parser,
+    check_keys.add_parser,
     savepoint.add_parser,
     bench.add_parser,
     run.add_parser,
