@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .changes import Change, Row
+from .changes import Change, Row, RowKind
 from .encoding import JsonValue, canonical
 from .keys import Keys
 
@@ -43,7 +43,8 @@ class MissCause(enum.Enum):
     EXPIRED = "expired"
     """The key holds no row, and rows of it expired by TTL: the ADD expired before its RETRACT."""
     NEVER_ADDED = "never_added"
-    """The key holds no row and nothing of it expired: the ADD never arrived on this sink key."""
+    """The key holds no row and nothing of it expired: no ADD of it has arrived on this sink key
+    (lost, still to come, or sent with another sink key)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,7 +101,10 @@ class MissExplanation:
         """Why, in words: the key's state, or the closest stored row and the columns that differ."""
         key = _json(self.sink_key)
         if self.cause is MissCause.NEVER_ADDED:
-            return f"sink key {key} holds no row and none of it expired (its ADD never arrived on this key)"
+            return (
+                f"sink key {key} holds no row and none of it expired (no ADD of it has arrived on this "
+                "key: lost, still to come, or sent with another sink key)"
+            )
         if self.cause is MissCause.EXPIRED:
             return (
                 f"sink key {key} holds no row; its rows expired by TTL (the ADD expired before its RETRACT)"
@@ -112,8 +116,9 @@ class MissExplanation:
         shown = "; ".join(
             f"column {d.column}: {_json(d.stored)} stored, {_json(d.retracted)} retracted" for d in best.diffs
         )
+        read = f"{self.rows_read} row{'' if self.rows_read == 1 else 's'} read"
         more = ", more not read" if self.truncated else ""
-        return f"closest in sink key {key} is {where} ({self.rows_read} read{more}), differing in {shown}"
+        return f"closest in sink key {key} is {where} ({read}{more}), differing in {shown}"
 
     def to_json(self) -> dict[str, Any]:
         """The explanation as JSON-ready data (the record ``replay --misses`` writes)."""
@@ -126,6 +131,7 @@ class MissExplanation:
                 {
                     "row": list(candidate.row),
                     "from_last": candidate.from_last,
+                    "key_diffs": candidate.key_diffs,
                     "diffs": [
                         {"column": d.column, "stored": d.stored, "retracted": d.retracted}
                         for d in candidate.diffs
@@ -139,8 +145,49 @@ class MissExplanation:
         }
 
 
+def from_json(data: dict[str, Any]) -> MissExplanation:
+    """The explanation :meth:`MissExplanation.to_json` wrote (e.g. read back from a side table).
+    KeyError or ValueError for data of another shape."""
+    change = Change(RowKind.parse(data["op"]), tuple(data["row"]))
+    candidates = tuple(
+        Candidate(
+            tuple(item["row"]),
+            item["from_last"],
+            tuple(ColumnDiff(d["column"], d["stored"], d["retracted"]) for d in item["diffs"]),
+            item.get("key_diffs", 0),
+        )
+        for item in data["candidates"]
+    )
+    return MissExplanation(
+        change,
+        canonical(data["key"]),
+        MissCause(data["cause"]),
+        candidates,
+        data["rows_read"],
+        data["truncated"],
+        data["expired"],
+    )
+
+
 def _json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
+
+
+_PLAIN = (str, int, bool, type(None))
+
+
+def same_value(a: JsonValue, b: JsonValue) -> bool:
+    """Type-exact equality of two JSON values: equal canonical encodings (section 4 of
+    docs/spec.md). Strings, integers, booleans and null of one type compare directly (``==`` is
+    exact for them); floats by their shortest repr (``0.0`` and ``-0.0`` differ); anything else
+    (``1`` vs ``1.0``, arrays, objects) by its canonical encoding."""
+    kind = type(a)
+    if kind is type(b):
+        if kind in _PLAIN:
+            return a == b
+        if kind is float:
+            return repr(a) == repr(b)
+    return canonical([a]) == canonical([b])
 
 
 def column_diffs(stored: Row, retracted: Row) -> tuple[ColumnDiff, ...]:
@@ -149,7 +196,7 @@ def column_diffs(stored: Row, retracted: Row) -> tuple[ColumnDiff, ...]:
     for column in range(max(len(stored), len(retracted))):
         old = stored[column] if column < len(stored) else None
         new = retracted[column] if column < len(retracted) else None
-        if column >= len(stored) or column >= len(retracted) or canonical([old]) != canonical([new]):
+        if column >= len(stored) or column >= len(retracted) or not same_value(old, new):
             diffs.append(ColumnDiff(column, old, new))
     return tuple(diffs)
 

@@ -3,6 +3,7 @@ causes named, nothing on clean input, outputs unchanged, rollbacks and bounds.""
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
@@ -34,6 +35,7 @@ from upsertmat.spec import (
     update_after,
     update_before,
 )
+from upsertmat.spec.misses import from_json
 
 IMPLEMENTATIONS = implementation_names()
 ROWS = 2  # upsertmat.misses.max-rows in the differential test: long enough keys are truncated
@@ -353,7 +355,7 @@ def test_describe_and_to_json_say_the_same() -> None:
     keys = Keys(pk=(0,))
     explanation = explain_miss(keys, delete(1, "b", 2), keys.context_key((1,)), [(1, "a", 2), (1, "b", 3)])
     assert explanation.describe() == (
-        '-D [1, "b", 2] matched no stored row: closest in sink key [1] is its last stored row (2 read), '
+        '-D [1, "b", 2] matched no stored row: closest in sink key [1] is its last stored row (2 rows read), '
         "differing in column 2: 3 stored, 2 retracted"
     )
     data = explanation.to_json()
@@ -361,8 +363,10 @@ def test_describe_and_to_json_say_the_same() -> None:
     assert data["candidates"][0] == {
         "row": [1, "b", 3],
         "from_last": 0,
+        "key_diffs": 0,
         "diffs": [{"column": 2, "stored": 3, "retracted": 2}],
     }
+    assert from_json(json.loads(json.dumps(data))) == explanation
 
 
 def test_explanations_are_off_by_setting_and_configurable() -> None:

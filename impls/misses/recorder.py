@@ -12,6 +12,7 @@ a miss on a forgotten key then says ``never_added``).
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Callable
 
 from ...spec.misses import MissExplanation
 from .summary import MissSummary
@@ -39,6 +40,9 @@ class MissRecorder:
         self._folded = 0  # pending[:folded] are in the summary already
         self._summary = MissSummary()
         self._expired: OrderedDict[bytes, int] = OrderedDict()
+        self.fallback: Callable[[bytes], int] | None = None
+        """Where :meth:`expired` looks for a key not noted here (a driver that keeps expiry notes
+        beyond this object's life: the Spark processor's per-key state)."""
 
     def record(self, explanation: MissExplanation) -> None:
         """Keep one explanation (the newest). Amortised O(1)."""
@@ -81,5 +85,13 @@ class MissRecorder:
             expired.popitem(last=False)
 
     def expired(self, context: bytes) -> int:
-        """Expiry removals noted for ``context`` (0 if none, or forgotten)."""
-        return self._expired.get(context, 0)
+        """Expiry removals noted for ``context`` (0 if none, or forgotten); a key not noted here
+        is looked up in :attr:`fallback`, if set (only on a miss)."""
+        count = self._expired.get(context, 0)
+        if not count and self.fallback is not None:
+            return self.fallback(context)
+        return count
+
+    def noted(self) -> dict[bytes, int]:
+        """The expiry removals noted here, per key (for a driver to keep them)."""
+        return dict(self._expired)

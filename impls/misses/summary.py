@@ -181,8 +181,8 @@ class MissSummary:
             lines.append(f"  {expired:,} found their sink key empty because its rows expired by TTL")
         if never:
             lines.append(
-                f"  {never:,} found their sink key empty, nothing of it expired: the ADD never arrived "
-                "(or carried another sink key)"
+                f"  {never:,} found their sink key empty, nothing of it expired: no ADD had arrived "
+                "(lost, still to come, or sent with another sink key)"
             )
         ranked = sorted(self.columns.values(), key=lambda stats: (-stats.differed, stats.column))
         for stats in ranked[:SHOWN_COLUMNS]:

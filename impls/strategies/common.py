@@ -514,6 +514,12 @@ class StrategyBase(ABC):
         return [] if self._explainer is None else self._explainer.take()
 
     @property
+    def miss_recorder(self) -> MissRecorder | None:
+        """The :class:`~upsertmat.impls.misses.MissRecorder` of this materializer (None with
+        explanations off): for drivers that keep expiry notes across instances (Spark)."""
+        return self._explainer
+
+    @property
     def miss_summary(self) -> MissSummary:
         """Counters over every explained miss of this materializer (this process): per cause
         and per differing column, with hints (:class:`~upsertmat.impls.misses.MissSummary`)."""

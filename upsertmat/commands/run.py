@@ -92,6 +92,11 @@ def execute(job: JobSpec, quiet: bool, prefix: str) -> int:
         f"{result.seconds:.1f} s ({rate:,.0f} changes/s); "
         f"materializer {'on, ' + job.settings.strategy.value if job.materialize else 'off'}"
     )
+    names = job.source.column_names
+    for line in result.misses.lines(names):
+        print(f"{prefix}: {line}")
+    if result.misses.misses:
+        print(f"{prefix}: each miss is explained in table _upsertmat_misses of {job.sink.url}")
     announce_spark_log(quiet, prefix)
     return int(ExitCode.OK)
 

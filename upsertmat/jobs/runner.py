@@ -55,6 +55,7 @@ def pipeline_config(job: JobSpec) -> PipelineConfig:
         threshold_high=job.settings.threshold_high,
         threshold_low=job.settings.threshold_low,
         ttl=job.settings.ttl,
+        miss_rows=job.settings.miss_rows,
         available_now=True,
         shuffle_partitions=job.spark.shuffle_partitions,
         key_buckets=job.spark.key_buckets,
@@ -74,6 +75,9 @@ def batch_line(prefix: str, batch: BatchProgress) -> str:
         f"{batch.upserts:,} upserts, {batch.deletes:,} deletes; sink {batch.sink_seconds:.2f} s; "
         f"{batch.elapsed_seconds:.1f} s elapsed"
     )
+    if batch.misses:
+        columns = f" (differing: {batch.miss_columns})" if batch.miss_columns else ""
+        text += f"; {batch.misses:,} retraction(s) matched no stored row{columns}"
     return text + (" (already committed: skipped)" if batch.skipped else "")
 
 

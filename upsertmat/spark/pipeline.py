@@ -23,11 +23,13 @@ from typing import Any
 import msgpack
 from pyspark.sql import DataFrame, SparkSession, functions
 
+from ..impls.misses import MissSummary
 from ..impls.settings import Backend, Settings, TimeDomain
 from ..spec import Keys
 from ..spec.changes import Row
 from .config import BatchProgress, BatchTiming, PipelineConfig, PipelineConfigError, PipelineResult
 from .conflict import build_conflict_frame
+from .misses import MISS_OP, short_columns, split_misses, summarize
 from .packing import pack_changes, packable, packed_schema
 from .processor import (
     BATCHED_OUTPUT_SCHEMA,
@@ -94,6 +96,7 @@ def materializer_settings(config: PipelineConfig) -> Settings:
         ttl=config.ttl,
         threshold_high=config.threshold_high,
         threshold_low=config.threshold_low,
+        miss_rows=config.miss_rows,
     )
 
 
@@ -162,17 +165,23 @@ def materialized_changes(table: Any) -> list[Change]:
     (``arrival, op, row``: each row text parsed once with ``json.loads``), or, for batched
     output (``arrival, op, changes``: ``ProcessorSpec.batched_output``), the msgpack triples
     of every row. O(changes)."""
+    arrivals = table.column("arrival").to_pylist()
+    ops = table.column("op").to_pylist()
     if "changes" in table.column_names:
         changes: list[Change] = []
         unpackb = msgpack.unpackb
-        for blob in table.column("changes").to_pylist():
-            changes.extend(unpackb(blob, use_list=False, raw=False))
+        for arrival, op, blob in zip(arrivals, ops, table.column("changes").to_pylist(), strict=True):
+            if op == MISS_OP:  # a miss's explanation (upsertmat.spark.misses), not a change
+                changes.append((arrival, op, (unpackb(blob, raw=False),)))
+            else:
+                changes.extend(unpackb(blob, use_list=False, raw=False))
         return changes
     loads = json.loads
-    arrivals = table.column("arrival").to_pylist()
-    ops = table.column("op").to_pylist()
     texts = table.column("row").to_pylist()
-    return [(arrival, op, tuple(loads(text))) for arrival, op, text in zip(arrivals, ops, texts, strict=True)]
+    return [
+        (arrival, op, (text,) if op == MISS_OP else tuple(loads(text)))
+        for arrival, op, text in zip(arrivals, ops, texts, strict=True)
+    ]
 
 
 def spec_fields(config: PipelineConfig, layout: Layout) -> list[str]:
@@ -212,6 +221,8 @@ def run_pipeline(config: PipelineConfig, spark: SparkSession | None = None) -> P
     frame, decode, _time_mode = build_query_frame(config, source, layout)
     sink = open_sink(config.sink_url, config.table, layout.sink_columns, layout.keys.pk)
     batches: list[BatchProgress] = []
+    misses = MissSummary()  # every explained miss of this run (upsertmat.spark.misses)
+    explained = config.materialize and not config.conflict.compacting and config.miss_rows > 0
     started = time.monotonic()
     query_ids: list[str] = []
     failures: list[SinkFailure] = []  # raised inside Spark's foreachBatch: reported as they are
@@ -221,10 +232,13 @@ def run_pipeline(config: PipelineConfig, spark: SparkSession | None = None) -> P
         if not query_ids:
             query_ids.append(checkpoint_query_id(config.checkpoint_dir))
         changes = decode(batch.toArrow())
+        changes, explained_misses = split_misses(changes) if explained else (changes, [])
         changes.sort(key=itemgetter(0))
         written = time.monotonic()
         try:
-            outcome = sink.apply_batch(query_ids[0], batch_id, [(op, row) for _, op, row in changes])
+            outcome = sink.apply_batch(
+                query_ids[0], batch_id, [(op, row) for _, op, row in changes], explained_misses
+            )
         except SinkFailure as failure:
             failures.append(failure)
             raise
@@ -238,7 +252,13 @@ def run_pipeline(config: PipelineConfig, spark: SparkSession | None = None) -> P
             sink_seconds=end - begin,
             elapsed_seconds=end - started,
             write_seconds=end - written,
+            misses=len(explained_misses),
+            miss_columns=short_columns(summarize(explained_misses), layout.columns)
+            if explained_misses
+            else "",
         )
+        if explained_misses and not outcome.skipped:
+            summarize(explained_misses, misses)
         batches.append(progress)
         if config.progress is not None:
             config.progress(progress)
@@ -270,7 +290,9 @@ def run_pipeline(config: PipelineConfig, spark: SparkSession | None = None) -> P
         reports = query.recentProgress
         input_rows = sum(int(report.get("numInputRows", 0)) for report in reports)
         timings = tuple(batch_timing(report) for report in reports if int(report.get("numInputRows", 0)))
-        return PipelineResult(tuple(batches), input_rows, time.monotonic() - started, str(query.id), timings)
+        return PipelineResult(
+            tuple(batches), input_rows, time.monotonic() - started, str(query.id), timings, misses
+        )
     finally:
         sink.close()
 
