@@ -22,6 +22,7 @@ pipeline) explains a miss alike:
 from __future__ import annotations
 
 import enum
+import heapq
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -173,7 +174,7 @@ def _json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
-_PLAIN = (str, int, bool, type(None))
+_PLAIN = frozenset((str, int, bool, type(None)))
 
 
 def same_value(a: JsonValue, b: JsonValue) -> bool:
@@ -190,15 +191,46 @@ def same_value(a: JsonValue, b: JsonValue) -> bool:
     return canonical([a]) == canonical([b])
 
 
+def _equal(old: JsonValue, new: JsonValue) -> bool:
+    """:func:`same_value`, with the common cases (one plain type, floats) inline first."""
+    kind = type(old)
+    if kind is type(new):
+        if kind in _PLAIN:
+            return old == new
+        if kind is float:
+            return old == new and repr(old) == repr(new)
+    return same_value(old, new)
+
+
 def column_diffs(stored: Row, retracted: Row) -> tuple[ColumnDiff, ...]:
-    """The columns in which two rows differ, type-exactly, in column order. O(size of the rows)."""
-    diffs: list[ColumnDiff] = []
-    for column in range(max(len(stored), len(retracted))):
+    """The columns in which two rows differ, type-exactly, in column order (a column one row
+    lacks reads null there). O(size of the rows)."""
+    diffs = [
+        ColumnDiff(column, old, new)
+        for column, (old, new) in enumerate(zip(stored, retracted, strict=False))
+        if not _equal(old, new)
+    ]
+    shorter = min(len(stored), len(retracted))
+    for column in range(shorter, max(len(stored), len(retracted))):
         old = stored[column] if column < len(stored) else None
         new = retracted[column] if column < len(retracted) else None
-        if column >= len(stored) or column >= len(retracted) or not same_value(old, new):
-            diffs.append(ColumnDiff(column, old, new))
+        diffs.append(ColumnDiff(column, old, new))
     return tuple(diffs)
+
+
+def _differing(stored: Row, retracted: Row, upsert: frozenset[int]) -> tuple[int, int]:
+    """(differing upsert-key columns, differing columns) of two rows: :func:`column_diffs`'s
+    count, without building the diffs (the ranking needs only the counts)."""
+    total = key = 0
+    equal = _equal
+    for column, (old, new) in enumerate(zip(stored, retracted, strict=False)):
+        if not equal(old, new):
+            total += 1
+            key += column in upsert
+    for column in range(min(len(stored), len(retracted)), max(len(stored), len(retracted))):
+        total += 1
+        key += column in upsert
+    return key, total
 
 
 def explain_miss(
@@ -214,18 +246,23 @@ def explain_miss(
 
     ``rows``: the visible stored rows of ``context`` that were read, oldest first (with
     ``truncated``, the newest ones of a longer history); ``expired``: expiry removals of the
-    key's rows seen so far. O(len(rows) x row size).
+    key's rows seen so far. O(len(rows) x row size), the differing columns listed for the
+    :data:`MAX_CANDIDATES` closest only.
     """
     if not rows:
         cause = MissCause.EXPIRED if expired else MissCause.NEVER_ADDED
         return MissExplanation(change, context, cause, (), 0, truncated, expired)
-    upsert = set(keys.upsert_key)
-    ranked: list[tuple[int, int, int, Candidate]] = []
-    for position, row in enumerate(rows):
-        diffs = column_diffs(row, change.row)
-        key_diffs = sum(diff.column in upsert for diff in diffs)
-        from_last = len(rows) - 1 - position
-        ranked.append((key_diffs, len(diffs), from_last, Candidate(row, from_last, diffs, key_diffs)))
-    ranked.sort(key=lambda entry: entry[:3])
-    candidates = tuple(entry[3] for entry in ranked[:MAX_CANDIDATES])
+    upsert = frozenset(keys.upsert_key)
+    retracted = change.row
+    last = len(rows) - 1
+    ranked = heapq.nsmallest(
+        MAX_CANDIDATES,
+        ((*_differing(row, retracted, upsert), last - position) for position, row in enumerate(rows)),
+    )
+    candidates = tuple(
+        Candidate(
+            rows[last - from_last], from_last, column_diffs(rows[last - from_last], retracted), key_diffs
+        )
+        for key_diffs, _, from_last in ranked
+    )
     return MissExplanation(change, context, MissCause.DIFFERS, candidates, len(rows), truncated, expired)

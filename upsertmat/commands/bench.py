@@ -501,8 +501,8 @@ def run_misses(args: argparse.Namespace) -> int:
     else:
         print(
             f"upsertmat bench --misses: {spec.records:,} inputs over {spec.keys:,} keys, "
-            f"{spec.miss_percentage} % of the retractions missing in the miss workload; inputs per ms, "
-            "medians of alternated runs; on/off = time with explanations / without"
+            f"{spec.miss_percentage} % of the retractions missing in the miss workload; inputs per ms of "
+            "CPU time, medians of alternated runs; on/off = time with explanations / without"
         )
         print(table(results))
     return int(ExitCode.OK)
