@@ -261,8 +261,9 @@ def cells(report: dict[str, Any], reasons: list[str]) -> dict[str, dict[str, Any
     tests = [test for area in report["areas"].values() for test in area["tests"]]
     result: dict[str, dict[str, Any]] = {}
     for rule, entry in report["rules"].items():
-        cell: dict[str, Any] = {"status": {"pass": "pass", "FAIL": "FAIL"}.get(entry["status"], "not run")}
-        if entry["failing_tests"]:
+        status = {"pass": "pass", "FAIL": "FAIL", "undecided": "?"}.get(entry["status"], "not run")
+        cell: dict[str, Any] = {"status": status}
+        if entry["failing_tests"] and status in ("FAIL", "?"):
             cell["test"] = entry["failing_tests"][0]
         result[f"rule-{rule}"] = cell
     for key, _ in COLUMNS:
@@ -320,8 +321,8 @@ def _cell_text(row: dict[str, Any], key: str, reports: str) -> str:
     cell = row.get("cells", {}).get(key)
     if cell is None:
         return "not run"
-    if cell["status"] == "FAIL":
-        return f"[**FAIL**]({reports}/{row['name']}.md#{anchor(cell['test'])})"
+    if cell["status"] in ("FAIL", "?"):
+        return f"[**{cell['status']}**]({reports}/{row['name']}.md#{anchor(cell['test'])})"
     if cell["status"] == "n/s":
         return "n/s " + ",".join(f"[{n}]" for n in cell["reasons"])
     return str(cell["status"])
@@ -339,8 +340,10 @@ def render(data: dict[str, Any], reports: str) -> str:
         "column per rule (1-11) and per suite area; a cell is `pass`, **FAIL** (linking the minimal",
         "counterexample in the row's report, with the input and the command that replays it), `n/s`",
         "(not supported: the numbered reasons below the table) or `not run`. A rule fails when it decides",
-        "the expected output of a minimal failing input. Regenerate with `upsertmat conformance-matrix`",
-        '(docs/conformance.md, "The conformance matrix").',
+        "the expected output of a minimal failing input; it is **?** (undecided, linking the failure)",
+        "when no failure is attributed to it but a test failed without a counterexample a rule decides:",
+        'the engine crashed. Regenerate with `upsertmat conformance-matrix` (docs/conformance.md, "The',
+        'conformance matrix").',
         "",
         f"Page generated {data['generated']}.",
         "",

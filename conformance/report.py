@@ -233,13 +233,21 @@ def _status(results: Sequence[TestResult]) -> str:
 
 
 def rule_table(results: Sequence[TestResult]) -> dict[int, dict[str, Any]]:
-    """Per rule: FAIL (with the failing tests), pass, or not run."""
+    """Per rule: FAIL (with the failing tests), pass, not run, or ``undecided``: no failure is
+    attributed to the rule, but a test failed without a counterexample a rule decides (the
+    implementation crashed or broke the protocol), so the rule cannot be said to pass."""
     ran = any(r.outcome != "skipped" for r in results if not r.area.startswith("TTL"))
+    unattributed = [r.name for r in results if r.outcome == "failed" and not r.rules]
     table: dict[int, dict[str, Any]] = {}
     for rule, text in RULES.items():
         failing = [r.name for r in results if r.outcome == "failed" and rule in r.rules]
-        status = "FAIL" if failing else ("pass" if ran else "not run")
-        table[rule] = {"text": text, "status": status, "failing_tests": failing}
+        if failing:
+            status = "FAIL"
+        elif not ran:
+            status = "not run"
+        else:
+            status = "undecided" if unattributed else "pass"
+        table[rule] = {"text": text, "status": status, "failing_tests": failing or unattributed}
     return table
 
 
@@ -293,6 +301,17 @@ def to_json(title: str, command: str, collector: Collector, target: Sequence[str
     }
 
 
+def refreshed(data: dict[str, Any]) -> dict[str, Any]:
+    """A report's JSON with its rule table computed again from its tests (as this version of
+    :func:`rule_table` computes it); everything else as it was."""
+    results = [
+        TestResult(**{key: test[key] for key in TestResult.__dataclass_fields__ if key in test})
+        for area in data["areas"].values()
+        for test in area["tests"]
+    ]
+    return {**data, "rules": rule_table(results)}
+
+
 def render_markdown(data: dict[str, Any], base: str | None = None) -> str:
     """One page: summary, rules, areas, then each failure's minimal counterexample; with
     ``base`` (the report's file name without extension), the command reproducing each, on
@@ -320,7 +339,9 @@ def render_markdown(data: dict[str, Any], base: str | None = None) -> str:
         "",
         "A rule is FAIL when it decides the expected output of a minimal failing input (the model",
         "replayed on the counterexample); a wrong match (rules 2, 3, 6) shows as the emission rule",
-        "of the input where it becomes visible. Rule 12 (convergence) follows from rules 1-11.",
+        "of the input where it becomes visible. A rule is undecided when no failure is attributed",
+        "to it but a test failed without a counterexample a rule decides (a crash, a protocol",
+        "error). Rule 12 (convergence) follows from rules 1-11.",
         "",
         "## Suite areas",
         "",

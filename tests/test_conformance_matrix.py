@@ -104,3 +104,21 @@ def test_the_command_regenerates_the_page_from_two_small_rows(tmp_path: Path) ->
     assert "split runs need a {STATE} placeholder" in page
     assert (docs / "conformance-reports" / "java-example.md").is_file()
     assert "(`-k scenario or lifecycle`)" in page
+
+
+def test_a_crash_leaves_the_rules_undecided_not_passed() -> None:
+    from upsertmat.conformance.report import TestResult, rule_table
+
+    crashed = TestResult("test_pinned_streams", "pinned streams", "failed", counterexample="exited with 70")
+    table = rule_table([crashed, TestResult("test_scenario[a]", "scenarios", "passed")])
+    assert {entry["status"] for entry in table.values()} == {"undecided"}
+    assert table[9]["failing_tests"] == ["test_pinned_streams"]
+    report_json = {
+        "summary": {"passed": 1, "failed": 1, "skipped": 0},
+        "rules": {str(rule): entry for rule, entry in table.items()},
+        "areas": {"a": {"tests": [{"name": "test_pinned_streams", "outcome": "failed", "reason": ""}]}},
+    }
+    cell = matrix.cells(report_json, [])["rule-4"]
+    assert cell == {"status": "?", "test": "test_pinned_streams"}
+    row = {"name": "flink", "cells": {"rule-4": cell}}
+    assert matrix._cell_text(row, "rule-4", "r") == "[**?**](r/flink.md#test_pinned_streams)"

@@ -75,9 +75,26 @@ def _previous_runs(path: Path) -> dict[str, dict[str, Any]]:
         return {}
 
 
+def _refresh_reports(reports: Path, names: list[str]) -> None:
+    """Render each row's report page again from its JSON with this version's rule table and
+    page layout, so that every page the matrix links to reads alike."""
+    from upsertmat.conformance import report
+
+    for name in names:
+        path = reports / f"{name}.json"
+        if path.is_file():
+            data = report.refreshed(json.loads(path.read_text(encoding="utf-8")))
+            path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+            (reports / f"{name}.md").write_text(report.render_markdown(data, name), encoding="utf-8")
+
+
 def _write(docs: Path, reports: Path, all_rows: list[Any], runs: dict[str, dict[str, Any]]) -> None:
     from upsertmat.conformance import matrix
 
+    try:
+        _refresh_reports(reports, [row.name for row in all_rows if row.name in runs])
+    except (OSError, ValueError, KeyError) as error:
+        raise CliError(f"cannot refresh the reports in {reports}: {error}", ExitCode.IO) from None
     shown = os.path.relpath(reports, docs)
     data = matrix.matrix_json(all_rows, reports, runs, os.path.relpath(reports))
     try:
