@@ -252,13 +252,14 @@ def _area_of(test: str) -> str:
 
 
 _REFUSED = re.compile(r"^the program refused (.*?): (.*)$", re.S)
-_SET = re.compile(r"\s*--set\s+\S+=\S+")
+_SET = re.compile(r"\s*(--set\s+)?[\w.-]+=\S+")
 OTHER_GRANULARITY = "a per_"
 
 
 def reason_text(reason: str) -> str:
     """A skip reason with the run-specific parts taken out, so that one refusal reads the same
-    for every TTL configuration (the flags the suite passed, settings quoted back)."""
+    for every TTL configuration (the flags the suite passed, and ``KEY=VALUE`` settings the
+    program quoted back)."""
     refused = _REFUSED.match(reason)
     if refused is None:
         return reason

@@ -104,6 +104,13 @@ def test_the_command_regenerates_the_page_from_two_small_rows(tmp_path: Path) ->
     assert "split runs need a {STATE} placeholder" in page
     assert (docs / "conformance-reports" / "java-example.md").is_file()
     assert "(`-k scenario or lifecycle`)" in page
+    again = subprocess.run(
+        [sys.executable, "-m", "upsertmat.cli", "conformance-matrix", "-o", str(docs), "--no-run"],
+        cwd=ROOT, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert again.returncode == 0 and again.stderr == ""
+    rendered = (docs / "conformance-matrix.md").read_text(encoding="utf-8")
+    assert rendered.replace(data["generated"], "") == page.replace(data["generated"], "")  # results kept
 
 
 def test_a_crash_leaves_the_rules_undecided_not_passed() -> None:

@@ -63,6 +63,11 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="only the suite tests matching (pytest's -k), every row",
     )
     parser.add_argument("--list", action="store_true", help="list the rows and whether each can run here")
+    parser.add_argument(
+        "--no-run",
+        action="store_true",
+        help="run nothing: render the page again from the reports and the matrix's JSON",
+    )
     parser.set_defaults(run=run)
 
 
@@ -135,7 +140,7 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(f"cannot create {reports}: {error.strerror}", ExitCode.IO) from None
     runs = _previous_runs(docs / DATA)
     broken = 0
-    for number, row in enumerate(selected, 1):
+    for number, row in enumerate([] if args.no_run else selected, 1):
         why = matrix.missing(row, root)
         prefix = f"upsertmat {NAME}: [{number}/{len(selected)}] {row.name}"
         if why is not None:
