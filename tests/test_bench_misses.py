@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import subprocess
 import sys
 
@@ -23,7 +24,9 @@ def test_the_workloads_miss_as_planned() -> None:
 
 
 def test_measure_reports_both_workloads_with_explanations_off_and_on() -> None:
+    level = logging.getLogger("upsertmat").level
     (result,) = measure([(Strategy.MAP, Backend.HEAP)], MissSpec(records=600, keys=20), repetitions=1)
+    assert logging.getLogger("upsertmat").level == level  # its quieting does not outlive it
     assert result["implementation"] == "MAP/heap" and result["misses"] > 0
     assert set(result["seconds"]) == {"clean off", "clean on", "misses off", "misses on"}
 

@@ -18,8 +18,10 @@ CPU time per miss. Byte backends commit every 1,000 inputs
 from __future__ import annotations
 
 import gc
+import logging
 import random
 import statistics
+import sys
 import tempfile
 import time
 from collections.abc import Sequence
@@ -100,9 +102,18 @@ def measure(
     pairs: Sequence[tuple[Strategy, Backend]], spec: MissSpec, repetitions: int, quiet: bool = True
 ) -> list[dict[str, Any]]:
     """Per implementation: median seconds clean and with misses, explanations off and on."""
-    import logging
+    logger = logging.getLogger("upsertmat")
+    level = logger.level
+    logger.setLevel(logging.ERROR)  # the per-miss warnings are not what is measured
+    try:
+        return _measure(pairs, spec, repetitions, quiet)
+    finally:
+        logger.setLevel(level)
 
-    logging.getLogger("upsertmat").setLevel(logging.ERROR)  # the per-miss warnings are not timed
+
+def _measure(
+    pairs: Sequence[tuple[Strategy, Backend]], spec: MissSpec, repetitions: int, quiet: bool
+) -> list[dict[str, Any]]:
     clean, missing = workload(spec, 0), workload(spec, spec.miss_percentage)
     results = []
     for strategy, backend in pairs:
@@ -129,8 +140,6 @@ def measure(
             }
         )
         if not quiet:
-            import sys
-
             print(
                 f"upsertmat bench --misses: {results[-1]['implementation']} done", file=sys.stderr, flush=True
             )
