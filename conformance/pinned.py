@@ -63,4 +63,36 @@ SEQUENCE_COLLISION = _stream(
 lowered its sequence counter, so the next element's node collided with an existing one);
 found by the suite's bare-update streams and shortened by hand."""
 
-PINNED: tuple[GeneratedStream, ...] = (UPSERT_KEY_CHAIN, DUPLICATE_CHAIN, SEQUENCE_COLLISION)
+SEQUENCE_WRONG_ROLLBACK = _stream(
+    True,
+    insert(1, "u20", 10, "b"),
+    insert(1, "u30", 10, "a"),
+    insert(1, "u20", 10, "b"),  # replaces the first (non-tail) element in place
+    insert(1, "u10", 10, "a"),
+    delete(1, "u10", 10, "a"),  # rule 9: +U of the new last, [1, "u30", 10, "a"]
+)
+"""FLINK-39740 without a crash: Apache Flink 2.3.0's MAP strategy rolls back to the replaced
+element instead of the new last one (``+U [1, "u20", 10, "b"]``); on both state backends."""
+
+ADAPTIVE_AFTER_SWITCH = _stream(
+    True,
+    insert(1, "u20", 10, "b"),
+    insert(1, "u10", 10, "c"),
+    insert(1, "u30", 10, "a"),
+    delete(1, "u20", 10, "b"),
+    insert(1, "u10", 10, "c"),  # replaces in place
+    insert(1, "u20", 10, "b"),
+    delete(1, "u30", 10, "a"),  # rule 10: not the last element, nothing to emit
+)
+"""Apache Flink 2.3.0's ADAPTIVE strategy with thresholds 3/1 (so the key switches to MAP)
+emits a ``+U [1, "u10", 10, "c"]`` here: the same FLINK-39740 once the state is in MAP form."""
+
+PINNED: tuple[GeneratedStream, ...] = (
+    SEQUENCE_WRONG_ROLLBACK,
+    ADAPTIVE_AFTER_SWITCH,
+    UPSERT_KEY_CHAIN,
+    DUPLICATE_CHAIN,
+    SEQUENCE_COLLISION,
+)
+"""In this order: an implementation that fails several reports the first, so the ones whose
+failure is a wrong output (a rule to blame) come before the one that crashes Flink's MAP."""

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..spec import Change, JsonValue, Keys, TimeDomain, TtlSettings, canonical
+from ..spec import Unsupported as NotSupported
 from .generators import Advance, Step
 
 STATE_PLACEHOLDER = "{STATE}"
@@ -43,12 +44,35 @@ UNSUPPORTED_EXIT = 2
 OUTPUT_KINDS = frozenset({"+I", "+U", "-D"})
 
 
-class Unsupported(Exception):
+class Unsupported(NotSupported):
     """The program refused a setting or ``--state-dir`` (exit code 2): skip, do not fail."""
 
 
 class ProtocolError(AssertionError):
-    """The program broke the protocol: a crash, a bad exit code or a malformed output line."""
+    """The program broke the protocol: a crash, a bad exit code or a malformed output line.
+
+    ``keys``, ``steps`` and ``settings``, when known, are what the failing run was fed (the
+    conformance report turns them into a reproduction).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        keys: Keys | None = None,
+        steps: Sequence[Step] = (),
+        settings: Mapping[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.keys = keys
+        self.steps = tuple(steps)
+        self.settings = dict(settings or {})
+
+    def fed(self, keys: Keys, steps: Sequence[Step], settings: Mapping[str, str]) -> ProtocolError:
+        """Record what the failing run was fed (unless recorded already); returns itself."""
+        if self.keys is None:
+            self.keys, self.steps, self.settings = keys, tuple(steps), dict(settings)
+        return self
 
 
 @dataclass(frozen=True)
@@ -152,6 +176,19 @@ class Program:
             with state_directory() as fresh:
                 return self.run(keys, steps, settings, fresh, first_index)
         settings = dict(settings or {})
+        try:
+            return self._run(keys, steps, settings, state, first_index)
+        except ProtocolError as error:
+            raise error.fed(keys, steps, settings) from None
+
+    def _run(
+        self,
+        keys: Keys,
+        steps: Sequence[Step],
+        settings: dict[str, str],
+        state: Path | None,
+        first_index: int,
+    ) -> list[Output]:
         argv = self.argv(keys, settings, state, first_index)
         text = "".join(encode_step(step) + "\n" for step in steps)
         try:

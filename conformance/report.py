@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shlex
 import sys
 import tempfile
 from collections.abc import Iterator, Sequence
@@ -21,10 +22,11 @@ from typing import Any
 
 import pytest
 
-from ..spec import ModelMaterializer, RowKind
-from .generators import Advance
+from ..spec import Granularity, Keys, ModelMaterializer, RowKind, TtlSettings
+from .generators import Advance, Step
 from .mismatch import Mismatch
 from .plugin import suite_path
+from .protocol import ProtocolError, encode_step, ttl_flags
 
 RULES: dict[int, str] = {
     1: "`+I`/`+U` are ADD, `-U`/`-D` RETRACT; the kind has no other effect",
@@ -66,6 +68,33 @@ class TestResult:
     reason: str = ""
     counterexample: str = ""
     rules: list[int] = field(default_factory=list)
+    reproduce: dict[str, Any] | None = None
+    """What the failing run was fed, to replay by hand: ``pk``, ``upsert_key``, ``settings``
+    (``--set``), ``granularity`` and ``input`` (JSON Lines), when the failure carries them."""
+
+
+def reproduction(
+    keys: Keys, steps: Sequence[Step], settings: dict[str, str], granularity: Granularity | None = None
+) -> dict[str, Any]:
+    """The :attr:`TestResult.reproduce` record of a failing input sequence."""
+    return {
+        "pk": list(keys.pk),
+        "upsert_key": list(keys.upsert_key),
+        "settings": settings,
+        "granularity": None if granularity is None or not settings else granularity.value,
+        "input": [encode_step(step) for step in steps],
+    }
+
+
+def _reproduction_of(error: BaseException) -> dict[str, Any] | None:
+    """The reproduction a failure carries: a Mismatch's steps, or a ProtocolError's run."""
+    found = _find(error, (Mismatch, ProtocolError))
+    if isinstance(found, Mismatch) and found.steps:
+        ttl = found.ttl if found.ttl is not None else TtlSettings()
+        return reproduction(found.keys, found.steps, ttl_flags(ttl), found.granularity)
+    if isinstance(found, ProtocolError) and found.keys is not None and found.steps:
+        return reproduction(found.keys, found.steps, found.settings)
+    return None
 
 
 def rules_exercised(mismatch: Mismatch) -> list[int]:
@@ -123,11 +152,17 @@ def _counterexample(error: BaseException) -> tuple[str, list[int]]:
 
 
 def _find_mismatch(error: BaseException) -> Mismatch | None:
-    if isinstance(error, Mismatch):
+    found = _find(error, (Mismatch,))
+    return found if isinstance(found, Mismatch) else None
+
+
+def _find(error: BaseException, kinds: tuple[type[BaseException], ...]) -> BaseException | None:
+    """``error``, or the first of its group's exceptions, that is one of ``kinds``."""
+    if isinstance(error, kinds):
         return error
     if isinstance(error, BaseExceptionGroup):
         for inner in error.exceptions:
-            found = _find_mismatch(inner)
+            found = _find(inner, kinds)
             if found is not None:
                 return found
     return None
@@ -156,6 +191,7 @@ class Collector:
             result.reason = str(report.longrepr[2]).removeprefix("Skipped: ")
         elif report.failed and call.excinfo is not None:
             result.counterexample, result.rules = _counterexample(call.excinfo.value)
+            result.reproduce = _reproduction_of(call.excinfo.value)
         self.results.append(result)
 
     def pytest_terminal_summary(self) -> None:
@@ -197,18 +233,56 @@ def _status(results: Sequence[TestResult]) -> str:
 
 
 def rule_table(results: Sequence[TestResult]) -> dict[int, dict[str, Any]]:
-    """Per rule: FAIL (with the failing tests), pass, or not run."""
+    """Per rule: FAIL (with the failing tests), pass, not run, or ``undecided``: no failure is
+    attributed to the rule, but a test failed without a counterexample a rule decides (the
+    implementation crashed or broke the protocol), so the rule cannot be said to pass."""
     ran = any(r.outcome != "skipped" for r in results if not r.area.startswith("TTL"))
+    unattributed = [r.name for r in results if r.outcome == "failed" and not r.rules]
     table: dict[int, dict[str, Any]] = {}
     for rule, text in RULES.items():
         failing = [r.name for r in results if r.outcome == "failed" and rule in r.rules]
-        status = "FAIL" if failing else ("pass" if ran else "not run")
-        table[rule] = {"text": text, "status": status, "failing_tests": failing}
+        if failing:
+            status = "FAIL"
+        elif not ran:
+            status = "not run"
+        else:
+            status = "undecided" if unattributed else "pass"
+        table[rule] = {"text": text, "status": status, "failing_tests": failing or unattributed}
     return table
 
 
-def to_json(title: str, command: str, collector: Collector) -> dict[str, Any]:
-    """The report as JSON-ready data."""
+def reproduce_command(target: Sequence[str], record: dict[str, Any], path: str) -> str:
+    """The command that replays ``record``'s input (saved at ``path``) against the model, for
+    the suite's ``target`` options (``--upsertmat-impl=...`` or ``--upsertmat-cmd=...``)."""
+    words = ["python", "-m", "upsertmat.conformance.reproduce"]
+    for option in target:
+        name, _, value = option.partition("=")
+        if name == "--upsertmat-impl":
+            words += ["--impl", value]
+        elif name == "--upsertmat-cmd":
+            words += ["--cmd", value]
+        elif name == "--upsertmat-ttl-granularity" and record["settings"]:
+            words += ["--ttl-granularity", value]
+    words += ["--pk", ",".join(map(str, record["pk"]))]
+    if record["upsert_key"]:
+        words += ["--upsert-key", ",".join(map(str, record["upsert_key"]))]
+    for key, value in record["settings"].items():
+        words += ["--set", f"{key}={value}"]
+    return shlex.join([*words, path])
+
+
+def anchor(test: str) -> str:
+    """A test's name as a file-name part and HTML anchor (``test_x[a-b]`` -> ``test_x-a-b``)."""
+    return "".join(c if c.isalnum() or c in "_-" else "-" for c in test).strip("-")
+
+
+def counterexample_name(base: str, test: str) -> str:
+    """The file name of a failing test's counterexample input next to report ``base``."""
+    return f"{base}.{anchor(test)}.jsonl"
+
+
+def to_json(title: str, command: str, collector: Collector, target: Sequence[str] = ()) -> dict[str, Any]:
+    """The report as JSON-ready data (``target``: the suite options it ran with)."""
     results = collector.results
     areas: dict[str, list[TestResult]] = {}
     for result in results:
@@ -216,6 +290,7 @@ def to_json(title: str, command: str, collector: Collector) -> dict[str, Any]:
     return {
         "implementation": title,
         "command": command,
+        "target": list(target),
         "profile": collector.profile,
         "summary": {k: sum(r.outcome == k for r in results) for k in ("passed", "failed", "skipped")},
         "rules": rule_table(results),
@@ -226,8 +301,21 @@ def to_json(title: str, command: str, collector: Collector) -> dict[str, Any]:
     }
 
 
-def render_markdown(data: dict[str, Any]) -> str:
-    """One page: summary, rules, areas, then each failure's minimal counterexample."""
+def refreshed(data: dict[str, Any]) -> dict[str, Any]:
+    """A report's JSON with its rule table computed again from its tests (as this version of
+    :func:`rule_table` computes it); everything else as it was."""
+    results = [
+        TestResult(**{key: test[key] for key in TestResult.__dataclass_fields__ if key in test})
+        for area in data["areas"].values()
+        for test in area["tests"]
+    ]
+    return {**data, "rules": rule_table(results)}
+
+
+def render_markdown(data: dict[str, Any], base: str | None = None) -> str:
+    """One page: summary, rules, areas, then each failure's minimal counterexample; with
+    ``base`` (the report's file name without extension), the command reproducing each, on
+    the input :func:`counterexample_files` writes next to the page."""
     summary = data["summary"]
     lines = [
         f"# Conformance report: {data['implementation']}",
@@ -251,7 +339,9 @@ def render_markdown(data: dict[str, Any]) -> str:
         "",
         "A rule is FAIL when it decides the expected output of a minimal failing input (the model",
         "replayed on the counterexample); a wrong match (rules 2, 3, 6) shows as the emission rule",
-        "of the input where it becomes visible. Rule 12 (convergence) follows from rules 1-11.",
+        "of the input where it becomes visible. A rule is undecided when no failure is attributed",
+        "to it but a test failed without a counterexample a rule decides (a crash, a protocol",
+        "error). Rule 12 (convergence) follows from rules 1-11.",
         "",
         "## Suite areas",
         "",
@@ -272,5 +362,44 @@ def render_markdown(data: dict[str, Any]) -> str:
         lines += ["", "## Minimal counterexamples", ""]
         for test in failures:
             rules = f" (rules {', '.join(map(str, test['rules']))})" if test["rules"] else ""
-            lines += [f"### {test['name']}{rules}", "", "```", test["counterexample"], "```", ""]
+            lines += [
+                f'<a id="{anchor(test["name"])}"></a>',
+                "",
+                f"### {test['name']}{rules}",
+                "",
+                "```",
+                test["counterexample"],
+                "```",
+                "",
+            ]
+            record = test.get("reproduce")
+            if record and base is not None:
+                path = counterexample_name(base, test["name"])
+                shown = "\n".join(record["input"][-40:])
+                lines += [
+                    f"To reproduce: the input is [`{path}`]({path}), next to this page (shown below); this "
+                    "prints the implementation's output next to the model's, input by input:",
+                    "",
+                    "```",
+                    reproduce_command(data.get("target", []), record, path),
+                    "```",
+                    "",
+                    "```",
+                    shown
+                    if len(record["input"]) <= 40
+                    else f"... ({len(record['input']) - 40} more)\n{shown}",
+                    "```",
+                    "",
+                ]
     return "\n".join(lines).rstrip() + "\n"
+
+
+def counterexample_files(data: dict[str, Any], base: str) -> dict[str, str]:
+    """File name -> JSON Lines text of every failing test's reproducible input."""
+    files: dict[str, str] = {}
+    for entry in data["areas"].values():
+        for test in entry["tests"]:
+            record = test.get("reproduce")
+            if test["outcome"] == "failed" and record:
+                files[counterexample_name(base, test["name"])] = "\n".join(record["input"]) + "\n"
+    return files

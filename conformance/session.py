@@ -199,5 +199,8 @@ def check_in_session(
             change = written[position] if position is not None else None
             if change is not None:
                 expected[index] = [Output(index, change.kind.value, batch.rewrite(0, change.row))]
-    actual = session.feed(batch.steps)  # a failed session is replaced by the next session_for
+    try:
+        actual = session.feed(batch.steps)  # a failed session is replaced by the next session_for
+    except ProtocolError as error:
+        raise error.fed(keys, batch.steps, ttl_flags(ttl)) from None
     compare(batch, expected, actual, program.command, what, ttl, granularity)

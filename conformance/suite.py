@@ -34,7 +34,17 @@ from hypothesis.stateful import run_state_machine_as_test
 
 from ..impls import Settings, create_named
 from ..impls.lifecycle import supports_transfer
-from ..spec import Granularity, Keys, Materializer, StateTransfer, TimeDomain, TtlSettings, UpdateType
+from ..spec import (
+    Granularity,
+    HistoryAccess,
+    Keys,
+    Materializer,
+    StateTransfer,
+    TimeDomain,
+    TtlSettings,
+    Unsupported,
+    UpdateType,
+)
 from .checks import check_scenario, check_stream, check_timed_stream, check_ttl_scenario
 from .generators import (
     GeneratedStream,
@@ -67,6 +77,9 @@ per-key heap strategy and a byte backend (cheap to open), so every implementatio
 another strategy, another granularity and another backend."""
 
 SCALE_VARIABLE = "UPSERTMAT_EXAMPLES_SCALE"
+
+_TTL_REFUSALS: dict[tuple[type, str | None, TtlSettings], str | None] = {}
+"""(suite class, implementation, TTL configuration) -> why it is refused, or None."""
 
 
 def examples_scale() -> float:
@@ -137,6 +150,12 @@ class MaterializerTests:
     TTL tests build through :meth:`make_ttl` (the registry; skipped without ``implementation``).
     Lifecycle rules need :class:`~upsertmat.spec.StateTransfer` (or, without TTL,
     :class:`~upsertmat.spec.HistoryAccess`); without it they are skipped, not failed.
+
+    **Not supported.** An implementation that raises :class:`~upsertmat.spec.Unsupported` (from
+    its factory, e.g. for TTL settings, or from ``export_elements``/``histories``) has the tests
+    that need it skipped with the exception's message as the reason: each TTL configuration is
+    probed once (a refused one skips its TTL scenarios and streams and is left out of the
+    machines' draws), and a refused export skips the lifecycle machine.
     """
 
     implementation: ClassVar[str | None] = None
@@ -185,6 +204,38 @@ class MaterializerTests:
             pytest.skip("TTL tests build through the registry: set `implementation` or override `make_ttl`")
         return create_named(self.implementation, keys, replace(self.impl_settings or Settings(), ttl=ttl))
 
+    def _made(self, keys: Keys) -> Materializer:
+        """:meth:`make`, an :class:`~upsertmat.spec.Unsupported` answer turned into a skip."""
+        try:
+            return self.make(keys)
+        except Unsupported as refused:
+            pytest.skip(f"not supported: {refused}")
+
+    def _made_ttl(self, keys: Keys, ttl: TtlSettings) -> Materializer:
+        """:meth:`make_ttl`, an :class:`~upsertmat.spec.Unsupported` answer turned into a skip."""
+        try:
+            return self.make_ttl(keys, ttl)
+        except Unsupported as refused:
+            pytest.skip(f"not supported: {refused}")
+
+    def _ttl_refusal(self, ttl: TtlSettings) -> str | None:
+        """Why the implementation refuses ``ttl`` (its :class:`~upsertmat.spec.Unsupported`
+        message), or None: one probe per class and configuration."""
+        key = (type(self), self.implementation, ttl)
+        if key not in _TTL_REFUSALS:
+            try:
+                self.make_ttl(Keys(pk=(0,)), ttl).close()
+                _TTL_REFUSALS[key] = None
+            except Unsupported as refused:
+                _TTL_REFUSALS[key] = f"not supported: {refused}"
+        return _TTL_REFUSALS[key]
+
+    def _supported_ttl_configs(self) -> tuple[tuple[TtlSettings, ...], list[str]]:
+        """The :data:`TTL_CONFIGS` the implementation accepts, and the reasons of the others."""
+        reasons = {ttl: self._ttl_refusal(ttl) for ttl in TTL_CONFIGS}
+        accepted = tuple(ttl for ttl, reason in reasons.items() if reason is None)
+        return accepted, sorted({reason for reason in reasons.values() if reason is not None})
+
     def granularity(self) -> Granularity:
         """The implementation's TTL granularity: ``ttl_granularity``, else by strategy name."""
         if self.ttl_granularity is not None:
@@ -194,11 +245,19 @@ class MaterializerTests:
             return Granularity.PER_ELEMENT
         return granularity_of(name)
 
-    def _transfer_support(self) -> tuple[bool, bool]:
-        """(exports/imports at all, with stamps): StateTransfer or HistoryAccess, StateTransfer."""
-        probe = self.make(Keys(pk=(0,)))
+    def _transfer_support(self) -> tuple[bool, bool, str]:
+        """(exports/imports at all, with stamps, why not): StateTransfer or HistoryAccess,
+        StateTransfer, and the :class:`~upsertmat.spec.Unsupported` message of an export
+        that refuses (then neither)."""
+        probe = self._made(Keys(pk=(0,)))
         try:
-            return supports_transfer(probe), isinstance(probe, StateTransfer)
+            if isinstance(probe, StateTransfer):
+                list(probe.export_elements())
+            elif isinstance(probe, HistoryAccess):
+                list(probe.histories())
+            return supports_transfer(probe), isinstance(probe, StateTransfer), ""
+        except Unsupported as refused:
+            return False, False, f"not supported: {refused}"
         finally:
             probe.close()
 
@@ -219,7 +278,7 @@ class MaterializerTests:
         run_property(
             f"{type(self).__module__}.{type(self).__qualname__}.{test}",
             strategy,
-            lambda stream: check_stream(self.make, stream),
+            lambda stream: check_stream(self._made, stream),
             weight=weight,
             scale=self.examples_scale,
             examples=examples,
@@ -230,14 +289,14 @@ class MaterializerTests:
         """Each catalogue scenario: the exact hand-written output after every input."""
         if (program := self.program()) is not None:
             return program.scenario(scenario.keys, scenario.name, scenario.inputs, scenario.expected)
-        check_scenario(self.make, scenario)
+        check_scenario(self._made, scenario)
 
     def test_pinned_streams(self) -> None:
         """Streams that encode known traps or once failed: equal to the model input by input."""
         if (program := self.program()) is not None:
             return program.pinned((*PINNED, *self.pinned_streams))
         for stream in (*PINNED, *self.pinned_streams):
-            check_stream(self.make, stream)
+            check_stream(self._made, stream)
 
     def test_valid_streams(self) -> None:
         """Valid retract-style streams, with and without upsert key, any channel interleaving."""
@@ -261,7 +320,7 @@ class MaterializerTests:
             pytest.skip(STATE_MACHINE_SKIP)
         current = scaled_settings(0.5, self.examples_scale)
         run_state_machine_as_test(  # type: ignore[no-untyped-call, unused-ignore]
-            self.machine.bound_to(self.make, f"{type(self).__module__}.{type(self).__qualname__}.machine"),
+            self.machine.bound_to(self._made, f"{type(self).__module__}.{type(self).__qualname__}.machine"),
             settings=settings(current, stateful_step_count=30),
         )
 
@@ -276,20 +335,23 @@ class MaterializerTests:
         """
         if (program := self.program()) is not None:
             return program.split_runs(TTL_CONFIGS, weight=0.25)
-        movable, with_stamps = self._transfer_support()
+        movable, with_stamps, refused = self._transfer_support()
+        if refused:
+            pytest.skip(refused)
         if not movable:
             pytest.skip(
                 "lifecycle rules need the implementation to offer StateTransfer "
                 "(export_elements/import_elements) or HistoryAccess (histories/load_histories)"
             )
         timed = with_stamps and self.implementation is not None
+        accepted = self._supported_ttl_configs()[0] if timed else ()
         current = scaled_settings(0.25, self.examples_scale)
         run_state_machine_as_test(  # type: ignore[no-untyped-call, unused-ignore]
             self.lifecycle_machine.bound_to(
-                self.make,
+                self._made,
                 f"{type(self).__module__}.{type(self).__qualname__}.lifecycle_machine",
-                ttl_maker=self.make_ttl if timed else None,
-                ttl_configs=(TtlSettings(), *TTL_CONFIGS) if timed else (),
+                ttl_maker=self._made_ttl if accepted else None,
+                ttl_configs=(TtlSettings(), *accepted) if accepted else (),
                 granularity=self.granularity(),
                 migration_targets=self._migration_targets(),
             ),
@@ -309,7 +371,7 @@ class MaterializerTests:
             return program.scenario(
                 scenario.keys, scenario.name, scenario.steps, scenario.expected, scenario.ttl
             )
-        check_ttl_scenario(lambda keys: self.make_ttl(keys, scenario.ttl), scenario)
+        check_ttl_scenario(lambda keys: self._made_ttl(keys, scenario.ttl), scenario)
 
     @pytest.mark.parametrize(
         "ttl", TTL_CONFIGS, ids=[f"{ttl.time_domain.value}-{ttl.update_type.value}" for ttl in TTL_CONFIGS]
@@ -318,13 +380,15 @@ class MaterializerTests:
         """Streams with clock advances and timestamps under TTL: equal to the model at every input."""
         if (program := self.program()) is not None:
             return program.ttl_streams(ttl, self.ttl_weight)
+        if self.implementation is not None and (refused := self._ttl_refusal(ttl)) is not None:
+            pytest.skip(refused)
         granularity = self.granularity()
         name = f"ttl_{ttl.time_domain.value}_{ttl.update_type.value}"
         run_property(
             f"{type(self).__module__}.{type(self).__qualname__}.{name}",
             timed_streams(),
             lambda stream: check_timed_stream(
-                lambda keys: self.make_ttl(keys, ttl), stream, ttl, granularity
+                lambda keys: self._made_ttl(keys, ttl), stream, ttl, granularity
             ),
             weight=self.ttl_weight,
             scale=self.examples_scale,
@@ -336,13 +400,16 @@ class MaterializerTests:
             pytest.skip(STATE_MACHINE_SKIP)
         if self.implementation is None:
             pytest.skip("TTL tests build through the registry: set `implementation`")
+        accepted, reasons = self._supported_ttl_configs()
+        if not accepted:
+            pytest.skip("; ".join(reasons))
         current = scaled_settings(0.5 * self.ttl_weight * len(TTL_CONFIGS), self.examples_scale)
         run_state_machine_as_test(  # type: ignore[no-untyped-call, unused-ignore]
             self.machine.bound_to(
-                self.make,
+                self._made,
                 f"{type(self).__module__}.{type(self).__qualname__}.ttl_machine",
-                ttl_maker=self.make_ttl,
-                ttl_configs=TTL_CONFIGS,
+                ttl_maker=self._made_ttl,
+                ttl_configs=accepted,
                 granularity=self.granularity(),
             ),
             settings=settings(current, stateful_step_count=30),

@@ -30,6 +30,7 @@ LMDB_DURABILITY = "upsertmat.state.lmdb.durability"
 CHECKPOINT_INTERVAL = "execution.checkpointing.interval"
 ASYNC_STATE = "table.exec.async-state.enabled"
 CONFLICT_STRATEGY = "table.exec.sink.conflict-strategy"
+MISS_ROWS = "upsertmat.misses.max-rows"
 
 
 class ConfigError(ValueError):
@@ -99,6 +100,12 @@ def _positive_int(value: Any) -> int:
     return number
 
 
+def _non_negative_int(value: Any) -> int:
+    if isinstance(value, bool) or not re.fullmatch(r"\s*\d+\s*", str(value)):
+        raise ValueError("expected a non-negative integer (0 = off)")
+    return int(str(value))
+
+
 def _budget(value: Any) -> int:
     if isinstance(value, bool) or not re.fullmatch(r"\s*\d+\s*", str(value)):
         raise ValueError("expected a non-negative integer (0 = unbounded)")
@@ -118,6 +125,7 @@ _PARSERS: dict[str, Callable[[Any], Any]] = {
     CHECKPOINT_INTERVAL: _positive_int,
     ASYNC_STATE: _boolean,
     CONFLICT_STRATEGY: _enum_parser(ConflictBehavior, upper=True),
+    MISS_ROWS: _non_negative_int,
 }
 KNOWN_KEYS: tuple[str, ...] = tuple(_PARSERS)
 
@@ -196,6 +204,7 @@ def build_settings(layers: Iterable[tuple[str, Mapping[str, Any]]], base: Settin
         async_state=values.get(ASYNC_STATE, settings.async_state),
         conflict=values.get(CONFLICT_STRATEGY, settings.conflict),
         expiry_budget=values.get(EXPIRY_BUDGET, settings.expiry_budget),
+        miss_rows=values.get(MISS_ROWS, settings.miss_rows),
     )
     high, low = settings.threshold_high, settings.threshold_low
     if high is not None and low is not None and high <= low:

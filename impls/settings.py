@@ -16,6 +16,7 @@ from ..spec.ttl import Granularity, TimeDomain, TtlSettings, UpdateType
 
 __all__ = [
     "DEFAULT_CHECKPOINT_INTERVAL",
+    "DEFAULT_MISS_ROWS",
     "Backend",
     "ConflictBehavior",
     "Granularity",
@@ -26,6 +27,9 @@ __all__ = [
     "UpdateType",
 ]
 
+
+DEFAULT_MISS_ROWS = 20
+"""Stored rows a miss explanation reads at most (``upsertmat.misses.max-rows``)."""
 
 DEFAULT_CHECKPOINT_INTERVAL = 1000
 """Inputs per durable commit that ``replay --state-dir`` and ``bench`` use on rocksdb/lmdb
@@ -93,3 +97,7 @@ class Settings:
     docs/ttl.md), only how long physical cleanup lags behind the clock."""
     # table.exec.sink.conflict-strategy: ERROR and NOTHING select upsertmat.impls.conflict.
     conflict: ConflictBehavior = ConflictBehavior.DEDUPLICATE
+    miss_rows: int = DEFAULT_MISS_ROWS
+    """``upsertmat.misses.max-rows``: a retraction that matches nothing (rule 7) is explained
+    from at most this many stored rows of its own key, the newest (docs/spec.md, rule 7);
+    0 turns explanations off. Inputs that match read nothing more either way."""

@@ -17,7 +17,16 @@ from .conflict import (
     fold,
     run_conflict_model,
 )
-from .contract import BatchProcessing, Element, HistoryAccess, Materializer, StateTransfer, process_many
+from .contract import (
+    BatchProcessing,
+    Element,
+    HistoryAccess,
+    Materializer,
+    MissExplaining,
+    StateTransfer,
+    Unsupported,
+    process_many,
+)
 from .encoding import JsonValue, canonical, project
 from .equalizer import (
     DEFAULT_EQUALIZER,
@@ -29,15 +38,18 @@ from .equalizer import (
     parse_equalizer,
 )
 from .keys import Keys
+from .misses import Candidate, ColumnDiff, MissCause, MissExplanation, explain_miss
 from .model import ModelMaterializer, apply_to_elements, apply_to_history, run_model
 from .ttl import Granularity, MissingTimestampError, TimeDomain, TtlSettings, UpdateType
 
 __all__ = [
     "DEFAULT_EQUALIZER",
     "BatchProcessing",
+    "Candidate",
     "CanonicalEqualizer",
     "CaseInsensitiveEqualizer",
     "Change",
+    "ColumnDiff",
     "Conflict",
     "ConflictBehavior",
     "ConflictError",
@@ -50,6 +62,9 @@ __all__ = [
     "JsonValue",
     "Keys",
     "Materializer",
+    "MissCause",
+    "MissExplaining",
+    "MissExplanation",
     "MissingTimestampError",
     "ModelMaterializer",
     "PendingChange",
@@ -58,6 +73,7 @@ __all__ = [
     "StateTransfer",
     "TimeDomain",
     "TtlSettings",
+    "Unsupported",
     "UpdateType",
     "apply_to_elements",
     "apply_to_history",
@@ -66,6 +82,7 @@ __all__ = [
     "compact",
     "delete",
     "equalizer_spec",
+    "explain_miss",
     "fold",
     "insert",
     "parse_equalizer",

@@ -6,6 +6,19 @@ from collections.abc import Iterable, Iterator
 from typing import Protocol, runtime_checkable
 
 from .changes import Change, Row
+from .misses import MissExplanation
+
+
+class Unsupported(Exception):
+    """An implementation does not offer what it was asked for (TTL, a time domain, state
+    transfer, ...); the message says what, in one line.
+
+    Raised by a factory ``(Keys, Settings) -> Materializer`` for settings it cannot honour
+    (e.g. ``settings.ttl.enabled`` without TTL support), or by a method of the optional
+    protocols below (e.g. ``export_elements``). The conformance suite then skips the tests
+    that need it, with the message as the reason, as it does for a program that exits with
+    code 2 (docs/conformance.md). It is not a failure: nothing of the rules was violated.
+    """
 
 
 @runtime_checkable
@@ -104,3 +117,16 @@ class StateTransfer(Protocol):
     def import_elements(self, items: Iterable[tuple[bytes, list[Element]]], now: int) -> None:
         """Set the elements of each given key (empty removes it) and the clock to ``now``."""
         ...
+
+
+@runtime_checkable
+class MissExplaining(Protocol):
+    """Optional: why retractions matched nothing (docs/spec.md, rule 7).
+
+    ``take_misses()`` returns the explanations (:class:`~upsertmat.spec.misses.MissExplanation`)
+    of the misses since the previous call, oldest first, and forgets them: after one
+    ``process``, an empty list or that input's explanation. Every built-in strategy offers it
+    (``upsertmat.misses.max-rows``; 0 turns it off and it returns ``[]``).
+    """
+
+    def take_misses(self) -> list[MissExplanation]: ...

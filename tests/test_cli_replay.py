@@ -138,9 +138,18 @@ def test_time_lines_are_accepted_and_emit_nothing(cli: Cli, tmp_path: Path) -> N
 def test_retraction_misses_are_warned_with_their_line_and_quiet_hides_them(cli: Cli) -> None:
     stream = lines(change("-D", 1, "a"), change("+I", 1, "a"), change("-U", 2, "b"))
     result = cli("replay", "--pk", "0", stdin=stream)
+    never = (
+        "holds no row and none of it expired (no ADD of it has arrived on this key: lost, still to come, "
+        "or sent with another sink key)"
+    )
     assert result.err.splitlines() == [
-        'upsertmat replay: line 1: warning: -D [1, "a"] matched no stored row (rule 7: nothing emitted)',
-        'upsertmat replay: line 3: warning: -U [2, "b"] matched no stored row (rule 7: nothing emitted)',
+        'upsertmat replay: line 1: warning: -D [1, "a"] matched no stored row (rule 7: nothing emitted): '
+        f"sink key [1] {never}",
+        'upsertmat replay: line 3: warning: -U [2, "b"] matched no stored row (rule 7: nothing emitted): '
+        f"sink key [2] {never}",
+        "upsertmat replay: 2 retraction(s) matched no stored row (rule 7):",
+        "upsertmat replay:   2 found their sink key empty, nothing of it expired: no ADD had arrived "
+        "(lost, still to come, or sent with another sink key)",
     ]
     assert cli("replay", "--pk", "0", "--quiet", stdin=stream).err == ""
 

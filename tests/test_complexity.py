@@ -9,6 +9,7 @@ scanned) and the bytes moved per event grow with the history.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 import msgpack
 import pytest
@@ -75,19 +76,26 @@ def probes(size: int, upsert: bool) -> list[tuple[str, Change]]:
     return steps
 
 
-Build = Callable[[Keys, CountingBackend], StrategyBase]
+Build = Callable[[Keys, CountingBackend, Settings], StrategyBase]
 FAST: dict[str, Build] = {
-    "MAP": lambda keys, backend: MapMaterializer(keys, backend),
-    "SORTED": lambda keys, backend: SortedMaterializer(keys, backend),
+    "MAP": lambda keys, backend, settings: MapMaterializer(keys, backend, settings),
+    "SORTED": lambda keys, backend, settings: SortedMaterializer(keys, backend, settings),
+    "ADAPTIVE in MAP mode": lambda keys, backend, settings: AdaptiveMaterializer(
+        keys, backend, replace(settings, threshold_high=5, threshold_low=2)
+    ),
 }
+# Rule-7 explanations off: what a miss costs with them is pinned on its own (below).
+QUIET = Settings(miss_rows=0)
 
 
-def measure_fast(build: Build, size: int, upsert: bool) -> list[tuple[str, int, int, int, int]]:
+def measure_fast(
+    build: Build, size: int, upsert: bool, settings: Settings = QUIET
+) -> list[tuple[str, int, int, int, int]]:
     """(probe, reads, writes, scanned, match keys computed) of each probe on ``size`` rows."""
     equalizer = CountingEqualizer()
     keys = Keys(pk=(0,), upsert_key=(1,) if upsert else (), equalizer=equalizer)
     backend = CountingBackend(HeapBackend())
-    materializer = build(keys, backend)
+    materializer = build(keys, backend, settings)
     materializer.load_histories([(keys.context_key((0,)), history(size))])
     counts = []
     for name, change in probes(size, upsert):
@@ -111,6 +119,34 @@ def test_fast_strategies_do_constant_work_per_event(strategy: str, upsert: bool)
         assert reads + writes <= MAX_ACCESSES, name
         assert scanned == 0, name
         assert match_keys == 1, name  # only the incoming row's; no stored row is looked at
+
+
+MISS = "retraction miss (rule 7)"
+
+
+@pytest.mark.parametrize("upsert", [False, True], ids=["no-upsert-key", "upsert-key"])
+@pytest.mark.parametrize("strategy", list(FAST))
+def test_miss_explanations_cost_nothing_on_matches_and_a_bounded_read_on_a_miss(
+    strategy: str, upsert: bool
+) -> None:
+    """With ``upsertmat.misses.max-rows`` N, every input that matches a stored row makes exactly
+    the accesses it makes with explanations off; a miss reads at most N more (the newest rows of
+    its own key, each once), the same on a key of 10,000 rows as on one of 100."""
+    rows = 7
+    explaining = Settings(miss_rows=rows)
+    for size in (100, LARGE):
+        quiet = measure_fast(FAST[strategy], size, upsert)
+        loud = measure_fast(FAST[strategy], size, upsert, explaining)
+        assert [probe for probe in loud if probe[0] != MISS] == [probe for probe in quiet if probe[0] != MISS]
+        (_, quiet_reads, *quiet_rest), (_, loud_reads, *loud_rest) = (
+            next(probe for probe in measured if probe[0] == MISS) for measured in (quiet, loud)
+        )
+        assert loud_rest == quiet_rest  # no writes, no scans, no match keys more
+        # the meta (or the tail seek), then one read per row; SORTED's seek finds the row before
+        assert rows <= loud_reads - quiet_reads <= rows + 2, (size, quiet_reads, loud_reads)
+    assert measure_fast(FAST[strategy], 100, upsert, explaining) == measure_fast(
+        FAST[strategy], LARGE, upsert, explaining
+    )
 
 
 class JournalCountingHeap(HeapBackend):

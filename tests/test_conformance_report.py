@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -11,7 +12,7 @@ import pytest
 
 from upsertmat.conformance.generators import KEYS_WITH_UPSERT_KEY, KEYS_WITHOUT_UPSERT_KEY, Step
 from upsertmat.conformance.mismatch import Mismatch
-from upsertmat.conformance.report import rules_exercised
+from upsertmat.conformance.report import anchor, rules_exercised
 from upsertmat.spec import Keys, delete, insert, update_after
 
 BROKEN = '''
@@ -101,6 +102,23 @@ def test_report_names_the_broken_rule_with_a_counterexample(tmp_path: Path) -> N
     assert "## Minimal counterexamples" in page
     assert "fed (the failing input last):" in page and "(rules 9)" in page
     assert "-k 'scenario and not ttl or valid_streams'" in page
+    # each failure's input is written next to the page, with the command that replays it by hand
+    failing = [t for area in data["areas"].values() for t in area["tests"] if t["outcome"] == "failed"]
+    for test in failing:
+        name = f"broken.{anchor(test['name'])}.jsonl"
+        assert f'<a id="{anchor(test["name"])}"></a>' in page and f"]({name})" in page
+        command = shlex.split(next(line for line in page.splitlines() if line.endswith(f" {name}")))
+        assert command[:5] == ["python", "-m", "upsertmat.conformance.reproduce", "--impl", "broken:factory"]
+        again = subprocess.run(
+            [sys.executable, *command[1:-1], str(tmp_path / "out" / name)],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert again.returncode == 1, again.stderr  # the difference, reproduced
+        assert "the model emits [+U" in again.stdout and "the implementation [-D" in again.stdout
 
 
 @pytest.mark.parametrize("arguments", [["--impl", "NOPE/heap"], []])

@@ -6,6 +6,8 @@ upsertmat: ``pytest --upsertmat-impl=NAME`` must collect and run the whole suite
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from upsertmat.conformance.scenarios import SCENARIOS, TTL_SCENARIOS
@@ -274,3 +276,93 @@ def test_rule7_records_are_counted_and_demoted_to_debug(caplog: pytest.LogCaptur
     ]
     model.process(delete(1, "x"))  # outside the suite: a warning as before
     assert caplog.records[-1].levelname == "WARNING"
+
+
+EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "python" / "list_materializer.py"
+# Everything that needs TTL: its scenarios, its streams (one test per configuration), the TTL
+# state machine; and the lifecycle machine (no state transfer offered).
+NO_TTL_SKIPS = len(TTL_SCENARIOS) + len(TTL_CONFIGS) + 2
+PER_KEY_SCENARIOS = sum(scenario.granularity is Granularity.PER_KEY for scenario in TTL_SCENARIOS)
+
+
+@pytest.mark.usefixtures("dev_profile")
+def test_a_factory_without_ttl_passes_with_the_ttl_tests_skipped(pytester: pytest.Pytester) -> None:
+    """The worked example of docs/conformance.md: ``Unsupported`` from the factory skips (fast)."""
+    pytester.makepyfile(list_materializer=EXAMPLE.read_text(encoding="utf-8"))
+    result = pytester.runpytest_subprocess(
+        "--upsertmat-impl=list_materializer:factory", "-p", "no:cacheprovider", "-rs"
+    )
+    result.assert_outcomes(passed=SUITE_TESTS - NO_TTL_SKIPS, skipped=NO_TTL_SKIPS)
+    reasons = skip_reasons(result)
+    assert reasons["not supported: no TTL: this implementation keeps every row until it is retracted"] == (
+        NO_TTL_SKIPS - 1 - PER_KEY_SCENARIOS
+    )
+    assert reasons["a per_key scenario; this implementation is per_element"] == PER_KEY_SCENARIOS
+    assert sum(count for reason, count in reasons.items() if reason.startswith("lifecycle rules need")) == 1
+
+
+def skip_reasons(result: pytest.RunResult) -> dict[str, int]:
+    """How many tests were skipped for each reason (``-rs``'s ``SKIPPED [N] where: reason``)."""
+    reasons: dict[str, int] = {}
+    for line in result.stdout.lines:
+        if line.startswith("SKIPPED ["):
+            count, _, rest = line.removeprefix("SKIPPED [").partition("] ")
+            reason = rest.split(": ", 1)[1]
+            reasons[reason] = reasons.get(reason, 0) + int(count)
+    return reasons
+
+
+PROCESSING_TIME_ONLY = '''
+from upsertmat.impls import create_named
+from upsertmat.spec import TimeDomain, Unsupported
+
+
+class NoExport:
+    """VALUE on heap (per-element TTL) whose state export is refused."""
+
+    def __init__(self, inner):
+        self.inner = inner
+        self.process, self.advance_time, self.close = inner.process, inner.advance_time, inner.close
+
+    @property
+    def retract_misses(self):
+        return self.inner.retract_misses
+
+    @property
+    def now(self):
+        return self.inner.now
+
+    def export_elements(self):
+        raise Unsupported("no state export here")
+
+    def import_elements(self, items, now):
+        raise Unsupported("no state import here")
+
+
+def factory(keys, settings):
+    if settings.ttl.enabled and settings.ttl.time_domain is TimeDomain.EVENT_TIME:
+        raise Unsupported("processing-time TTL only")
+    return NoExport(create_named("VALUE/heap", keys, settings))
+'''
+
+
+@pytest.mark.usefixtures("dev_profile")
+def test_refused_ttl_configurations_and_export_are_skipped_the_rest_runs(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(partial_impl=PROCESSING_TIME_ONLY)
+    result = pytester.runpytest_subprocess(
+        "--upsertmat-impl=partial_impl:factory", "-p", "no:cacheprovider", "-rs", "-k", "ttl or lifecycle"
+    )
+    reasons = skip_reasons(result)
+    assert result.parseoutcomes().get("failed", 0) == 0, result.stdout.lines
+    processing = [ttl for ttl in TTL_CONFIGS if ttl.time_domain.value == "processing_time"]
+    event_scenarios = sum(
+        s.granularity is Granularity.PER_ELEMENT and s.ttl.time_domain.value == "event_time"
+        for s in TTL_SCENARIOS
+    )
+    # the event-time streams and scenarios are skipped; processing time runs (streams, machine)
+    assert (
+        reasons["not supported: processing-time TTL only"]
+        == len(TTL_CONFIGS) - len(processing) + event_scenarios
+    )
+    assert reasons["not supported: no state export here"] == 1  # the lifecycle machine
+    assert result.parseoutcomes()["passed"] >= len(processing) + 1

@@ -95,7 +95,7 @@ class AdaptiveMaterializer(StrategyBase):
         if record is None:
             return None
         if type(record[0]) is not int:
-            return live_record(self._records, context, record, self._now, self._ttl_ms)
+            return live_record(self._records, context, record, self._now, self._ttl_ms, self._note_expired)
         meta = self._list.trim(context, record, match, self)
         if meta is None:
             self._records.delete(context)
@@ -207,7 +207,9 @@ class AdaptiveMaterializer(StrategyBase):
         if record is None:
             return
         if type(record[0]) is not int:
-            if record_expire(record, self._now, self._ttl_ms):
+            removed = record_expire(record, self._now, self._ttl_ms)
+            if removed:
+                self._note_expired(context, removed)
                 if record[0]:
                     self._records.put(context, record)
                 else:
@@ -221,6 +223,7 @@ class AdaptiveMaterializer(StrategyBase):
         if entry is None:
             raise missing("index", context, seq)
         meta, _ = self._list.remove(context, record, entry, match, seq)
+        self._note_expired(context)
         if meta is None:
             self._records.delete(context)
         else:
@@ -272,6 +275,14 @@ class AdaptiveMaterializer(StrategyBase):
         if is_map_mode(record):
             return self._list.elements(context, record)
         return record_elements(record)
+
+    def _newest_elements(self, context: bytes, limit: int) -> tuple[list[tuple[StoredRow, int]], bool]:
+        """VALUE mode: the record sliced (one read); MAP mode: the last ``limit`` nodes."""
+        record = self._records.get(context)
+        if record is not None and is_map_mode(record):
+            return self._list.newest(context, record, limit)
+        elements = [] if record is None else record_elements(record)
+        return elements[-limit:], len(elements) > limit
 
     def _drop(self, context: bytes) -> None:
         record = self._records.get(context)

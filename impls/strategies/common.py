@@ -18,7 +18,9 @@ from typing import Any, ClassVar, Final, NoReturn, TypeGuard
 from mypy_extensions import mypyc_attr
 
 from ...spec import Change, Element, Granularity, Keys, RowKind, TimeDomain, UpdateType
+from ...spec.misses import MissExplanation, explain_miss
 from ..encoding import KeyEncoder
+from ..misses import MissRecorder, MissSummary
 from ..rows import StoredRow
 from ..settings import Settings
 from ..state import CorruptStateError, MapState, StateBackend, ValueState
@@ -234,6 +236,9 @@ class StrategyBase:
         self._async = settings.async_state
         self._prefetched_values: list[PrefetchedValueState] = []
         self._prefetched_indexes: list[PrefetchedMapState] = []
+        # Rule-7 explanations (upsertmat.misses.max-rows > 0): only :meth:`_miss` and the TTL
+        # expiry paths touch it, never an input that matches.
+        self._explainer = MissRecorder(settings.miss_rows) if settings.miss_rows > 0 else None
 
     def _value_state(self, name: str) -> ValueState:
         """The backend's value state ``name``, keyed by context; with async state, wrapped so
@@ -304,6 +309,8 @@ class StrategyBase:
     def _roll_back(self, misses: int) -> None:
         """Undo the uncommitted writes of a failed call; forget in-memory hints derived from them."""
         self.backend.rollback()
+        if self._explainer is not None and self.retract_misses > misses:
+            self._explainer.discard_last()  # the failed input's miss never happened
         self.retract_misses = misses
         if self._timers is not None:
             self._timers.forget_hints()
@@ -480,13 +487,59 @@ class StrategyBase:
         raise NotImplementedError(f"{type(self).__name__} does not implement _expire_element")
 
     def _miss(self, context: bytes, change: Change) -> None:
-        """Rule 7: count the retraction that matched nothing and log a warning."""
+        """Rule 7: count the retraction that matched nothing and log a warning; with
+        explanations on, explain it first (:meth:`_explain`), so that a count always has its
+        explanation (a rollback of the input discards both)."""
+        if self._explainer is not None:
+            self._explain(self._explainer, context, change)
         self.retract_misses += 1
         log.warning(
             "retraction matched no stored row (context key %s): %r",
             context.decode("utf-8", "replace"),
             change,
         )
+
+    def _explain(self, explainer: MissRecorder, context: bytes, change: Change) -> None:
+        """Record why ``change`` matched nothing (:func:`~upsertmat.spec.misses.explain_miss`)
+        from the newest ``explainer.max_rows`` visible rows of its own key: at most that many
+        rows read (one read on VALUE and LEGACY, one per row on MAP and SORTED); a miss
+        changes no state, so they are what the retraction was compared with."""
+        elements, truncated = self._newest_elements(context, explainer.max_rows)
+        rows = [row for row, _ in self._visible(elements)]
+        expired = explainer.expired(context)
+        explainer.record(explain_miss(self.keys, change, context, rows, truncated=truncated, expired=expired))
+
+    def _newest_elements(self, context: bytes, limit: int) -> tuple[list[Element], bool]:
+        """The newest ``limit`` stored elements of ``context``, oldest first, and whether
+        older ones exist. Here: :meth:`_elements` sliced (right where a key is one value,
+        read at once); layouts of one entry per row read only ``limit`` of them."""
+        elements = self._elements(context)
+        return elements[-limit:], len(elements) > limit
+
+    def _note_expired(self, context: bytes, count: int = 1) -> None:
+        """TTL expiry removed ``count`` rows (or the whole history) of ``context``: remembered
+        so that a later miss on the key can say its rows expired. Only with explanations on."""
+        if self._explainer is not None:
+            self._explainer.note_expired(context, count)
+
+    def take_misses(self) -> list[MissExplanation]:
+        """The explanations of the misses since the last call, oldest first (rule 7;
+        docs/spec.md). After one :meth:`process`: ``[]``, or that input's explanation.
+        Empty when explanations are off (``upsertmat.misses.max-rows`` 0). At most the
+        newest 10,000 are kept between calls; :attr:`miss_summary` counts them all."""
+        return [] if self._explainer is None else self._explainer.take()
+
+    @property
+    def miss_recorder(self) -> MissRecorder | None:
+        """The :class:`~upsertmat.impls.misses.MissRecorder` of this materializer (None with
+        explanations off): for drivers that keep expiry notes across instances (Spark)."""
+        return self._explainer
+
+    @property
+    def miss_summary(self) -> MissSummary:
+        """Counters over every explained miss of this materializer (this process): per cause
+        and per differing column, with hints (:class:`~upsertmat.impls.misses.MissSummary`)."""
+        return MissSummary() if self._explainer is None else self._explainer.summary
 
     def advance_time(self, now: int) -> None:
         """Move the clock (a time in the past is ignored); with TTL, expire what is due.

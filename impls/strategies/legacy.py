@@ -107,6 +107,7 @@ class LegacyMaterializer(StrategyBase):
             stamp = self._stamps.get(context)
             if stamp is not None and self._expired(stamp):
                 self._drop(context)
+                self._note_expired(context)
                 return []
         return self._rows(context)
 
@@ -152,6 +153,7 @@ class LegacyMaterializer(StrategyBase):
         stamp = self._stamps.get(context)
         if stamp is not None and self._expired(stamp):
             self._drop(context)
+            self._note_expired(context)
 
     def _contexts(self) -> list[bytes]:
         return list(self._state.contexts())

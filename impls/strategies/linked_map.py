@@ -256,6 +256,7 @@ class LinkedList:
         entry = self.find(context, match)
         while entry is not None and expired(self._node(context, encode_seq(entry[0]))[STAMP]):
             trimmed, _ = self.remove(context, meta, entry, match)
+            owner._note_expired(context)
             if trimmed is None:
                 return None
             meta = trimmed
@@ -283,6 +284,7 @@ class LinkedList:
                 trimmed = self._trim_chain(context, meta, match, owner)
             else:
                 trimmed, _ = self.remove(context, meta, entry, match, tail)
+                owner._note_expired(context)
             if trimmed is None:
                 return None
             meta = trimmed
@@ -320,6 +322,21 @@ class LinkedList:
     def elements(self, context: bytes, meta: Meta) -> list[tuple[StoredRow, int]]:
         """(row, stamp) of every node from head to tail. O(n) reads."""
         return [(tuple(node[ROW]), node[STAMP]) for node in self.walk(context, meta)]
+
+    def newest(self, context: bytes, meta: Meta, limit: int) -> tuple[list[tuple[StoredRow, int]], bool]:
+        """(row, stamp) of the last ``limit`` nodes, oldest first, and whether older nodes
+        exist: a walk back from the tail along prev links. At most ``limit`` reads."""
+        seq, head = meta[TAIL], meta[HEAD]
+        newest: list[tuple[StoredRow, int]] = []
+        while len(newest) < limit:
+            node = self._node(context, encode_seq(seq))
+            newest.append((tuple(node[ROW]), node[STAMP]))
+            if seq == head:
+                newest.reverse()
+                return newest, False
+            seq = node[PREV] or seq - 1
+        newest.reverse()
+        return newest, True
 
     def check(self, context: bytes, meta: Meta, match_key: Callable[[StoredRow], bytes]) -> int:
         """Verify the layout of ``context`` (raise LayoutError); returns its size. O(n).
@@ -449,6 +466,7 @@ class MapMaterializer(StrategyBase):
         if meta is None or entry is None:
             raise missing("meta/index", context, seq)
         meta, _ = self._list.remove(context, meta, entry, match, seq)
+        self._note_expired(context)
         if meta is None:
             self._meta.delete(context)
         else:
@@ -472,6 +490,11 @@ class MapMaterializer(StrategyBase):
     def _elements(self, context: bytes) -> list[tuple[StoredRow, int]]:
         meta = self._meta.get(context)
         return [] if meta is None else self._list.elements(context, meta)
+
+    def _newest_elements(self, context: bytes, limit: int) -> tuple[list[tuple[StoredRow, int]], bool]:
+        """The last ``limit`` nodes (:meth:`LinkedList.newest`): 1 + at most ``limit`` reads."""
+        meta = self._meta.get(context)
+        return ([], False) if meta is None else self._list.newest(context, meta, limit)
 
     def _drop(self, context: bytes) -> None:
         self._list.drop(context)

@@ -96,6 +96,7 @@ class SortedMaterializer(StrategyBase):
         entry = self._index.get(context, match)
         while entry is not None and self._expired(self._node(context, encode_seq(entry[0]))[STAMP]):
             self._unlink(context, match, entry, entry[0])
+            self._note_expired(context)
             entry = self._index.get(context, match)
 
     def _trim_tail(self, context: bytes) -> tuple[bytes, Node] | None:
@@ -117,6 +118,7 @@ class SortedMaterializer(StrategyBase):
                 self._trim_chain(context, match)
             else:
                 self._unlink(context, match, entry, seq)
+                self._note_expired(context)
 
     def _add(self, context: bytes, match: bytes, row: StoredRow, stamp: int) -> Change:
         index, nodes = self._index, self._nodes
@@ -216,6 +218,7 @@ class SortedMaterializer(StrategyBase):
         if entry is None:
             raise missing("index", context, seq)
         self._unlink(context, match, entry, seq)
+        self._note_expired(context)
 
     def _contexts(self) -> list[bytes]:
         return list(self._nodes.contexts())
@@ -239,6 +242,17 @@ class SortedMaterializer(StrategyBase):
 
     def _elements(self, context: bytes) -> list[tuple[StoredRow, int]]:
         return [(tuple(node[ROW]), node[STAMP]) for _, node in self._nodes.items(context)]
+
+    def _newest_elements(self, context: bytes, limit: int) -> tuple[list[tuple[StoredRow, int]], bool]:
+        """The last ``limit`` nodes by reverse seeks (``last``, then ``before``): at most
+        ``limit`` + 1 reads."""
+        newest: list[tuple[StoredRow, int]] = []
+        entry: tuple[bytes, Node] | None = self._nodes.last(context)
+        while entry is not None and len(newest) < limit:
+            newest.append((tuple(entry[1][ROW]), entry[1][STAMP]))
+            entry = self._nodes.before(context, entry[0])
+        newest.reverse()
+        return newest, entry is not None
 
     def _drop(self, context: bytes) -> None:
         self._nodes.clear(context)

@@ -94,24 +94,35 @@ def record_retract(
     return True, None
 
 
-def record_expire(record: ValueRecord, now: int, ttl_ms: int) -> bool:
-    """Remove, in place, every element with ``now >= stamp + ttl_ms``; True if any was. O(n)."""
+def record_expire(record: ValueRecord, now: int, ttl_ms: int) -> int:
+    """Remove, in place, every element with ``now >= stamp + ttl_ms``; how many were. O(n)."""
     rows, stamps, matches = record
     live = [position for position, stamp in enumerate(stamps) if now < stamp + ttl_ms]
-    if len(live) == len(stamps):
-        return False
-    record[:] = [[rows[i] for i in live], [stamps[i] for i in live], [matches[i] for i in live]]
-    return True
+    removed = len(stamps) - len(live)
+    if removed:
+        record[:] = [[rows[i] for i in live], [stamps[i] for i in live], [matches[i] for i in live]]
+    return removed
 
 
 def live_record(
-    state: Any, context: bytes, record: ValueRecord | None, now: int, ttl_ms: int
+    state: Any,
+    context: bytes,
+    record: ValueRecord | None,
+    now: int,
+    ttl_ms: int,
+    noted: Callable[[bytes, int], None] | None = None,
 ) -> ValueRecord | None:
     """``record`` (of ``context`` in value state ``state``) without its expired elements, which
     are removed from the state here (1 write or delete, only if one was expired); None if
-    none is left. For reads while the expiry sweep lags (docs/ttl.md). O(n), in place."""
-    if record is None or not record_expire(record, now, ttl_ms):
+    none is left. ``noted(context, removed)`` is told of a removal. For reads while the expiry
+    sweep lags (docs/ttl.md). O(n), in place."""
+    if record is None:
         return record
+    removed = record_expire(record, now, ttl_ms)
+    if not removed:
+        return record
+    if noted is not None:
+        noted(context, removed)
     if record[0]:
         state.put(context, record)
         return record
@@ -165,7 +176,7 @@ class ValueMaterializer(StrategyBase):
         """1 read, 1 write (+1 timer write with TTL)."""
         record = self._values.get(context)
         if self._lazy:
-            record = live_record(self._values, context, record, self._now, self._ttl_ms)
+            record = live_record(self._values, context, record, self._now, self._ttl_ms, self._note_expired)
         kind = INSERT if record is None else UPDATE_AFTER
         record, stamped = record_add(record, match, row, stamp, self._upsert, self._restamp_replaced)
         self._values.put(context, record)
@@ -177,7 +188,7 @@ class ValueMaterializer(StrategyBase):
         """1 read; 1 write or delete unless rule 7."""
         record = self._values.get(context)
         if self._lazy:
-            record = live_record(self._values, context, record, self._now, self._ttl_ms)
+            record = live_record(self._values, context, record, self._now, self._ttl_ms, self._note_expired)
         if record is None:
             self._miss(context, change)
             return None
@@ -202,8 +213,10 @@ class ValueMaterializer(StrategyBase):
     def _expire_element(self, context: bytes, seq: int) -> None:
         """Any timer of a VALUE key: drop every expired element of its record. O(n)."""
         record = self._values.get(context)
-        if record is None or not record_expire(record, self._now, self._ttl_ms):
+        removed = 0 if record is None else record_expire(record, self._now, self._ttl_ms)
+        if record is None or not removed:
             return
+        self._note_expired(context, removed)
         if record[0]:
             self._values.put(context, record)
         else:

@@ -19,13 +19,26 @@ import traceback
 from collections.abc import Callable, Sequence
 
 from upsertmat import __version__
-from upsertmat.commands import bench, client, conformance, demo, gateway, plan, replay, run, savepoint
+from upsertmat.commands import (
+    bench,
+    check_keys,
+    client,
+    conformance,
+    conformance_matrix,
+    demo,
+    gateway,
+    plan,
+    replay,
+    run,
+    savepoint,
+)
 from upsertmat.errors import CliError, ExitCode, StateDirError, exit_code_of
 from upsertmat.impls.build import build_name
 
 SubcommandAdder = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], None]
 SUBCOMMANDS: tuple[SubcommandAdder, ...] = (
     replay.add_parser,
+    check_keys.add_parser,
     savepoint.add_parser,
     bench.add_parser,
     run.add_parser,
@@ -34,6 +47,7 @@ SUBCOMMANDS: tuple[SubcommandAdder, ...] = (
     plan.add_explain_parser,
     plan.add_execute_parser,
     conformance.add_parser,
+    conformance_matrix.add_parser,
     gateway.add_parser,
     client.add_parser,
 )

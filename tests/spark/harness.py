@@ -22,6 +22,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from upsertmat.impls.settings import Settings
 from upsertmat.spark import PipelineConfig
+from upsertmat.spark.misses import MISS_OP
 from upsertmat.spark.processor import OUTPUT_SCHEMA, MaterializerProcessor, ProcessorSpec
 from upsertmat.spec import Change, Keys, RowKind
 
@@ -89,6 +90,8 @@ def run_streams(
     query.awaitTermination()
     results: list[list[tuple[int, Change]]] = [[] for _ in streams]
     for position, op, row in sorted(emitted):
+        if op == MISS_OP:  # a miss's explanation (upsertmat.spark.misses), not an output change
+            continue
         number, index = owner[position]
         results[number].append((index, Change(RowKind.parse(op), tuple(json.loads(row)))))
     return results

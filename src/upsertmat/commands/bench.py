@@ -316,6 +316,23 @@ def configure(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="spark.sql.shuffle.partitions = state partitions (default 2, on local[2])",
     )
+    misses = parser.add_argument_group(
+        "rule-7 explanations (--misses; docs/benchmarks.md, Miss explanations)"
+    )
+    misses.add_argument(
+        "--misses",
+        action="store_true",
+        help="measure what explaining misses costs instead: a clean and a miss workload, explanations "
+        "off and on (--strategy, --backend, --records (default 20,000), --keys (default 1,000), "
+        "--repetitions (default 5) apply)",
+    )
+    misses.add_argument(
+        "--miss-percentage",
+        type=_non_negative_int,
+        default=50,
+        metavar="P",
+        help="share of retractions that match nothing in the miss workload (default 50)",
+    )
     out = parser.add_argument_group("output")
     out.add_argument(
         "--output-dir",
@@ -432,6 +449,8 @@ def run(args: argparse.Namespace) -> int:
         from upsertmat.bench.pipeline import run_pipeline_command
 
         return run_pipeline_command(args)
+    if args.misses:
+        return run_misses(args)
     plan, unavailable = build_plan(args)
     plotting = plots_available()
     if not plotting:
@@ -474,6 +493,35 @@ def run(args: argparse.Namespace) -> int:
         print(goals_table(goals))
         written = ", ".join(str(path) for path in [output / "results.csv", output / "results.json", *plots])
         print(f"\nwritten: {written}")
+    return int(ExitCode.OK)
+
+
+def run_misses(args: argparse.Namespace) -> int:
+    """``--misses``: the cost of rule-7 explanations (:mod:`upsertmat.bench.misses`)."""
+    from upsertmat.bench.misses import MissSpec, measure, table
+
+    if args.miss_percentage > 100:
+        raise CliError(f"--miss-percentage must be within 0..100, got {args.miss_percentage}", ExitCode.USAGE)
+    registered = set(available())
+    backends = _flatten(args.backend) or [b for b in DEFAULT_BACKENDS if any(p[1] is b for p in registered)]
+    strategies = _flatten(args.strategy) or [s for s in Strategy if any(p[0] is s for p in registered)]
+    pairs = [(s, b) for b in backends for s in strategies if (s, b) in registered]
+    spec = MissSpec(
+        records=args.records or 20_000,
+        keys=args.keys or 1_000,
+        miss_percentage=args.miss_percentage,
+        seed=args.seed,
+    )
+    results = measure(pairs, spec, args.repetitions or 5, quiet=args.quiet)
+    if args.format == "json":
+        print(json.dumps({"machine": machine_info(), "spec": asdict(spec), "results": results}, indent=2))
+    else:
+        print(
+            f"upsertmat bench --misses: {spec.records:,} inputs over {spec.keys:,} keys, "
+            f"{spec.miss_percentage} % of the retractions missing in the miss workload; inputs per ms of "
+            "CPU time, medians of alternated runs; on/off = time with explanations / without"
+        )
+        print(table(results))
     return int(ExitCode.OK)
 
 

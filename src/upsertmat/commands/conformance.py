@@ -115,13 +115,15 @@ def run(args: argparse.Namespace) -> int:
     collector = report.run_suite(target, args.profile, ["-k", args.keyword] if args.keyword else [])
     if not collector.results:
         raise CliError("the suite did not run (see the messages above)", ExitCode.USAGE)
-    data = report.to_json(title, command, collector)
+    data = report.to_json(title, command, collector, target)
     try:
         args.output_dir.mkdir(parents=True, exist_ok=True)
         base = _slug(args.name or title)  # may hold dots ("flink-2.3.0"): no with_suffix
         (args.output_dir / f"{base}.json").write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+        for name, text in report.counterexample_files(data, base).items():
+            (args.output_dir / name).write_text(text, encoding="utf-8")
         markdown = args.output_dir / f"{base}.md"
-        markdown.write_text(report.render_markdown(data), encoding="utf-8")
+        markdown.write_text(report.render_markdown(data, base), encoding="utf-8")
     except OSError as error:
         raise CliError(
             f"cannot write the report in {args.output_dir}: {error.strerror}", ExitCode.IO

@@ -47,6 +47,24 @@ def non_negative_int(text: str) -> int:
     return int(text)
 
 
+def parse_columns(text: str) -> tuple[int, ...]:
+    """An argparse type: ``"0,2"`` -> ``(0, 2)``, comma-separated 0-based column indexes
+    (``""`` -> ``()``); ArgumentTypeError for anything else or a column named twice."""
+    if not text.strip():
+        return ()
+    columns: list[int] = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part.isdigit():
+            raise argparse.ArgumentTypeError(
+                f"expected comma-separated 0-based column indexes such as 0 or 0,2, got {text!r}"
+            )
+        if int(part) in columns:
+            raise argparse.ArgumentTypeError(f"column {part} is named twice in {text!r}")
+        columns.append(int(part))
+    return tuple(columns)
+
+
 def add_config_arguments(parser: argparse.ArgumentParser) -> None:
     """Add ``--config``, ``--set``, ``--strategy``, ``--backend``, ``--ttl`` to ``parser``."""
     group = parser.add_argument_group(

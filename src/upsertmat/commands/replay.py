@@ -15,6 +15,7 @@ from upsertmat.commands.options import (
     add_config_arguments,
     create_materializer,
     non_negative_int,
+    parse_columns,
     positive_int,
     settings_from_args,
 )
@@ -48,23 +49,6 @@ examples:
   producer | upsertmat replay --pk 0,2 --on-error skip --dead-letter bad.jsonl - | consumer
   upsertmat replay --pk 0 --config job.yaml --set table.exec.state.ttl=0 in.jsonl
 """
-
-
-def parse_columns(text: str) -> tuple[int, ...]:
-    """``"0,2"`` -> ``(0, 2)``: comma-separated 0-based column indexes ("" -> ``()``)."""
-    if not text.strip():
-        return ()
-    columns: list[int] = []
-    for part in text.split(","):
-        part = part.strip()
-        if not part.isdigit():
-            raise argparse.ArgumentTypeError(
-                f"expected comma-separated 0-based column indexes such as 0 or 0,2, got {text!r}"
-            )
-        if int(part) in columns:
-            raise argparse.ArgumentTypeError(f"column {part} is named twice in {text!r}")
-        columns.append(int(part))
-    return tuple(columns)
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -159,6 +143,14 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     parser.add_argument(
         "-q", "--quiet", action="store_true", help="no warnings (retractions that match nothing)"
     )
+    parser.add_argument(
+        "--misses",
+        type=Path,
+        metavar="FILE",
+        help="write why each retraction matched no stored row, one JSON object per line (the closest "
+        "stored rows of its key and the columns that differ; docs/cli.md). The summary of them ends "
+        "the run on stderr either way",
+    )
     add_config_arguments(parser)
     parser.set_defaults(run=run)
 
@@ -199,5 +191,6 @@ def run(args: argparse.Namespace) -> int:
         stream_line=args.stream_line,
         progress=args.progress,
         quiet=args.quiet,
+        misses=args.misses,
     )
     return replay(options, create_materializer)

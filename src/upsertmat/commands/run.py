@@ -272,6 +272,15 @@ def _summary(job: JobSpec, result: PipelineResult, resumed: int, options: RunOpt
     stream = sys.stderr if options.result_mode is not None else sys.stdout
     if not (options.quiet and stream is sys.stderr):
         print(text, file=stream, flush=True)
+        for line in result.misses.lines(job.source.column_names):
+            print(f"{prefix}: {line}", file=stream, flush=True)
+        if result.misses.misses:
+            where = "the internal result's database" if job.sink.internal else job.sink.url
+            print(
+                f"{prefix}: each miss is explained in table _upsertmat_misses of {where}",
+                file=stream,
+                flush=True,
+            )
 
 
 def run(args: argparse.Namespace) -> int:

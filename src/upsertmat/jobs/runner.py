@@ -60,6 +60,7 @@ def pipeline_config(
         threshold_high=job.settings.threshold_high,
         threshold_low=job.settings.threshold_low,
         ttl=job.settings.ttl,
+        miss_rows=job.settings.miss_rows,
         available_now=follow is None,
         trigger_interval=follow or "1 second",
         shuffle_partitions=job.spark.shuffle_partitions,
@@ -82,6 +83,9 @@ def batch_line(prefix: str, batch: BatchProgress) -> str:
         f"{batch.upserts:,} upserts, {batch.deletes:,} deletes; sink {batch.sink_seconds:.2f} s; "
         f"{batch.elapsed_seconds:.1f} s elapsed"
     )
+    if batch.misses:
+        columns = f" (differing: {batch.miss_columns})" if batch.miss_columns else ""
+        text += f"; {batch.misses:,} retraction(s) matched no stored row{columns}"
     return text + (" (already committed: skipped)" if batch.skipped else "")
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 from upsertmat.impls.persistence.session import Applied, RunStart, StateSession
 from upsertmat.spec import Materializer
 
+from .misses import MissReporter
 from .processing import LineProcessor
 from .sink import DeadLetters, Output
 
@@ -34,6 +35,7 @@ class Commits:
         processor: LineProcessor,
         output: Output,
         dead_letters: DeadLetters,
+        misses: MissReporter,
         interval: int | None,
     ) -> None:
         self._session = session
@@ -42,6 +44,7 @@ class Commits:
         self._processor = processor
         self._output = output
         self._dead_letters = dead_letters
+        self._misses = misses
         self._interval = interval
         self._mark = None if start is None else start.input.applied
 
@@ -75,6 +78,7 @@ class Commits:
     def _flush(self) -> None:
         self._output.flush()
         self._dead_letters.flush()
+        self._misses.flush()
 
     def _applied(self) -> Applied:
         processor = self._processor

@@ -11,7 +11,6 @@ the line) to parse and format.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 
 from upsertmat.impls.conflict import Compacting
@@ -19,6 +18,7 @@ from upsertmat.spec import Change, ConflictError, Materializer
 
 from .jsonl import BadLine, ChangeLine, RowShape, format_change, parse_line
 from .messages import SHOWN_MESSAGES, say
+from .misses import MissReporter
 from .sink import DeadLetters, Output
 
 
@@ -52,6 +52,7 @@ class LineProcessor:
         shape: RowShape,
         output: Output,
         dead_letters: DeadLetters,
+        misses: MissReporter,
         *,
         fail: bool,
         need_ts: bool,
@@ -63,6 +64,7 @@ class LineProcessor:
         self.now = 0
         self._output = output
         self._dead_letters = dead_letters
+        self._misses = misses
         self._fail = fail
         self._need_ts = need_ts
         self._quiet = quiet
@@ -93,7 +95,7 @@ class LineProcessor:
                     self._write(format_change(index, emitted).encode("utf-8"))
                     self.counts.emitted += 1
                 elif materializer.retract_misses != misses:
-                    self.miss(number, change, materializer)
+                    self.miss(number, index, change, materializer)
             elif item is not None:
                 if self._compacting is not None:
                     self._watermark(self._compacting, item.time, index, number, raw)
@@ -137,14 +139,14 @@ class LineProcessor:
         for conflict in conflicts:
             self.skip(number, index, f"{conflict.describe()}; the current row is kept", raw)
 
-    def miss(self, number: int, change: Change, materializer: Materializer) -> None:
-        """A retraction on line ``number`` matched no stored row of ``materializer`` (rule 7):
-        counted, and the first ones of the run reported."""
+    def miss(self, number: int, index: int, change: Change, materializer: Materializer) -> None:
+        """A retraction on line ``number`` (stream index ``index``) matched no stored row of
+        ``materializer`` (rule 7): counted, explained (``--misses`` and the summary), and the
+        first ones of the run reported. Only on a miss: inputs that match cost nothing here."""
         self.counts.misses += 1
+        described = self._misses.explain(materializer, number, index, change)
         if not self._quiet and self.counts.misses <= SHOWN_MESSAGES:
-            row = json.dumps(list(change.row), ensure_ascii=False)
-            what = f"{change.kind.value} {row} matched no stored row"
-            say(f"line {number}: warning: {what} (rule 7: nothing emitted)")
+            say(f"line {number}: warning: {described}")
 
     def skip(self, number: int, index: int, error: str, raw: bytes) -> None:
         """Dead-letter the bad line ``raw`` (or a conflict at the watermark ``raw``)."""

@@ -39,7 +39,8 @@ from upsertmat.spec import Keys, Materializer
 from .commits import Commits
 from .failures import close_materializer, damage_behind, state_failure
 from .jsonl import BadLine, RowShape
-from .messages import PREFIX, SHOWN_MESSAGES, say
+from .messages import PREFIX, say
+from .misses import MissReporter
 from .processing import ConflictAtWatermark, LineProcessor
 from .progress import Progress
 from .signals import SignalGuard
@@ -72,6 +73,8 @@ class ReplayOptions:
     stream_line: int | None = None
     progress: bool | None = None
     quiet: bool = False
+    misses: Path | None = None
+    """``--misses FILE``: one JSON Lines record per rule-7 miss, explained (None: none)."""
 
 
 Create = Callable[[Keys, Settings], Materializer]
@@ -87,6 +90,13 @@ def _library_warnings_silenced() -> Iterator[None]:
         yield
     finally:
         logger.setLevel(level)
+
+
+def _miss_reporter(path: Path | None) -> MissReporter:
+    try:
+        return MissReporter(path)
+    except OSError as error:
+        raise CliError(f"cannot open --misses file {path}: {error.strerror or error}", ExitCode.IO) from None
 
 
 def replay(options: ReplayOptions, create: Create) -> int:
@@ -173,14 +183,23 @@ class _Replay:
         committed = start.output_bytes if start is not None else None
         self.output = Output.open(options.output, flush_each=flush_each, resumed=resumed, committed=committed)
         stack.callback(self.output.close)
+        self.misses = _miss_reporter(options.misses)
+        stack.callback(self.misses.close)
         shape = RowShape(options.keys, options.arity if session is None else session.arity)
         need_ts = settings.ttl.enabled and settings.ttl.time_domain is TimeDomain.EVENT_TIME
         self.processor = LineProcessor(
-            materializer, shape, self.output, self.dead_letters,
+            materializer, shape, self.output, self.dead_letters, self.misses,
             fail=options.fail, need_ts=need_ts, quiet=options.quiet,
         )  # fmt: skip
         self.commits = Commits(
-            session, start, materializer, self.processor, self.output, self.dead_letters, interval
+            session,
+            start,
+            materializer,
+            self.processor,
+            self.output,
+            self.dead_letters,
+            self.misses,
+            interval,
         )
         self.stack = stack
 
@@ -309,8 +328,9 @@ class _Replay:
         counts = self.processor.counts
         if counts.skipped:
             say(f"skipped {counts.skipped} bad line(s); they are in {self.dead_letters.path}")
-        if counts.misses > SHOWN_MESSAGES and not self.options.quiet:
-            say(f"{counts.misses} retraction(s) matched no stored row in all")
+        if counts.misses and not self.options.quiet:
+            for line in self.misses.lines():
+                say(line)
         if code >= 128:
             if self.session is not None:
                 saved = "state saved: run the same command again to go on"

@@ -18,7 +18,15 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from ..impls.settings import ConflictBehavior, Strategy, TimeDomain, TtlSettings, UpdateType
+from ..impls.misses import MissSummary
+from ..impls.settings import (
+    DEFAULT_MISS_ROWS,
+    ConflictBehavior,
+    Strategy,
+    TimeDomain,
+    TtlSettings,
+    UpdateType,
+)
 
 FORMATS = ("json", "parquet", "csv")
 
@@ -47,6 +55,10 @@ class BatchProgress:
     sink_seconds: float
     elapsed_seconds: float
     write_seconds: float = 0.0
+    misses: int = 0
+    """Retractions of the batch that matched no stored row (explained; docs/spark.md, Misses)."""
+    miss_columns: str = ""
+    """The columns those misses differed in, most often first (``uuid 12, ts 12``)."""
 
 
 @dataclass(frozen=True)
@@ -128,6 +140,9 @@ class PipelineConfig:
     changelog: bool = False
     # Spark's name of the query (unique among a session's active queries); default upsertmat_<table>.
     query_name: str | None = None
+    # upsertmat.misses.max-rows: explain each miss from at most this many stored rows (0: off);
+    # the explanations go to the sink database's _upsertmat_misses table.
+    miss_rows: int = DEFAULT_MISS_ROWS
     progress: Callable[[BatchProgress], None] | None = field(default=None, compare=False)
 
     def to_json(self) -> str:
@@ -236,6 +251,8 @@ class PipelineResult:
     seconds: float
     query_id: str
     timings: tuple[BatchTiming, ...] = ()
+    misses: MissSummary = field(default_factory=MissSummary)
+    """Every explained miss of the batches this run committed (docs/spark.md, Misses)."""
 
     @property
     def changes(self) -> int:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from operator import itemgetter
 from pathlib import Path
@@ -23,11 +23,13 @@ import msgpack
 from pyspark.sql import DataFrame, SparkSession, functions
 
 from ..impls.config import parse_duration_ms
+from ..impls.misses import MissSummary
 from ..impls.settings import Backend, Settings, TimeDomain
 from ..spec import Keys
 from ..spec.changes import Row
 from .config import BatchProgress, BatchTiming, PipelineConfig, PipelineConfigError, PipelineResult
 from .conflict import build_conflict_frame
+from .misses import MISS_OP, short_columns, split_misses, summarize
 from .packing import pack_changes, packable, packed_schema
 from .processor import (
     BATCHED_OUTPUT_SCHEMA,
@@ -110,6 +112,7 @@ def materializer_settings(config: PipelineConfig) -> Settings:
         ttl=config.ttl,
         threshold_high=config.threshold_high,
         threshold_low=config.threshold_low,
+        miss_rows=config.miss_rows,
     )
 
 
@@ -178,17 +181,23 @@ def materialized_changes(table: Any) -> list[Change]:
     (``arrival, op, row``: each row text parsed once with ``json.loads``), or, for batched
     output (``arrival, op, changes``: ``ProcessorSpec.batched_output``), the msgpack triples
     of every row. O(changes)."""
+    arrivals = table.column("arrival").to_pylist()
+    ops = table.column("op").to_pylist()
     if "changes" in table.column_names:
         changes: list[Change] = []
         unpackb = msgpack.unpackb
-        for blob in table.column("changes").to_pylist():
-            changes.extend(unpackb(blob, use_list=False, raw=False))
+        for arrival, op, blob in zip(arrivals, ops, table.column("changes").to_pylist(), strict=True):
+            if op == MISS_OP:  # a miss's explanation (upsertmat.spark.misses), not a change
+                changes.append((arrival, op, (unpackb(blob, raw=False),)))
+            else:
+                changes.extend(unpackb(blob, use_list=False, raw=False))
         return changes
     loads = json.loads
-    arrivals = table.column("arrival").to_pylist()
-    ops = table.column("op").to_pylist()
     texts = table.column("row").to_pylist()
-    return [(arrival, op, tuple(loads(text))) for arrival, op, text in zip(arrivals, ops, texts, strict=True)]
+    return [
+        (arrival, op, (text,) if op == MISS_OP else tuple(loads(text)))
+        for arrival, op, text in zip(arrivals, ops, texts, strict=True)
+    ]
 
 
 def spec_fields(config: PipelineConfig, layout: Layout) -> list[str]:
@@ -244,7 +253,7 @@ def start_pipeline(config: PipelineConfig, spark: SparkSession | None = None) ->
         config.sink_url, config.table, layout.sink_columns, layout.keys.pk, changelog=config.changelog
     )
     try:
-        return PipelineRun(config, frame, decode, sink)
+        return PipelineRun(config, frame, decode, sink, layout.columns)
     except BaseException:
         sink.close()
         raise
@@ -257,11 +266,21 @@ class PipelineRun:
     step; ``last_batch_at``: monotonic time of the last batch (or of the start).
     """
 
-    def __init__(self, config: PipelineConfig, frame: DataFrame, decode: Decoder, sink: UpsertSink) -> None:
+    def __init__(
+        self,
+        config: PipelineConfig,
+        frame: DataFrame,
+        decode: Decoder,
+        sink: UpsertSink,
+        columns: Sequence[str],
+    ) -> None:
         self.config = config
         self.sink = sink
         self.decode = decode
+        self.columns = columns  # the source's column names, for the miss summaries
         self.batches: list[BatchProgress] = []
+        self.misses = MissSummary()  # every explained miss of this run (upsertmat.spark.misses)
+        self.explained = config.materialize and not config.conflict.compacting and config.miss_rows > 0
         self.failures: list[SinkFailure] = []  # raised inside Spark's foreachBatch: reported as they are
         self.query_ids: list[str] = []
         self.started = self.last_batch_at = time.monotonic()
@@ -293,11 +312,12 @@ class PipelineRun:
         if not self.query_ids:
             self.query_ids.append(checkpoint_query_id(config.checkpoint_dir))
         changes = self.decode(batch.toArrow())
+        changes, explained_misses = split_misses(changes) if self.explained else (changes, [])
         changes.sort(key=itemgetter(0))
         written = time.monotonic()
         try:
             outcome = self.sink.apply_batch(
-                self.query_ids[0], batch_id, [(op, row) for _, op, row in changes]
+                self.query_ids[0], batch_id, [(op, row) for _, op, row in changes], explained_misses
             )
         except SinkFailure as failure:
             self.failures.append(failure)
@@ -312,7 +332,11 @@ class PipelineRun:
             sink_seconds=end - begin,
             elapsed_seconds=end - self.started,
             write_seconds=end - written,
+            misses=len(explained_misses),
+            miss_columns=short_columns(summarize(explained_misses), self.columns) if explained_misses else "",
         )
+        if explained_misses and not outcome.skipped:
+            summarize(explained_misses, self.misses)
         self.batches.append(progress)
         if config.progress is not None:
             config.progress(progress)
@@ -374,7 +398,12 @@ class PipelineRun:
             input_rows = sum(int(report.get("numInputRows", 0)) for report in reports)
             timings = tuple(batch_timing(report) for report in reports if int(report.get("numInputRows", 0)))
             return PipelineResult(
-                tuple(self.batches), input_rows, time.monotonic() - self.started, str(query.id), timings
+                tuple(self.batches),
+                input_rows,
+                time.monotonic() - self.started,
+                str(query.id),
+                timings,
+                self.misses,
             )
         finally:
             self.sink.close()

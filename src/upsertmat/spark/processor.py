@@ -36,6 +36,7 @@ from ..impls.state.codec import decode_seq
 from ..impls.state.spark import SparkBackend
 from ..spec import Change, Keys, Materializer, RowKind
 from ..spec.changes import Row
+from .misses import EXPIRED_STATE, decode_expired, encode_expired, expiry_note_ttl, miss_outputs
 from .packing import PACKED, unpack_records
 
 OUTPUT_SCHEMA = "arrival LONG, op STRING, row STRING"
@@ -191,12 +192,39 @@ class MaterializerProcessor(StatefulProcessor):
         build_materializer(self.spec.keys, self.spec.settings, self._backend)
         if self._ttl:
             self._timers = self._backend.sorted_map_state(TIMERS)
+        # Rule-7 explanations (upsertmat.spark.misses); with TTL, the keys whose rows expired.
+        self._explain = self.spec.settings.miss_rows > 0
+        self._expired_notes: Any = None
+        if self._ttl and self._explain:
+            self._expired_notes = handle.getValueState(
+                EXPIRED_STATE, VALUE_STRUCT, ttlDurationMs=expiry_note_ttl(self.spec.settings.ttl.ttl_ms)
+            )
 
     def _materializer(self, now: int) -> Materializer:
         materializer = build_materializer(self.spec.keys, self.spec.settings, self._backend)
+        recorder = getattr(materializer, "miss_recorder", None)
+        if recorder is not None and self._expired_notes is not None:
+            recorder.fallback = self._expired_on_record
         if now >= 0:
             materializer.advance_time(now)
         return materializer
+
+    def _expired_on_record(self, context: bytes) -> int:
+        """Expiry removals of ``context`` kept from earlier batches (read on a miss only)."""
+        stored = self._expired_notes.get()
+        return decode_expired(None if stored is None else stored[0]).get(context, 0)
+
+    def _keep_expired(self, materializer: Materializer) -> None:
+        """Add the expiries this strategy object noted to the grouping key's kept notes (only
+        when it noted some: a batch or timer that expired rows)."""
+        recorder = getattr(materializer, "miss_recorder", None)
+        noted = {} if recorder is None or self._expired_notes is None else recorder.noted()
+        if noted:
+            stored = self._expired_notes.get()
+            notes = decode_expired(None if stored is None else stored[0])
+            for context, count in noted.items():
+                notes[context] = notes.get(context, 0) + count
+            self._expired_notes.update((encode_expired(notes),))
 
     def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: Any) -> Iterator[SparkRow]:
         first = next(rows, None)
@@ -243,6 +271,9 @@ class MaterializerProcessor(StatefulProcessor):
                     for at, change in zip(arrivals, emitted, strict=True)
                     if change is not None
                 ]
+            if self._explain:
+                outputs += miss_outputs(materializer, arrivals, changes, self.spec.batched_output)
+        self._keep_expired(materializer)
         self._finish()
         return outputs
 
@@ -289,7 +320,7 @@ class MaterializerProcessor(StatefulProcessor):
 
     def handleExpiredTimer(self, key: Any, timerValues: Any, expiredTimerInfo: Any) -> Iterator[SparkRow]:
         """A cleanup timer fired: expire the key's due elements (emits nothing)."""
-        self._materializer(timerValues.getCurrentProcessingTimeInMs())
+        self._keep_expired(self._materializer(timerValues.getCurrentProcessingTimeInMs()))
         self._finish()
         return iter([])
 

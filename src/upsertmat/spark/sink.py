@@ -15,6 +15,7 @@ is visible, so the sink reduces the batch to that change per key and writes with
 from __future__ import annotations
 
 import contextlib
+import json
 import sqlite3
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
@@ -36,6 +37,7 @@ pairs (values exact: integers, floats with NaN and -0.0, booleans, text, null) a
 most :data:`CHANGES_PER_CHUNK` changes of one batch: one row per chunk instead of one per change
 makes recording a 20,000-key batch about 3x cheaper."""
 CHANGES_PER_CHUNK = 1000
+MISSES_TABLE = "_upsertmat_misses"  # upsertmat.spark.misses: one row per explained miss
 SQL_TYPES = {
     "bigint": "BIGINT",
     "int": "BIGINT",
@@ -127,9 +129,16 @@ class UpsertSink(ABC):
             f"CREATE TABLE IF NOT EXISTS {BATCHES_TABLE} (query_id TEXT NOT NULL, batch_id BIGINT NOT NULL, "
             "sink_table TEXT NOT NULL, changes BIGINT NOT NULL, PRIMARY KEY (query_id, batch_id))",
         ]
+        # Created by the first batch that has a miss to record, inside its transaction.
+        self.create_misses_sql = (
+            f"CREATE TABLE IF NOT EXISTS {MISSES_TABLE} (query_id TEXT NOT NULL, batch_id BIGINT NOT NULL, "
+            "sink_table TEXT NOT NULL, arrival BIGINT NOT NULL, op TEXT NOT NULL, row_json TEXT NOT NULL, "
+            "sink_key TEXT NOT NULL, cause TEXT NOT NULL, explanation TEXT NOT NULL)"
+        )
         mark = self.paramstyle
         self.seen_sql = f"SELECT 1 FROM {BATCHES_TABLE} WHERE query_id = {mark} AND batch_id = {mark}"
         self.mark_sql = f"INSERT INTO {BATCHES_TABLE} VALUES ({', '.join([self.paramstyle] * 4)})"
+        self.miss_sql = f"INSERT INTO {MISSES_TABLE} VALUES ({', '.join([self.paramstyle] * 9)})"
         self.changelog = changelog
         if changelog:
             self.create_sql.append(
@@ -207,15 +216,26 @@ class UpsertSink(ABC):
     """The database driver's error classes: what :meth:`apply_batch` reports as a SinkFailure."""
     where = "the sink"
 
-    def apply_batch(self, query_id: str, batch_id: int, changes: Sequence[tuple[str, Row]]) -> BatchOutcome:
+    def apply_batch(
+        self,
+        query_id: str,
+        batch_id: int,
+        changes: Sequence[tuple[str, Row]],
+        misses: Sequence[tuple[int, str]] = (),
+    ) -> BatchOutcome:
         """Apply ``changes`` (arrival order) and record the batch, atomically; skip a recorded batch.
+
+        ``misses``: the batch's explained misses, ``(arrival, explanation JSON)``
+        (:mod:`upsertmat.spark.misses`), written to :data:`MISSES_TABLE` in the same transaction
+        (the table is created by the first batch that has one).
 
         A database that fails (unreachable, full, read-only) is a :class:`SinkFailure` naming the
         sink and the batch: nothing of the batch is applied, every earlier batch stays committed.
         """
         upserts, deletes = last_per_key(changes, self.pk)
+        explained = [self._miss_record(query_id, batch_id, arrival, text) for arrival, text in misses]
         try:
-            return self._transaction(query_id, batch_id, len(changes), upserts, deletes)
+            return self._transaction(query_id, batch_id, len(changes), upserts, deletes, explained)
         except self.errors as error:
             raise SinkFailure(
                 f"{self.where} failed on micro-batch {batch_id}: {type(error).__name__}: "
@@ -224,9 +244,21 @@ class UpsertSink(ABC):
                 "batch, each batch applied once"
             ) from error
 
+    def _miss_record(self, query_id: str, batch_id: int, arrival: int, text: str) -> tuple[Any, ...]:
+        """A :data:`MISSES_TABLE` row: the batch, the retraction, its sink key, cause, explanation."""
+        data = json.loads(text)
+        row, key = json.dumps(data["row"], ensure_ascii=False), json.dumps(data["key"], ensure_ascii=False)
+        return (query_id, batch_id, self.table, arrival, data["op"], row, key, data["cause"], text)
+
     @abstractmethod
     def _transaction(
-        self, query_id: str, batch_id: int, changes: int, upserts: list[Row], deletes: list[Row]
+        self,
+        query_id: str,
+        batch_id: int,
+        changes: int,
+        upserts: list[Row],
+        deletes: list[Row],
+        misses: list[tuple[Any, ...]],
     ) -> BatchOutcome: ...
 
     @abstractmethod
@@ -274,7 +306,13 @@ class SqliteSink(UpsertSink):
             self._db.execute(statement)
 
     def _transaction(
-        self, query_id: str, batch_id: int, changes: int, upserts: list[Row], deletes: list[Row]
+        self,
+        query_id: str,
+        batch_id: int,
+        changes: int,
+        upserts: list[Row],
+        deletes: list[Row],
+        misses: list[tuple[Any, ...]],
     ) -> BatchOutcome:
         db = self._db
         db.execute("BEGIN IMMEDIATE")
@@ -285,6 +323,9 @@ class SqliteSink(UpsertSink):
             self.record_changes(db.cursor(), query_id, batch_id, upserts, deletes)
             db.executemany(self.delete_sql, deletes)
             db.executemany(self.upsert_sql, upserts)
+            if misses:
+                db.execute(self.create_misses_sql)
+                db.executemany(self.miss_sql, misses)
             db.execute(self.mark_sql, (query_id, batch_id, self.table, changes))
             db.execute("COMMIT")
         except BaseException:
@@ -328,7 +369,13 @@ class PostgresSink(UpsertSink):
                 self._db.execute(statement)
 
     def _transaction(
-        self, query_id: str, batch_id: int, changes: int, upserts: list[Row], deletes: list[Row]
+        self,
+        query_id: str,
+        batch_id: int,
+        changes: int,
+        upserts: list[Row],
+        deletes: list[Row],
+        misses: list[tuple[Any, ...]],
     ) -> BatchOutcome:
         with self._db.transaction(), self._db.cursor() as cursor:
             cursor.execute(self.seen_sql + " FOR UPDATE", (query_id, batch_id))
@@ -339,6 +386,9 @@ class PostgresSink(UpsertSink):
                 cursor.executemany(self.delete_sql, deletes)
             if upserts:
                 cursor.executemany(self.upsert_sql, upserts)
+            if misses:
+                cursor.execute(self.create_misses_sql)
+                cursor.executemany(self.miss_sql, misses)
             cursor.execute(self.mark_sql, (query_id, batch_id, self.table, changes))
         return BatchOutcome(len(upserts), len(deletes), skipped=False)
 

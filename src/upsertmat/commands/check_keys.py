@@ -1,0 +1,118 @@
+"""``upsertmat check-keys``: whether a changelog keeps the guarantee the materializer relies on.
+
+Reads the JSON Lines of ``upsertmat replay`` (clock lines are skipped) and reports, with line
+numbers and examples, every RETRACT that differs from its ADD, comes before it or has none, and
+every second live row of a declared upsert key (:mod:`upsertmat.keycheck`). The last line is a
+verdict (``check-keys: OK: ...`` or ``check-keys: FAIL: ...``). Exit 0: no violation; 1: a
+violation, or a bad input line (named with its number); 2: usage; 4: the input cannot be read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import signal
+import sys
+from typing import IO
+
+from upsertmat.commands.options import parse_columns, positive_int
+from upsertmat.errors import CliError, ExitCode
+from upsertmat.keycheck import KeyChecker, render_json, render_text
+from upsertmat.replay.jsonl import BadLine, ChangeLine, RowShape, parse_line
+from upsertmat.spec import Keys
+
+NAME = "check-keys"
+
+EPILOG = """\
+examples:
+  upsertmat check-keys --pk 0 --upsert-key 1 changelog.jsonl
+  producer | upsertmat check-keys --pk 0 --format json - | jq .counts
+  upsertmat check-keys --pk 0 changelog.jsonl > report.txt || echo "the keys do not hold"
+"""
+
+
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Register ``upsertmat check-keys``."""
+    parser = subparsers.add_parser(
+        NAME,
+        help="check that a changelog keeps the guarantee the materializer relies on",
+        description="Read a JSON Lines changelog and report what breaks the guarantee the materializer "
+        "relies on: a RETRACT whose values differ from its ADD's, a RETRACT before its ADD, a RETRACT "
+        "of a row never added, and (with --upsert-key) a declared upsert key with two live rows. The "
+        "last line is a verdict; exit 0 when the changelog is clean, 1 when not.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "input", nargs="?", default="-", metavar="INPUT", help="input file; - = stdin (default)"
+    )
+    parser.add_argument(
+        "--pk",
+        required=True,
+        type=parse_columns,
+        metavar="COLS",
+        help="sink primary key columns, e.g. 0 or 0,2",
+    )
+    parser.add_argument(
+        "--upsert-key",
+        default=(),
+        type=parse_columns,
+        metavar="COLS",
+        help="the upsert key the changelog should have (default: none; rows are then whole-row keys)",
+    )
+    parser.add_argument(
+        "--examples", type=positive_int, default=5, metavar="N", help="examples shown per kind (default 5)"
+    )
+    parser.add_argument(
+        "--format", choices=("text", "json"), default="text", help="text (default) or one JSON object"
+    )
+    parser.set_defaults(run=run)
+
+
+def _open(name: str) -> IO[bytes]:
+    if name == "-":
+        return sys.stdin.buffer
+    try:
+        return open(name, "rb")
+    except OSError as error:
+        raise CliError(f"cannot open input {name}: {error.strerror}") from None
+
+
+def run(args: argparse.Namespace) -> int:
+    """Check the input; print the report; the exit code."""
+    try:
+        keys = Keys(pk=args.pk, upsert_key=args.upsert_key)
+    except ValueError as error:
+        raise CliError(str(error)) from None
+    shape = RowShape(keys)
+    checker = KeyChecker(keys)
+    number = 0
+    with contextlib.ExitStack() as stack:
+        source = _open(args.input)
+        if args.input != "-":
+            stack.enter_context(source)
+        try:
+            for number, raw in enumerate(source, 1):
+                try:
+                    item = parse_line(raw)
+                    if isinstance(item, ChangeLine):
+                        shape.check(item.change.row)
+                        checker.feed(number, item.change)
+                except BadLine as error:
+                    raise CliError(f"line {number}: {error}", ExitCode.BAD_INPUT) from None
+        except OSError as error:
+            raise CliError(f"cannot read input: {error.strerror or error}", ExitCode.IO) from None
+    report = checker.finish(number)
+    render = render_json if args.format == "json" else render_text
+    try:
+        sys.stdout.write(render(report, keys, args.examples))
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # The reader went away (`check-keys ... | head`): exit quietly, as Unix tools do.
+        with contextlib.suppress(OSError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            os.close(devnull)
+        return 128 + signal.SIGPIPE
+    return int(ExitCode.OK if report.ok else ExitCode.BAD_INPUT)

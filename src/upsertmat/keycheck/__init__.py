@@ -1,0 +1,6 @@
+"""``upsertmat check-keys``: what in a changelog breaks the guarantee the materializer relies on."""
+
+from .checker import Finding, KeyChecker, Report, Violation
+from .render import render_json, render_text, verdict
+
+__all__ = ["Finding", "KeyChecker", "Report", "Violation", "render_json", "render_text", "verdict"]
