@@ -96,7 +96,7 @@ def _miss_reporter(path: Path | None) -> MissReporter:
     try:
         return MissReporter(path)
     except OSError as error:
-        raise CliError(f"cannot open --misses file {path}: {error.strerror or error}", ExitCode.IO) from None
+        raise CliError(f"cannot open --misses file {path}: {error.strerror or error}") from None
 
 
 def replay(options: ReplayOptions, create: Create) -> int:
