@@ -83,6 +83,15 @@ class Fields:
             raise self.bad(f"{name!r} must be {what}{' or null' if nullable else ''}")
         return value
 
+    def integer(self, name: str, *, nullable: bool = False) -> Any:
+        """Any integer, negative ones included (None allowed when ``nullable``)."""
+        value = self.data.get(name)
+        if value is None and nullable:
+            return None
+        if not is_integer(value):
+            raise self.bad(f"{name!r} must be an integer{' or null' if nullable else ''}")
+        return value
+
     def text(self, name: str, *, nullable: bool = False) -> Any:
         """A string (or None when ``nullable``)."""
         value = self.data.get(name)

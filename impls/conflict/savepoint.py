@@ -136,7 +136,7 @@ def read_manifest(path: Path) -> dict[str, Any]:
         raise bad(f"data: 'name' must be {DATA!r}")
     data.natural("bytes")
     data.text("sha256")
-    read.natural("watermark", nullable=True)
+    read.integer("watermark", nullable=True)  # the library's clock may be set below 0
     read.natural("max_parallelism", minimum=1)
     read.natural("keys")
     return document

@@ -64,6 +64,19 @@ def test_a_savepoint_restores_on_another_backend_with_identical_output(
     restored.close()
 
 
+def test_a_watermark_below_zero_round_trips(tmp_path: Path) -> None:
+    # Pinned from the conflict state machine (Hypothesis): the library's clock may go below 0
+    # (a first watermark of -1), and the savepoint it writes must restore.
+    original = make("heap")
+    original.watermark(-1)
+    write_savepoint(original, tmp_path / "sp")
+    restored = make("heap")
+    restore_savepoint(restored, tmp_path / "sp")
+    assert restored.last_watermark == original.last_watermark == -1
+    original.close()
+    restored.close()
+
+
 @pytest.mark.parametrize("parallelism", [1, 2, 3, 5])
 def test_shares_at_any_parallelism_partition_the_state(tmp_path: Path, parallelism: int) -> None:
     original = filled()
