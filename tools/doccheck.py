@@ -361,7 +361,8 @@ def slug(heading: str) -> str:
 
 
 def anchors(path: Path) -> set[str]:
-    """The heading ids of a page (repeats get ``-1``, ``-2``, ...); fenced blocks are skipped."""
+    """The heading ids of a page (repeats get ``-1``, ``-2``, ...) and its explicit anchors
+    (``<a id="..."></a>``, ``<a name="...">``); fenced blocks are skipped."""
     ids: set[str] = set()
     counts: dict[str, int] = {}
     fenced = False
@@ -369,6 +370,8 @@ def anchors(path: Path) -> set[str]:
         if FENCE.match(line):
             fenced = not fenced
             continue
+        if not fenced:
+            ids.update(re.findall(r"<a\s+(?:id|name)=\"([^\"]+)\"", line))
         heading = re.match(r"^#{1,6}\s+(.*?)\s*#*\s*$", line)
         if fenced or heading is None:
             continue
