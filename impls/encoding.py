@@ -74,6 +74,11 @@ _SMALL: Final = 1 << 63
 path (the same bytes; and beyond the interpreter's int-to-text digit limit, its error). The
 bound keeps the compiled build's ``%d`` away from huge integers, whose error path it mishandles."""
 
+_SHORT: Final = 4611686018427387903
+"""``2**62 - 1``: :meth:`KeyEncoder.pair` formats integers of magnitude up to this inline (in
+the compiled build a comparison with it is a C comparison: it is the largest "short" int of
+mypyc's tagged representation); larger ones take ``keys_of`` (the same bytes)."""
+
 
 def _single(column: int) -> Callable[[StoredRow], bytes]:
     """The canonical encoding of the one-column projection ``(row[column],)``."""
@@ -126,7 +131,16 @@ class KeyEncoder:
             match = keys.match_key
         self._context = context
         self._match = match
+        canonical_match = type(keys.equalizer) is CanonicalEqualizer
         self.keys_of: KeysOf = self._build()
+        # The usual shape, inlined by :meth:`pair`: one sink-key and one upsert-key column,
+        # the canonical equalizer. ``_last_sink``/``_last_context`` remember the last sink key
+        # formatted there (a valid pair from the start).
+        self._int_pair = len(keys.pk) == 1 and len(keys.upsert_key) == 1 and canonical_match
+        self._pk = keys.pk[0] if keys.pk else 0
+        self._uk = keys.upsert_key[0] if keys.upsert_key else 0
+        self._last_sink = 0
+        self._last_context = b"[0]"
 
     def _build(self) -> KeysOf:
         width, context, match, keys = self._width, self._context, self._match, self.keys
@@ -161,6 +175,29 @@ class KeyEncoder:
             return context(row), match(row)
 
         return keys_of
+
+    def pair(self, row: StoredRow) -> tuple[bytes, bytes]:
+        """``keys_of(row)``, for the strategies' per-input loops: a tuple row of the usual
+        shape (one sink-key and one upsert-key column holding ints of magnitude below
+        2**62, the canonical equalizer) is formatted here, and its context key is the last
+        one's bytes object when the sink key repeats (no formatting, and its hash is cached);
+        anything else goes through ``keys_of``. O(1) for the usual shape."""
+        if self._int_pair and type(row) is tuple and len(row) >= self._width:
+            sink = row[self._pk]
+            upsert = row[self._uk]
+            if (
+                type(sink) is int
+                and type(upsert) is int
+                and -_SHORT <= sink <= _SHORT
+                and -_SHORT <= upsert <= _SHORT
+            ):
+                if sink == self._last_sink:
+                    return self._last_context, b"[%d]" % upsert
+                context = b"[%d]" % sink
+                self._last_sink = sink
+                self._last_context = context
+                return context, b"[%d]" % upsert
+        return self.keys_of(row)
 
     def match_key(self, row: StoredRow) -> bytes:
         """``keys.match_key(row)`` (rule 2)."""

@@ -125,18 +125,18 @@ class AdaptiveMaterializer(StrategyBase):
             self._records.put(context, record)
             if stamped:
                 self._stamped(context, 0, stamp)
-        return emit(kind, row)
+        return self._added(kind, row)
 
     def _add_map_mode(self, context: bytes, meta: Meta, match: bytes, row: StoredRow, stamp: int) -> Change:
         """Rules 3-5 on a key in MAP mode (``meta`` as read)."""
         if self._lazy:  # a trimmed key may have fallen to ``low``
             added = self._list.add(context, meta, match, row, stamp, self)
             self._store_meta(context, meta if added is None else added)
-            return emit(UPDATE_AFTER, row)
+            return self._added(UPDATE_AFTER, row)
         added = self._list.add(context, meta, match, row, stamp, self)
         if added is not None:
             self._records.put(context, added)
-        return emit(UPDATE_AFTER, row)
+        return self._added(UPDATE_AFTER, row)
 
     def _to_map(self, context: bytes, record: list[Any]) -> Meta:
         """Store a VALUE record as MAP nodes (a timer per node with TTL); the meta. O(n)."""

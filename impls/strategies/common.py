@@ -24,7 +24,7 @@ from ..settings import Settings
 from ..state import CorruptStateError, MapState, StateBackend, ValueState
 from ..state.codec import decode_seq, encode_seq
 from ..state.errors import storage_failure
-from ..state.heap import HeapBackend
+from ..state.heap import HeapBackend, Journal
 from .errors import LayoutError
 from .prefetch import PrefetchedMapState, PrefetchedValueState
 from .timers import Timers
@@ -226,6 +226,7 @@ class StrategyBase:
         self._restamp_rollback = settings.ttl.update_type is UpdateType.ON_READ_AND_WRITE
         self._upsert = keys.has_upsert_key
         encoder = KeyEncoder(keys)  # the spec's bytes, through the fast path (impls/encoding.py)
+        self._encoder = encoder
         self._keys_of = encoder.keys_of
         self._context_key = encoder.context_key
         self._match_key = encoder.match_key
@@ -234,6 +235,13 @@ class StrategyBase:
         self._async = settings.async_state
         self._prefetched_values: list[PrefetchedValueState] = []
         self._prefetched_indexes: list[PrefetchedMapState] = []
+        # A heap backend's commit is clearing its undo journal: the loops clear it themselves
+        # (a subclass of HeapBackend may do more in ``commit``, so only the class itself).
+        self._heap_journal: Journal | None = backend.journal if type(backend) is HeapBackend else None
+        # The input being applied, its kind and row (:meth:`_added`).
+        self._input: Change | None = None
+        self._input_kind: RowKind | None = None
+        self._input_row: StoredRow = None
 
     def _value_state(self, name: str) -> ValueState:
         """The backend's value state ``name``, keyed by context; with async state, wrapped so
@@ -274,8 +282,9 @@ class StrategyBase:
         misses = self.retract_misses
         try:
             row = change.row
-            context, match = self._keys_of(row)
+            context, match = self._encoder.pair(row)
             kind = change.kind
+            self._input, self._input_kind, self._input_row = change, kind, row
             timers = self._timers
             lazy = self._lazy = timers is not None and timers.has_due(self._now)
             emitted: Change | None
@@ -324,7 +333,7 @@ class StrategyBase:
         if self._timers is None:
             return self._process_without_ttl(changes, out)
         append = out.append
-        keys_of, add, retract, commit = self._keys_of, self._add, self._retract, self.backend.commit
+        encoder, add, retract, commit = self._encoder, self._add, self._retract, self.backend.commit
         timers, ttl_ms, stamp_of = self._timers, self._ttl_ms, self._ttl.stamp_of
         stamp_is_now = self._stamp_is_now
         emitted: Change | None
@@ -333,8 +342,9 @@ class StrategyBase:
             misses = self.retract_misses
             try:
                 row = change.row
-                context, match = keys_of(row)
+                context, match = encoder.pair(row)
                 kind = change.kind
+                self._input, self._input_kind, self._input_row = change, kind, row
                 lazy = self._lazy = timers is not None and timers.has_due(self._now)
                 if kind is _INSERT or kind is _UPDATE_AFTER:
                     emitted = add(context, match, row, stamp)
@@ -353,9 +363,11 @@ class StrategyBase:
     ) -> list[Change | None]:
         """:meth:`process_many`'s loop with TTL off: no timer, so no expiry bookkeeping per input.
 
-        The layout's methods are called through ``self`` (a direct native call in the compiled
-        build; binding them to locals first would make each a generic Python call there)."""
-        keys_of, commit = self._keys_of, self.backend.commit
+        The keys come from :meth:`~upsertmat.impls.encoding.KeyEncoder.pair`, the layout's
+        methods are called through ``self`` (a direct native call in the compiled build;
+        binding them to locals first would make each a generic Python call there), and on
+        a heap backend the commit is the journal's ``clear``."""
+        encoder, backend, journal = self._encoder, self.backend, self._heap_journal
         stamp_of, stamp_is_now = self._ttl.stamp_of, self._stamp_is_now
         emitted: Change | None
         for change in changes:
@@ -363,13 +375,17 @@ class StrategyBase:
             misses = self.retract_misses
             try:
                 row = change.row
-                context, match = keys_of(row)
+                context, match = encoder.pair(row)
                 kind = change.kind
                 if kind is _INSERT or kind is _UPDATE_AFTER:
+                    self._input, self._input_kind, self._input_row = change, kind, row
                     emitted = self._add(context, match, row, stamp)
                 else:
                     emitted = self._retract(context, match, change, stamp)
-                commit()
+                if journal is None:
+                    backend.commit()
+                else:
+                    journal.clear()
             except BaseException as error:
                 self._fail(misses, error)
             out.append(emitted)
@@ -382,13 +398,13 @@ class StrategyBase:
         the synchronous mode's). An input whose keys cannot be computed is left to
         :meth:`process`, which raises the synchronous error after the inputs before it."""
         batchable = changes if isinstance(changes, Sequence) else list(changes)
-        keys_of = self._keys_of
+        encoder = self._encoder
         for start in range(0, len(batchable), ASYNC_BATCH):
             batch = batchable[start : start + ASYNC_BATCH]
             pairs: list[tuple[bytes, bytes]] = []
             for change in batch:
                 try:
-                    pairs.append(keys_of(change.row))
+                    pairs.append(encoder.pair(change.row))
                 except Exception:
                     break
             try:
@@ -426,9 +442,10 @@ class StrategyBase:
             misses = self.retract_misses
             try:
                 kind = change.kind
+                self._input, self._input_kind, self._input_row = change, kind, change.row
                 lazy = self._lazy = timers is not None and timers.has_due(self._now)
                 if kind is _INSERT or kind is _UPDATE_AFTER:
-                    emitted = add(context, match, change.row, stamp)
+                    emitted = add(context, match, self._input_row, stamp)
                 else:
                     emitted = retract(context, match, change, stamp)
                 if lazy or (timers is not None and stamp + ttl_ms <= self._now):
@@ -437,6 +454,19 @@ class StrategyBase:
             except BaseException as error:
                 self._fail(misses, error)
             out.append(emitted)
+
+    def _added(self, kind: RowKind, row: StoredRow) -> Change:
+        """``emit(kind, row)``, the output of an ADD (rules 3-5): the input change itself when
+        it is exactly that change (the same kind and row object, no ``ts``, a plain
+        ``Change``), as it is for every ``+U`` on a non-empty key and every ``+I`` on an empty
+        one. ``Change`` is immutable, so an output that is the input object is the same output;
+        it saves building one per ADD. The loops record each input (``_input``) before
+        ``_add``; with a stale record the identity checks fail and a new change is built."""
+        if kind is self._input_kind and row is self._input_row:
+            change = self._input
+            if change is not None and type(change) is Change and change.ts is None:
+                return change
+        return emit(kind, row)
 
     @abstractmethod
     def _add(self, context: bytes, match: bytes, row: StoredRow, stamp: int) -> Change:

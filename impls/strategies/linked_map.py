@@ -93,11 +93,21 @@ class LinkedList:
         self._index = index
         self._nodes = nodes
 
-    def _node(self, context: bytes, key: bytes) -> Node:
+    def _key(self, seq: int) -> Any:
+        """The ``nodes`` state's key of node ``seq``: ``encode_seq(seq)`` (8 bytes whose byte
+        order is the numeric order). A subclass may keep another key with the same order
+        (:class:`~.linked_map_heap.HeapLinkedList`: the int itself)."""
+        return encode_seq(seq)
+
+    def _seq(self, key: Any) -> int:
+        """The seq of a ``nodes`` key (the inverse of :meth:`_key`)."""
+        return decode_seq(key)
+
+    def _node(self, context: bytes, key: Any) -> Node:
         """The node stored under ``key``; CorruptStateError if it is missing. One read."""
         node: Node | None = self._nodes.get(context, key)
         if node is None:
-            raise missing("nodes", context, decode_seq(key))
+            raise missing("nodes", context, self._seq(key))
         return node
 
     def find(self, context: bytes, match: bytes) -> Entry | None:
@@ -107,7 +117,7 @@ class LinkedList:
 
     def node(self, context: bytes, seq: int) -> Node | None:
         """The node ``seq`` of ``context``, or None. One read."""
-        node: Node | None = self._nodes.get(context, encode_seq(seq))
+        node: Node | None = self._nodes.get(context, self._key(seq))
         return node
 
     def replace(self, context: bytes, entry: Entry, row: StoredRow, stamp: int, restamp: bool = True) -> None:
@@ -115,7 +125,7 @@ class LinkedList:
 
         1 read, 1 write.
         """
-        key = encode_seq(entry[0])
+        key = self._key(entry[0])
         node = self._node(context, key)
         node[ROW] = row
         if restamp:
@@ -131,7 +141,7 @@ class LinkedList:
         None) also rewrites the last node of its chain (1 read, 1 write).
         """
         if meta is None:  # the key is empty: no index entry can exist
-            self._nodes.put(context, encode_seq(1), [row, 0, 0, 0, stamp])
+            self._nodes.put(context, self._key(1), [row, 0, 0, 0, stamp])
             self._index.put(context, match, [1, 1])
             return [1, 1, 1]
         size, head, tail = meta
@@ -139,12 +149,12 @@ class LinkedList:
         if entry is None:
             entry = [seq, seq]
         else:  # a duplicate: extend the match key's chain
-            last_key = encode_seq(entry[1])
+            last_key = self._key(entry[1])
             last_node = self._node(context, last_key)
             last_node[SAME] = seq
             self._nodes.put(context, last_key, last_node)
             entry[1] = seq
-        self._nodes.put(context, encode_seq(seq), [row, 0, 0, 0, stamp])
+        self._nodes.put(context, self._key(seq), [row, 0, 0, 0, stamp])
         self._index.put(context, match, entry)
         return [size + 1, head, seq]
 
@@ -193,7 +203,7 @@ class LinkedList:
         """
         nodes, index = self._nodes, self._index
         first = seq or entry[0]
-        key = encode_seq(first)
+        key = self._key(first)
         node = self._node(context, key)
         nodes.delete(context, key)
         size, head, tail = meta
@@ -203,12 +213,12 @@ class LinkedList:
         same = node[SAME]
         if first != entry[0]:  # not the chain's first: relink its chain predecessor
             before = entry[0]
-            before_node = self._node(context, encode_seq(before))
+            before_node = self._node(context, self._key(before))
             while before_node[SAME] != first:
                 before = before_node[SAME]
-                before_node = self._node(context, encode_seq(before))
+                before_node = self._node(context, self._key(before))
             before_node[SAME] = same
-            nodes.put(context, encode_seq(before), before_node)
+            nodes.put(context, self._key(before), before_node)
             if first == entry[1]:
                 entry[1] = before
                 index.put(context, match, entry)
@@ -220,7 +230,7 @@ class LinkedList:
         if first == head:  # the successor becomes the head; its prev is never read again
             return [size - 1, node[NEXT] or first + 1, tail], None
         prev = node[PREV] or first - 1
-        prev_key = encode_seq(prev)
+        prev_key = self._key(prev)
         prev_node = self._node(context, prev_key)
         if first == tail:  # rule 9: the predecessor is the new tail, its next implicit
             if prev_node[NEXT] or restamp is not None:
@@ -232,7 +242,7 @@ class LinkedList:
         after = node[NEXT] or first + 1
         prev_node[NEXT] = after
         nodes.put(context, prev_key, prev_node)
-        after_key = encode_seq(after)
+        after_key = self._key(after)
         after_node = self._node(context, after_key)
         after_node[PREV] = prev
         nodes.put(context, after_key, after_node)
@@ -254,7 +264,7 @@ class LinkedList:
         """Remove the expired leading nodes of ``match``'s chain: O(1) accesses each."""
         expired = owner._expired
         entry = self.find(context, match)
-        while entry is not None and expired(self._node(context, encode_seq(entry[0]))[STAMP]):
+        while entry is not None and expired(self._node(context, self._key(entry[0]))[STAMP]):
             trimmed, _ = self.remove(context, meta, entry, match)
             if trimmed is None:
                 return None
@@ -272,14 +282,14 @@ class LinkedList:
         """
         while True:
             tail = meta[TAIL]
-            node = self._node(context, encode_seq(tail))
+            node = self._node(context, self._key(tail))
             if not owner._expired(node[STAMP]):
                 return meta
             match = owner._match_key(tuple(node[ROW]))
             entry = self.find(context, match)
             if entry is None:
                 raise missing("index", context, tail)
-            if entry[0] != tail and owner._expired(self._node(context, encode_seq(entry[0]))[STAMP]):
+            if entry[0] != tail and owner._expired(self._node(context, self._key(entry[0]))[STAMP]):
                 trimmed = self._trim_chain(context, meta, match, owner)
             else:
                 trimmed, _ = self.remove(context, meta, entry, match, tail)
@@ -300,7 +310,7 @@ class LinkedList:
         meta_after = self.trim_tail(context, meta_after, owner)
         if meta_after is None:
             return None, None
-        key = encode_seq(meta_after[TAIL])
+        key = self._key(meta_after[TAIL])
         node = self._node(context, key)
         if restamp is not None:
             node[STAMP] = restamp
@@ -311,7 +321,7 @@ class LinkedList:
         """The nodes of ``context`` from head to tail. O(n) reads."""
         seq, tail = meta[HEAD], meta[TAIL]
         while True:
-            node = self._node(context, encode_seq(seq))
+            node = self._node(context, self._key(seq))
             yield node
             if seq == tail:
                 return
@@ -336,7 +346,7 @@ class LinkedList:
         sames: list[int] = []
         seq, before = head, 0
         while True:
-            found: Node | None = self._nodes.get(context, encode_seq(seq))
+            found: Node | None = self._nodes.get(context, self._key(seq))
             require(found is not None, context, f"the walk reaches missing node {seq}")
             node: Node = found or []
             require(seq > before, context, f"seqs do not ascend along the list: {before} then {seq}")
@@ -352,7 +362,7 @@ class LinkedList:
                 break
             before, seq = seq, node[NEXT] or seq + 1
         require(len(seqs) == size, context, f"meta size {size}, walked {len(seqs)} nodes")
-        stored = [decode_seq(key) for key, _ in self._nodes.items(context)]
+        stored = [self._seq(key) for key, _ in self._nodes.items(context)]
         require(sorted(stored) == seqs, context, f"nodes state holds {len(stored)} nodes, walked {size}")
         index = dict(self._index.items(context))
         check_chains(context, seqs, matches, sames, index)
@@ -365,7 +375,7 @@ class LinkedList:
         """
         same, entries = same_chains(matches)
         for position, row in enumerate(rows):
-            self._nodes.put(context, encode_seq(position + 1), [row, 0, 0, same[position], stamps[position]])
+            self._nodes.put(context, self._key(position + 1), [row, 0, 0, same[position], stamps[position]])
         for match, entry in entries.items():
             self._index.put(context, match, entry)
         return [len(rows), 1, len(rows)]
@@ -408,11 +418,11 @@ class MapMaterializer(StrategyBase):
         if meta is None:
             self._meta.put(context, self._list.append(context, None, None, match, row, stamp))
             self._stamped(context, 1, stamp)
-            return emit(INSERT, row)
+            return self._added(INSERT, row)
         meta = self._list.add(context, meta, match, row, stamp, self)
         if meta is not None:
             self._meta.put(context, meta)
-        return emit(UPDATE_AFTER, row)
+        return self._added(UPDATE_AFTER, row)
 
     def _retract(self, context: bytes, match: bytes, change: Change, stamp: int) -> Change | None:
         meta = self._meta_of(context)

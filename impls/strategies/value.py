@@ -171,7 +171,7 @@ class ValueMaterializer(StrategyBase):
         self._values.put(context, record)
         if stamped:
             self._stamped(context, 0, stamp)
-        return emit(kind, row)
+        return self._added(kind, row)
 
     def _retract(self, context: bytes, match: bytes, change: Change, stamp: int) -> Change | None:
         """1 read; 1 write or delete unless rule 7."""

@@ -30,7 +30,7 @@ from typing import Any
 
 from mypy_extensions import mypyc_attr
 
-from ...spec import Change, Keys
+from ...spec import Change, Keys, RowKind
 from ..rows import StoredRow
 from ..settings import Settings
 from ..state.heap import HeapBackend, HeapValueState
@@ -53,23 +53,28 @@ def counted_record(rows: list[StoredRow], stamps: list[int], matches: list[bytes
 class _RecordUndo:
     """Inverse of one in-place change of a record, for heap rollback.
 
-    Each undo is idempotent per list (it checks the list's length before putting an element
-    back), so a change interrupted between two of its list operations (a ``KeyboardInterrupt``
-    lands between bytecodes) is reverted exactly; ``counts`` is recounted from ``matches``
-    (O(n), on the failure path only).
+    The change is an ``int`` (an append to lists of that many elements; the common case, one
+    object less to build per event), ``(_APPEND, size)`` (the same), ``(_REPLACE, 0, position,
+    row, stamp)`` or ``(_REMOVE, size, position, row, stamp, match)``. Each undo is idempotent
+    per list (it checks the list's length before putting an element back), so a change
+    interrupted between two of its list operations (a ``KeyboardInterrupt`` lands between
+    bytecodes) is reverted exactly; ``counts`` is recounted from ``matches`` (O(n), on the
+    failure path only).
     """
 
-    def undo(self, record: list[Any], change: tuple[Any, ...], _unused: Any, /) -> None:
+    def undo(self, record: list[Any], change: Any, _unused: Any, /) -> None:
         rows, stamps, matches, counts = record
-        kind, size = change[0], change[1]
-        if kind == _APPEND:  # the lists had ``size`` elements
+        if type(change) is int:
+            del rows[change:], stamps[change:], matches[change:]
+        elif change[0] == _APPEND:  # the lists had ``size`` elements
+            size = change[1]
             del rows[size:], stamps[size:], matches[size:]
-        elif kind == _REPLACE:
+        elif change[0] == _REPLACE:
             _, _, position, row, stamp = change
             rows[position] = row
             stamps[position] = stamp
         else:  # _REMOVE of element ``position`` from lists of ``size`` elements
-            _, _, position, row, stamp, match = change
+            _, size, position, row, stamp, match = change
             if len(rows) < size:
                 rows.insert(position, row)
             if len(stamps) < size:
@@ -92,28 +97,33 @@ def add_in_place(
     stamp: int,
     upsert: bool,
     restamp: bool,
-) -> Change:
+) -> RowKind:
     """Rules 3-5 on the stored record of ``context`` in ``values`` (None: the key is empty),
     in place and journaled: with ``upsert`` the first element matching ``match`` takes
     ``row`` (and ``stamp`` if ``restamp``), else the row is appended (an empty key gets a new
-    record: 1 write). Returns the ``+I``/``+U`` to emit. O(1), or a scan to the first match."""
+    record: 1 write). Returns the kind of the change to emit (``+I``/``+U`` of ``row``).
+    O(1), or a scan to the first match."""
     if record is None:
         values.put(context, [[row], [stamp], [match], {match: 1}])
-        return emit(INSERT, row)
-    rows, stamps, matches, counts = record
-    if upsert and match in counts:
+        return INSERT
+    rows: list[Any] = record[0]
+    stamps: list[int] = record[1]
+    matches: list[bytes] = record[2]
+    counts: dict[bytes, int] = record[3]
+    count = counts.get(match)
+    if upsert and count is not None:
         position = matches.index(match)
         values.journal(_UNDO, record, (_REPLACE, 0, position, rows[position], stamps[position]))
         rows[position] = row
         if restamp:
             stamps[position] = stamp
-        return emit(UPDATE_AFTER, row)
-    values.journal(_UNDO, record, (_APPEND, len(rows)))
+        return UPDATE_AFTER
+    values.journal(_UNDO, record, len(rows))
     rows.append(row)
     stamps.append(stamp)
     matches.append(match)
-    counts[match] = counts.get(match, 0) + 1
-    return emit(UPDATE_AFTER, row)
+    counts[match] = 1 if count is None else count + 1
+    return UPDATE_AFTER
 
 
 def retract_in_place(
@@ -130,16 +140,19 @@ def retract_in_place(
     retracted row, rule 8); removing the last element emits ``+U`` of the new last one,
     which takes the stamp ``restamp`` unless that is None (rule 9); otherwise None (rule 10).
     O(1) plus a scan to the first match."""
-    rows, stamps, matches, counts = record
-    if match not in counts:
+    counts: dict[bytes, int] = record[3]
+    count = counts.get(match)
+    if count is None:
         return False, None
+    rows: list[Any] = record[0]
+    stamps: list[int] = record[1]
+    matches: list[bytes] = record[2]
     position = matches.index(match)
     size = len(rows)
     values.journal(_UNDO, record, (_REMOVE, size, position, rows[position], stamps[position], match))
     del rows[position], stamps[position], matches[position]
-    left = counts[match] - 1
-    if left:
-        counts[match] = left
+    if count > 1:
+        counts[match] = count - 1
     else:
         del counts[match]
     if not rows:
@@ -168,7 +181,8 @@ class HeapValueMaterializer(ValueMaterializer):
         """1 read; a new key 1 write. O(1), or a scan to the first match (rule 4)."""
         values = self._heap_values
         record = values.stored(context)
-        return add_in_place(values, context, record, match, row, stamp, self._upsert, self._restamp_replaced)
+        kind = add_in_place(values, context, record, match, row, stamp, self._upsert, self._restamp_replaced)
+        return self._added(kind, row)
 
     def _retract(self, context: bytes, match: bytes, change: Change, stamp: int) -> Change | None:
         """1 read; 1 delete if the key empties. O(1) plus a scan to the first match."""
@@ -198,19 +212,22 @@ class HeapAdaptiveMaterializer(AdaptiveMaterializer):
         super().__init__(keys, backend, settings)
         self._heap_records: HeapValueState = backend.value_state("adaptive")
         self._heap_list = HeapLinkedList(backend)
+        self._list = self._heap_list
 
     def _add_map_mode(self, context: bytes, meta: Meta, match: bytes, row: StoredRow, stamp: int) -> Change:
         """Rules 3-5 on a key in MAP mode: O(1) dict operations."""
-        added = self._heap_list.add(context, meta, match, row, stamp, self._upsert, self._restamp_replaced)
+        added = self._heap_list.add_row(
+            context, meta, match, row, stamp, self._upsert, self._restamp_replaced
+        )
         if added is not None:
             self._heap_records.put(context, added)
-        return emit(UPDATE_AFTER, row)
+        return self._added(UPDATE_AFTER, row)
 
     def _retract_map_mode(
         self, context: bytes, meta: Meta, match: bytes, change: Change, restamp: int | None
     ) -> Change | None:
         """Rules 6-10 on a key in MAP mode; a key left with ``low`` rows turns VALUE again."""
-        found, after, rollback = self._heap_list.retract(context, meta, match, restamp)
+        found, after, rollback = self._heap_list.retract_first(context, meta, match, restamp)
         if not found:
             self._miss(context, change)
             return None
@@ -225,15 +242,13 @@ class HeapAdaptiveMaterializer(AdaptiveMaterializer):
         record = records.stored(context)
         if record is not None and type(record[0]) is int:  # MAP mode
             return self._add_map_mode(context, record, match, row, stamp)
-        output = add_in_place(
-            records, context, record, match, row, stamp, self._upsert, self._restamp_replaced
-        )
+        kind = add_in_place(records, context, record, match, row, stamp, self._upsert, self._restamp_replaced)
         if record is None:  # the new key's record: one element already reaches high = 1
             record = records.stored(context)
             assert record is not None
         if len(record[0]) >= self.high:
             records.put(context, self._to_map(context, record))
-        return output
+        return self._added(kind, row)
 
     def _retract(self, context: bytes, match: bytes, change: Change, stamp: int) -> Change | None:
         records = self._heap_records
