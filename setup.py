@@ -49,6 +49,7 @@ COMPILED: tuple[str, ...] = (
     "upsertmat.impls.strategies.adaptive",
     "upsertmat.impls.strategies.common",
     "upsertmat.impls.strategies.legacy",
+    "upsertmat.impls.strategies.legacy_heap",
     "upsertmat.impls.strategies.linked_map",
     "upsertmat.impls.strategies.linked_map_heap",
     "upsertmat.impls.strategies.prefetch",

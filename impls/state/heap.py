@@ -27,7 +27,7 @@ empty entries dict behind (a map state drops an emptied context).
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 from mypy_extensions import mypyc_attr
 from sortedcontainers import SortedDict  # type: ignore[import-untyped]
@@ -35,7 +35,7 @@ from sortedcontainers import SortedDict  # type: ignore[import-untyped]
 from .base import UserKey, Value
 from .named import NamedStates
 
-ABSENT: Any = object()  # undo record: the key had no value
+ABSENT: Final[Any] = object()  # undo record: the key had no value
 
 Journal = list[tuple[Any, Any, Any, Any]]  # (state, context, key or None, previous value)
 

@@ -72,6 +72,7 @@ _SET_KIND: Final = None if _SETTERS is None else _SETTERS[0]
 _SET_ROW: Final = None if _SETTERS is None else _SETTERS[1]
 _SET_TS: Final = None if _SETTERS is None else _SETTERS[2]
 _new: Final = object.__new__
+_CHANGE: Final = Change  # a C global when compiled (an imported name is a dict lookup per use)
 
 
 def in_place_on_heap(backend: StateBackend, settings: Settings) -> TypeGuard[HeapBackend]:
@@ -88,7 +89,7 @@ def emit(kind: RowKind, row: StoredRow) -> Change:
     the constructor if ``Change`` ever stops having slots."""
     if _SET_KIND is None or _SET_ROW is None or _SET_TS is None:
         return Change(kind, row)
-    change: Change = _new(Change)
+    change: Change = _new(_CHANGE)
     _SET_KIND(change, kind)
     _SET_ROW(change, row)
     _SET_TS(change, None)
@@ -464,7 +465,7 @@ class StrategyBase:
         ``_add``; with a stale record the identity checks fail and a new change is built."""
         if kind is self._input_kind and row is self._input_row:
             change = self._input
-            if change is not None and type(change) is Change and change.ts is None:
+            if change is not None and type(change) is _CHANGE and change.ts is None:
                 return change
         return emit(kind, row)
 

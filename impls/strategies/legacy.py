@@ -46,6 +46,8 @@ class LegacyMaterializer(StrategyBase):
     strategy_name = "LEGACY"
     granularity = Granularity.PER_KEY
 
+    heap_variant = ".legacy_heap:HeapLegacyMaterializer"
+
     def __init__(self, keys: Keys, backend: StateBackend, settings: Settings | None = None) -> None:
         settings = settings or Settings()
         super().__init__(keys, backend, settings)
@@ -201,21 +203,21 @@ class LegacyMaterializer(StrategyBase):
                 yield context, rows
 
 
-def _create(keys: Keys, settings: Settings) -> LegacyMaterializer:
+def _create(keys: Keys, settings: Settings) -> StrategyBase:
     """LEGACY on ``settings.backend`` (per-key TTL when ``settings.ttl`` is on)."""
-    return LegacyMaterializer(keys, open_backend(settings), settings)
+    return LegacyMaterializer.build(keys, open_backend(settings), settings)
 
 
-def create_heap(keys: Keys, settings: Settings) -> LegacyMaterializer:
+def create_heap(keys: Keys, settings: Settings) -> StrategyBase:
     """LEGACY on the heap backend."""
     return _create(keys, replace(settings, backend=Backend.HEAP))
 
 
-def create_rocksdb(keys: Keys, settings: Settings) -> LegacyMaterializer:
+def create_rocksdb(keys: Keys, settings: Settings) -> StrategyBase:
     """LEGACY on RocksDB (``settings.state_dir``, or a temporary database)."""
     return _create(keys, replace(settings, backend=Backend.ROCKSDB))
 
 
-def create_lmdb(keys: Keys, settings: Settings) -> LegacyMaterializer:
+def create_lmdb(keys: Keys, settings: Settings) -> StrategyBase:
     """LEGACY on LMDB (``settings.state_dir``, or a temporary environment)."""
     return _create(keys, replace(settings, backend=Backend.LMDB))

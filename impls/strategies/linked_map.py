@@ -47,7 +47,7 @@ head or tail that is looked at and found live, and each expired node met is remo
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, Final
 
 from mypy_extensions import mypyc_attr
 
@@ -73,10 +73,17 @@ Meta = list[int]  # [size, head, tail]
 Node = list[Any]  # [row, prev, next, same, stamp]
 Entry = list[int]  # [first, last]
 
-# Node fields.
-ROW, PREV, NEXT, SAME, STAMP = range(5)
+# Node fields (``Final`` literals: the compiled build inlines them; a plain module global
+# would be a dict lookup per use there).
+ROW: Final = 0
+PREV: Final = 1
+NEXT: Final = 2
+SAME: Final = 3
+STAMP: Final = 4
 # Meta fields.
-SIZE, HEAD, TAIL = range(3)
+SIZE: Final = 0
+HEAD: Final = 1
+TAIL: Final = 2
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)

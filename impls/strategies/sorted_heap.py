@@ -57,7 +57,7 @@ class HeapSortedMaterializer(SortedMaterializer):
     def _add(self, context: bytes, match: bytes, row: StoredRow, stamp: int) -> Change:
         """Rules 3-5: O(1) amortised."""
         journal = self._journal
-        entries: dict[Any, Any] | None = self._node_maps.get(context)
+        entries: dict[Any, list[Any]] | None = self._node_maps.get(context)
         if entries is None:  # an empty key: no index entry can exist
             journal.append((self._nodes, context, 1, ABSENT))
             self._node_maps[context] = {1: [row, 0, stamp]}
@@ -65,7 +65,7 @@ class HeapSortedMaterializer(SortedMaterializer):
             journal.append((self._index, context, match, ABSENT))
             self._index_maps[context] = {match: [1, 1]}
             return self._added(INSERT, row)
-        order = self._orders.get(context)
+        order: list[Any] | None = self._orders.get(context)
         if order is None:  # the sorted form
             return super()._add(context, match, row, stamp)
         index = self._index_maps[context]
@@ -100,7 +100,7 @@ class HeapSortedMaterializer(SortedMaterializer):
 
     def _retract(self, context: bytes, match: bytes, change: Change, stamp: int) -> Change | None:
         """Rules 6-10: O(1) amortised."""
-        order = self._orders.get(context)
+        order: list[Any] | None = self._orders.get(context)
         if order is None:  # an empty key (no index entry: a miss) or the sorted form
             return super()._retract(context, match, change, stamp)
         journal = self._journal
@@ -111,7 +111,7 @@ class HeapSortedMaterializer(SortedMaterializer):
             return None
         first = entry[0]
         last = entry[1]
-        entries: dict[Any, Any] = self._node_maps[context]
+        entries: dict[Any, list[Any]] = self._node_maps[context]
         node = entries.get(first)
         if node is None:
             raise missing("nodes", context, first)

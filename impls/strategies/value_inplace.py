@@ -26,7 +26,7 @@ Used on a :class:`~upsertmat.impls.state.heap.HeapBackend` with TTL and async st
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 from mypy_extensions import mypyc_attr
 
@@ -40,9 +40,9 @@ from .linked_map import Meta
 from .linked_map_heap import HeapLinkedList
 from .value import ValueMaterializer, count_matches
 
-_APPEND = 0
-_REPLACE = 1
-_REMOVE = 2
+_APPEND: Final = 0
+_REPLACE: Final = 1
+_REMOVE: Final = 2
 
 
 def counted_record(rows: list[StoredRow], stamps: list[int], matches: list[bytes]) -> list[Any]:
@@ -85,7 +85,7 @@ class _RecordUndo:
         counts.update(count_matches(matches))
 
 
-_UNDO = _RecordUndo()
+_UNDO: Final = _RecordUndo()
 
 
 def add_in_place(
@@ -180,14 +180,14 @@ class HeapValueMaterializer(ValueMaterializer):
     def _add(self, context: bytes, match: bytes, row: StoredRow, stamp: int) -> Change:
         """1 read; a new key 1 write. O(1), or a scan to the first match (rule 4)."""
         values = self._heap_values
-        record = values.stored(context)
+        record: list[Any] | None = values.stored(context)
         kind = add_in_place(values, context, record, match, row, stamp, self._upsert, self._restamp_replaced)
         return self._added(kind, row)
 
     def _retract(self, context: bytes, match: bytes, change: Change, stamp: int) -> Change | None:
         """1 read; 1 delete if the key empties. O(1) plus a scan to the first match."""
         values = self._heap_values
-        record = values.stored(context)
+        record: list[Any] | None = values.stored(context)
         restamp = stamp if self._restamp_rollback else None
         found, output = (
             (False, None)
@@ -239,7 +239,7 @@ class HeapAdaptiveMaterializer(AdaptiveMaterializer):
 
     def _add(self, context: bytes, match: bytes, row: StoredRow, stamp: int) -> Change:
         records = self._heap_records
-        record = records.stored(context)
+        record: list[Any] | None = records.stored(context)
         if record is not None and type(record[0]) is int:  # MAP mode
             return self._add_map_mode(context, record, match, row, stamp)
         kind = add_in_place(records, context, record, match, row, stamp, self._upsert, self._restamp_replaced)
@@ -252,7 +252,7 @@ class HeapAdaptiveMaterializer(AdaptiveMaterializer):
 
     def _retract(self, context: bytes, match: bytes, change: Change, stamp: int) -> Change | None:
         records = self._heap_records
-        record = records.stored(context)
+        record: list[Any] | None = records.stored(context)
         if record is None:
             self._miss(context, change)
             return None
