@@ -12,14 +12,14 @@ from __future__ import annotations
 import importlib
 import logging
 from abc import abstractmethod
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, ClassVar, Final, NoReturn, TypeGuard
 
 from mypy_extensions import mypyc_attr
 
 from ...spec import Change, Element, Granularity, Keys, RowKind, TimeDomain, UpdateType
 from ..encoding import KeyEncoder
-from ..rows import StoredRow
+from ..rows import MatchKey, StoredRow
 from ..settings import Settings
 from ..state import CorruptStateError, MapState, StateBackend, ValueState
 from ..state.codec import decode_seq, encode_seq
@@ -111,7 +111,7 @@ def require(condition: bool, context: bytes, what: str) -> None:
 
 
 def check_chains(
-    context: bytes, seqs: list[int], matches: list[bytes], sames: list[int], index: dict[bytes, Any]
+    context: bytes, seqs: list[int], matches: list[MatchKey], sames: list[int], index: dict[MatchKey, Any]
 ) -> None:
     """The same-chain invariants of a MAP or SORTED key, from its nodes in insertion order.
 
@@ -120,7 +120,7 @@ def check_chains(
     match key's nodes, in order, must be linked by ``same`` (the last one 0) and the index
     must hold exactly one ``[first, last]`` per match key present. O(n).
     """
-    chains: dict[bytes, list[int]] = {}
+    chains: dict[MatchKey, list[int]] = {}
     for seq, match in zip(seqs, matches, strict=True):
         chains.setdefault(match, []).append(seq)
     require(set(index) == set(chains), context, f"index keys {len(index)} != match keys {len(chains)}")
@@ -133,14 +133,14 @@ def check_chains(
             require(links[seq] == after, context, f"node {seq}: same {links[seq]}, expected {after}")
 
 
-def same_chains(matches: list[bytes]) -> tuple[list[int], dict[bytes, list[int]]]:
+def same_chains(matches: list[MatchKey]) -> tuple[list[int], dict[MatchKey, list[int]]]:
     """Same-match-key chains of a history whose element ``i`` gets sequence number ``i + 1``.
 
     Returns ``(same, entries)``: ``same[i]`` is the seq of the next element with the match key
     of element ``i`` (0 if none); ``entries`` maps each match key to ``[first, last]`` seq. O(n).
     """
     same = [0] * len(matches)
-    entries: dict[bytes, list[int]] = {}
+    entries: dict[MatchKey, list[int]] = {}
     for position, match in enumerate(matches):
         seq = position + 1
         entry = entries.get(match)
@@ -230,7 +230,8 @@ class StrategyBase:
         self._encoder = encoder
         self._keys_of = encoder.keys_of
         self._context_key = encoder.context_key
-        self._match_key = encoder.match_key
+        # The match key as the layout keeps it: bytes, or tokens after :meth:`_use_match_tokens`.
+        self._match_key: Callable[[StoredRow], MatchKey] = encoder.match_key
         # Processing time stamps a write with the clock; event time asks the TTL settings.
         self._stamp_is_now = settings.ttl.time_domain is TimeDomain.PROCESSING_TIME
         self._async = settings.async_state
@@ -243,6 +244,14 @@ class StrategyBase:
         self._input: Change | None = None
         self._input_kind: RowKind | None = None
         self._input_row: StoredRow = None
+
+    def _use_match_tokens(self) -> None:
+        """Take match keys as tokens from now on (:data:`~upsertmat.impls.rows.MatchKey`:
+        an int upsert-key column's value is its own match key), in ``_add``/``_retract`` and
+        wherever the layout computes one (``_match_key``). Only for a layout that stores no
+        match key at rest: the heap variants, whose state leaves memory as elements."""
+        self._encoder.use_tokens()
+        self._match_key = self._encoder.match_token
 
     def _value_state(self, name: str) -> ValueState:
         """The backend's value state ``name``, keyed by context; with async state, wrapped so
@@ -402,7 +411,7 @@ class StrategyBase:
         encoder = self._encoder
         for start in range(0, len(batchable), ASYNC_BATCH):
             batch = batchable[start : start + ASYNC_BATCH]
-            pairs: list[tuple[bytes, bytes]] = []
+            pairs: list[tuple[bytes, MatchKey]] = []
             for change in batch:
                 try:
                     pairs.append(encoder.pair(change.row))
@@ -425,14 +434,14 @@ class StrategyBase:
                 out.append(self.process(change))
         return out
 
-    def _index_reads(self, pairs: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
+    def _index_reads(self, pairs: list[tuple[bytes, MatchKey]]) -> list[tuple[bytes, MatchKey]]:
         """The (context, match key) index entries an async batch will read, asked after the
         value states are prefetched: every pair here; a layout that reads its index only in
         some keys' modes (ADAPTIVE) narrows it."""
         return pairs
 
     def _apply_batch(
-        self, batch: Sequence[Change], pairs: list[tuple[bytes, bytes]], out: list[Change | None]
+        self, batch: Sequence[Change], pairs: list[tuple[bytes, MatchKey]], out: list[Change | None]
     ) -> None:
         """:meth:`process` for ``batch[:len(pairs)]`` with the keys already computed."""
         add, retract, commit, stamp_of = self._add, self._retract, self.backend.commit, self._ttl.stamp_of
@@ -470,7 +479,7 @@ class StrategyBase:
         return emit(kind, row)
 
     @abstractmethod
-    def _add(self, context: bytes, match: bytes, row: StoredRow, stamp: int) -> Change:
+    def _add(self, context: bytes, match: MatchKey, row: StoredRow, stamp: int) -> Change:
         """Apply an ADD (rules 3-5) to ``context``; return the ``+I``/``+U`` to emit.
 
         A rule-4 replacement takes ``stamp`` only when ``_restamp_replaced``; call
@@ -479,7 +488,7 @@ class StrategyBase:
         raise NotImplementedError(f"{type(self).__name__} does not implement _add")
 
     @abstractmethod
-    def _retract(self, context: bytes, match: bytes, change: Change, stamp: int) -> Change | None:
+    def _retract(self, context: bytes, match: MatchKey, change: Change, stamp: int) -> Change | None:
         """Apply a RETRACT (rules 6-10) to ``context``; call :meth:`_miss` on rule 7.
 
         When ``_restamp_rollback``, the element emitted by rule 9 takes ``stamp``.

@@ -14,7 +14,7 @@ from dataclasses import replace
 from mypy_extensions import mypyc_attr
 
 from ...spec import Change, Element, Granularity, Keys, UpdateType
-from ..rows import StoredRow
+from ..rows import MatchKey, StoredRow
 from ..settings import Backend, Settings
 from ..state import StateBackend, open_backend
 from .common import DELETE, INSERT, UPDATE_AFTER, StrategyBase, emit, require
@@ -112,7 +112,7 @@ class LegacyMaterializer(StrategyBase):
                 return []
         return self._rows(context)
 
-    def _add(self, context: bytes, match: bytes, row: StoredRow, stamp: int) -> Change:
+    def _add(self, context: bytes, match: MatchKey, row: StoredRow, stamp: int) -> Change:
         rows = self._live_rows(context)
         emitted = emit(UPDATE_AFTER if rows else INSERT, row)
         index = self._find(rows, match) if self._upsert else -1
@@ -124,7 +124,7 @@ class LegacyMaterializer(StrategyBase):
         self._written(context, emitted.kind is INSERT, stamp)
         return emitted
 
-    def _retract(self, context: bytes, match: bytes, change: Change, stamp: int) -> Change | None:
+    def _retract(self, context: bytes, match: MatchKey, change: Change, stamp: int) -> Change | None:
         rows = self._live_rows(context)
         index = self._find(rows, match)
         if index < 0:

@@ -29,7 +29,7 @@ from typing import Any, Final
 from mypy_extensions import mypyc_attr
 
 from ...spec import Change, Element, Keys
-from ..rows import StoredRow
+from ..rows import MatchKey, StoredRow
 from ..settings import Settings
 from ..state.heap import HeapBackend, HeapValueState
 from .common import DELETE, INSERT, UPDATE_AFTER, StrategyBase, emit, require
@@ -76,6 +76,7 @@ class HeapLegacyMaterializer(LegacyMaterializer):
 
     def __init__(self, keys: Keys, backend: HeapBackend, settings: Settings | None = None) -> None:
         super().__init__(keys, backend, settings)
+        self._use_match_tokens()
         self._records: HeapValueState = backend.value_state("legacy")  # LEGACY's ``_state``
 
     def process(self, change: Change) -> Change | None:
@@ -86,7 +87,7 @@ class HeapLegacyMaterializer(LegacyMaterializer):
         """:meth:`process` for each change, in order (:meth:`~.common.StrategyBase.process_many`)."""
         return StrategyBase.process_many(self, changes, out)
 
-    def _add(self, context: bytes, match: bytes, row: StoredRow, stamp: int) -> Change:
+    def _add(self, context: bytes, match: MatchKey, row: StoredRow, stamp: int) -> Change:
         """Rules 3-5 in place: 1 read (a new key: 1 write). O(1), or a scan to the first match."""
         records = self._records
         record: LegacyRecord | None = records.stored(context)
@@ -94,8 +95,8 @@ class HeapLegacyMaterializer(LegacyMaterializer):
             records.put(context, [[row], [match], {match: 1}])
             return self._added(INSERT, row)
         rows: list[Any] = record[0]
-        matches: list[bytes] = record[1]
-        counts: dict[bytes, int] = record[2]
+        matches: list[MatchKey] = record[1]
+        counts: dict[MatchKey, int] = record[2]
         count = counts.get(match)
         if self._upsert and count is not None:
             position = matches.index(match)
@@ -108,18 +109,18 @@ class HeapLegacyMaterializer(LegacyMaterializer):
         counts[match] = 1 if count is None else count + 1
         return self._added(UPDATE_AFTER, row)
 
-    def _retract(self, context: bytes, match: bytes, change: Change, stamp: int) -> Change | None:
+    def _retract(self, context: bytes, match: MatchKey, change: Change, stamp: int) -> Change | None:
         """Rules 6-10 in place: 1 read (+1 delete if the key empties). O(1) plus a scan to the
         first match."""
         records = self._records
         record: LegacyRecord | None = records.stored(context)
-        counts: dict[bytes, int] | None = None if record is None else record[2]
+        counts: dict[MatchKey, int] | None = None if record is None else record[2]
         count = None if counts is None else counts.get(match)
         if record is None or counts is None or count is None:
             self._miss(context, change)
             return None
         rows: list[Any] = record[0]
-        matches: list[bytes] = record[1]
+        matches: list[MatchKey] = record[1]
         position = matches.index(match)
         size = len(rows)
         records.journal(_UNDO, record, (size, position, rows[position], match))

@@ -52,7 +52,7 @@ from typing import Any, Final
 from mypy_extensions import mypyc_attr
 
 from ...spec import Change, Keys
-from ..rows import StoredRow
+from ..rows import MatchKey, StoredRow
 from ..settings import Settings
 from ..state import MapState, StateBackend, ValueState, open_backend
 from .common import (
@@ -117,7 +117,7 @@ class LinkedList:
             raise missing("nodes", context, self._seq(key))
         return node
 
-    def find(self, context: bytes, match: bytes) -> Entry | None:
+    def find(self, context: bytes, match: MatchKey) -> Entry | None:
         """The ``[first, last]`` seqs of the rows matching ``match``, or None. One read."""
         entry: Entry | None = self._index.get(context, match)
         return entry
@@ -140,7 +140,13 @@ class LinkedList:
         self._nodes.put(context, key, node)
 
     def append(
-        self, context: bytes, meta: Meta | None, entry: Entry | None, match: bytes, row: StoredRow, stamp: int
+        self,
+        context: bytes,
+        meta: Meta | None,
+        entry: Entry | None,
+        match: MatchKey,
+        row: StoredRow,
+        stamp: int,
     ) -> Meta:
         """Rule 3 (and 4 without a match): a new tail node; returns the new meta.
 
@@ -169,7 +175,7 @@ class LinkedList:
         self,
         context: bytes,
         meta: Meta,
-        match: bytes,
+        match: MatchKey,
         row: StoredRow,
         stamp: int,
         owner: StrategyBase,
@@ -196,7 +202,7 @@ class LinkedList:
         context: bytes,
         meta: Meta,
         entry: Entry,
-        match: bytes,
+        match: MatchKey,
         seq: int = 0,
         restamp: int | None = None,
     ) -> tuple[Meta | None, StoredRow | None]:
@@ -255,7 +261,7 @@ class LinkedList:
         nodes.put(context, after_key, after_node)
         return [size - 1, head, tail], None
 
-    def trim(self, context: bytes, meta: Meta, match: bytes, owner: StrategyBase) -> Meta | None:
+    def trim(self, context: bytes, meta: Meta, match: MatchKey, owner: StrategyBase) -> Meta | None:
         """Remove the expired nodes an input on ``match`` would otherwise read, while the
         expiry sweep lags (docs/ttl.md): first the expired leading nodes of ``match``'s chain
         (so its first node is the first *visible* match), then the expired tail nodes (so the
@@ -267,7 +273,7 @@ class LinkedList:
         trimmed = self._trim_chain(context, meta, match, owner)
         return None if trimmed is None else self.trim_tail(context, trimmed, owner)
 
-    def _trim_chain(self, context: bytes, meta: Meta, match: bytes, owner: StrategyBase) -> Meta | None:
+    def _trim_chain(self, context: bytes, meta: Meta, match: MatchKey, owner: StrategyBase) -> Meta | None:
         """Remove the expired leading nodes of ``match``'s chain: O(1) accesses each."""
         expired = owner._expired
         entry = self.find(context, match)
@@ -305,7 +311,13 @@ class LinkedList:
             meta = trimmed
 
     def remove_visible(
-        self, context: bytes, meta: Meta, entry: Entry, match: bytes, restamp: int | None, owner: StrategyBase
+        self,
+        context: bytes,
+        meta: Meta,
+        entry: Entry,
+        match: MatchKey,
+        restamp: int | None,
+        owner: StrategyBase,
     ) -> tuple[Meta | None, StoredRow | None]:
         """:meth:`remove` of the first node of ``entry`` on a key :meth:`trim`-ed for ``match``
         while the sweep lags: when the tail was removed, the expired nodes before it are
@@ -338,7 +350,7 @@ class LinkedList:
         """(row, stamp) of every node from head to tail. O(n) reads."""
         return [(tuple(node[ROW]), node[STAMP]) for node in self.walk(context, meta)]
 
-    def check(self, context: bytes, meta: Meta, match_key: Callable[[StoredRow], bytes]) -> int:
+    def check(self, context: bytes, meta: Meta, match_key: Callable[[StoredRow], MatchKey]) -> int:
         """Verify the layout of ``context`` (raise LayoutError); returns its size. O(n).
 
         The walk from head along next links ends at the tail after exactly ``size`` nodes with
@@ -349,7 +361,7 @@ class LinkedList:
         size, head, tail = meta
         require(size >= 1, context, f"meta size {size} of a stored key")
         seqs: list[int] = []
-        matches: list[bytes] = []
+        matches: list[MatchKey] = []
         sames: list[int] = []
         seq, before = head, 0
         while True:
@@ -375,7 +387,9 @@ class LinkedList:
         check_chains(context, seqs, matches, sames, index)
         return size
 
-    def build(self, context: bytes, rows: list[StoredRow], stamps: list[int], matches: list[bytes]) -> Meta:
+    def build(
+        self, context: bytes, rows: list[StoredRow], stamps: list[int], matches: list[MatchKey]
+    ) -> Meta:
         """Store the non-empty history ``rows`` of an empty ``context``; return its meta.
 
         Nodes get seqs 1..n in order (every link implicit); O(n) writes.
@@ -409,7 +423,7 @@ class MapMaterializer(StrategyBase):
         self._meta_of: Callable[[bytes], Meta | None] = getattr(self._meta, "stored", self._meta.get)
         self._list = LinkedList(self._index_state("index"), backend.map_state("nodes"))
 
-    def _trim(self, context: bytes, meta: Meta, match: bytes) -> Meta | None:
+    def _trim(self, context: bytes, meta: Meta, match: MatchKey) -> Meta | None:
         """:meth:`LinkedList.trim` (the sweep lags), its meta written if it changed."""
         trimmed = self._list.trim(context, meta, match, self)
         if trimmed is None:
@@ -418,7 +432,7 @@ class MapMaterializer(StrategyBase):
             self._meta.put(context, trimmed)
         return trimmed
 
-    def _add(self, context: bytes, match: bytes, row: StoredRow, stamp: int) -> Change:
+    def _add(self, context: bytes, match: MatchKey, row: StoredRow, stamp: int) -> Change:
         meta = self._meta_of(context)
         if self._lazy and meta is not None:
             meta = self._trim(context, meta, match)
@@ -431,7 +445,7 @@ class MapMaterializer(StrategyBase):
             self._meta.put(context, meta)
         return self._added(UPDATE_AFTER, row)
 
-    def _retract(self, context: bytes, match: bytes, change: Change, stamp: int) -> Change | None:
+    def _retract(self, context: bytes, match: MatchKey, change: Change, stamp: int) -> Change | None:
         meta = self._meta_of(context)
         if self._lazy and meta is not None:
             meta = self._trim(context, meta, match)

@@ -33,7 +33,7 @@ from typing import Any
 from mypy_extensions import mypyc_attr
 
 from ...spec import Change, Keys
-from ..rows import StoredRow
+from ..rows import MatchKey, StoredRow
 from ..settings import Settings
 from ..state.heap import ABSENT, HeapBackend, HeapMapState, Journal
 from .common import DELETE, INSERT, UPDATE_AFTER, emit, missing
@@ -69,7 +69,7 @@ class HeapLinkedList(LinkedList):
         seq: int = key
         return seq
 
-    def insert_first(self, context: bytes, match: bytes, row: StoredRow, stamp: int) -> Meta:
+    def insert_first(self, context: bytes, match: MatchKey, row: StoredRow, stamp: int) -> Meta:
         """The first row of an empty key (no index entry or node can exist); its meta."""
         journal = self._journal
         journal.append((self._nodes_state, context, 1, ABSENT))
@@ -82,7 +82,7 @@ class HeapLinkedList(LinkedList):
         self,
         context: bytes,
         meta: Meta,
-        match: bytes,
+        match: MatchKey,
         row: StoredRow,
         stamp: int,
         upsert: bool,
@@ -121,7 +121,7 @@ class HeapLinkedList(LinkedList):
         return [size + 1, meta[1], seq]
 
     def retract_first(
-        self, context: bytes, meta: Meta, match: bytes, restamp: int | None
+        self, context: bytes, meta: Meta, match: MatchKey, restamp: int | None
     ) -> tuple[bool, Meta | None, StoredRow | None]:
         """Rules 6-10 on a non-empty key: ``(found, meta, rollback)``. ``found`` False is rule 7
         (nothing changed). Else the first node of ``match``'s chain is unlinked; ``meta`` None
@@ -191,12 +191,13 @@ class HeapMapMaterializer(MapMaterializer):
 
     def __init__(self, keys: Keys, backend: HeapBackend, settings: Settings | None = None) -> None:
         super().__init__(keys, backend, settings)
+        self._use_match_tokens()
         self._metas: dict[bytes, Any] = backend.value_state("meta").table()  # the dict of ``self._meta``
         self._meta_journal: Journal = backend.journal
         self._heap_list = HeapLinkedList(backend)
         self._list = self._heap_list
 
-    def _add(self, context: bytes, match: bytes, row: StoredRow, stamp: int) -> Change:
+    def _add(self, context: bytes, match: MatchKey, row: StoredRow, stamp: int) -> Change:
         """Rules 3-5: O(1) dict operations."""
         metas = self._metas
         meta = metas.get(context)
@@ -212,7 +213,7 @@ class HeapMapMaterializer(MapMaterializer):
             metas[context] = added
         return self._added(UPDATE_AFTER, row)
 
-    def _retract(self, context: bytes, match: bytes, change: Change, stamp: int) -> Change | None:
+    def _retract(self, context: bytes, match: MatchKey, change: Change, stamp: int) -> Change | None:
         """Rules 6-10: O(1) dict operations."""
         metas = self._metas
         meta = metas.get(context)

@@ -35,7 +35,7 @@ from mypy_extensions import mypyc_attr
 
 from ...spec import Change, Keys
 from ..config import UnsupportedSetting
-from ..rows import StoredRow
+from ..rows import MatchKey, StoredRow
 from ..settings import Settings
 from ..state import StateBackend, open_backend
 from .common import (
@@ -94,7 +94,7 @@ class SortedMaterializer(StrategyBase):
             raise missing("nodes", context, self._seq(key))
         return node
 
-    def _trim(self, context: bytes, match: bytes) -> None:
+    def _trim(self, context: bytes, match: MatchKey) -> None:
         """Remove the expired nodes an input on ``match`` would otherwise read, while the
         expiry sweep lags (docs/ttl.md): the expired leading nodes of ``match``'s chain (so
         its first is the first visible match), then the expired tail nodes
@@ -103,7 +103,7 @@ class SortedMaterializer(StrategyBase):
         self._trim_chain(context, match)
         self._trim_tail(context)
 
-    def _trim_chain(self, context: bytes, match: bytes) -> None:
+    def _trim_chain(self, context: bytes, match: MatchKey) -> None:
         """Remove the expired leading nodes of ``match``'s chain: O(1) accesses each."""
         entry = self._index.get(context, match)
         while entry is not None and self._expired(self._node(context, self._key(entry[0]))[STAMP]):
@@ -130,7 +130,7 @@ class SortedMaterializer(StrategyBase):
             else:
                 self._unlink(context, match, entry, seq)
 
-    def _add(self, context: bytes, match: bytes, row: StoredRow, stamp: int) -> Change:
+    def _add(self, context: bytes, match: MatchKey, row: StoredRow, stamp: int) -> Change:
         index, nodes = self._index, self._nodes
         if self._lazy:
             self._trim(context, match)
@@ -168,7 +168,7 @@ class SortedMaterializer(StrategyBase):
         self._stamped(context, seq, stamp)
         return self._added(kind, row)
 
-    def _unlink(self, context: bytes, match: bytes, entry: list[int], seq: int) -> Any:
+    def _unlink(self, context: bytes, match: MatchKey, entry: list[int], seq: int) -> Any:
         """Delete node ``seq`` of the chain ``entry`` of ``match``; returns its key.
 
         The chain's first node (every rule-6 removal): at most 1 read + 2 writes. A later
@@ -197,7 +197,7 @@ class SortedMaterializer(StrategyBase):
             index.delete(context, match)
         return key
 
-    def _retract(self, context: bytes, match: bytes, change: Change, stamp: int) -> Change | None:
+    def _retract(self, context: bytes, match: MatchKey, change: Change, stamp: int) -> Change | None:
         if self._lazy:
             self._trim(context, match)
         entry = self._index.get(context, match)

@@ -25,7 +25,7 @@ from typing import Any
 from mypy_extensions import mypyc_attr
 
 from ...spec import Change, Keys
-from ..rows import StoredRow
+from ..rows import MatchKey, StoredRow
 from ..settings import Settings
 from ..state.heap import ABSENT, HeapBackend, Journal, compact, live_tail
 from .common import DELETE, INSERT, UPDATE_AFTER, emit, missing
@@ -38,6 +38,7 @@ class HeapSortedMaterializer(SortedMaterializer):
 
     def __init__(self, keys: Keys, backend: HeapBackend, settings: Settings | None = None) -> None:
         super().__init__(keys, backend, settings)
+        self._use_match_tokens()
         # SortedMaterializer's ``_nodes`` and ``_index`` are these heap states (async state is
         # off): the journal records name them, the dicts below are theirs.
         nodes = backend.sorted_map_state("nodes")
@@ -54,7 +55,7 @@ class HeapSortedMaterializer(SortedMaterializer):
         seq: int = key
         return seq
 
-    def _add(self, context: bytes, match: bytes, row: StoredRow, stamp: int) -> Change:
+    def _add(self, context: bytes, match: MatchKey, row: StoredRow, stamp: int) -> Change:
         """Rules 3-5: O(1) amortised."""
         journal = self._journal
         entries: dict[Any, list[Any]] | None = self._node_maps.get(context)
@@ -98,7 +99,7 @@ class HeapSortedMaterializer(SortedMaterializer):
         index[match] = chain
         return self._added(UPDATE_AFTER, row)
 
-    def _retract(self, context: bytes, match: bytes, change: Change, stamp: int) -> Change | None:
+    def _retract(self, context: bytes, match: MatchKey, change: Change, stamp: int) -> Change | None:
         """Rules 6-10: O(1) amortised."""
         order: list[Any] | None = self._orders.get(context)
         if order is None:  # an empty key (no index entry: a miss) or the sorted form

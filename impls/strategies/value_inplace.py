@@ -31,7 +31,7 @@ from typing import Any, Final
 from mypy_extensions import mypyc_attr
 
 from ...spec import Change, Keys, RowKind
-from ..rows import StoredRow
+from ..rows import MatchKey, StoredRow
 from ..settings import Settings
 from ..state.heap import HeapBackend, HeapValueState
 from .adaptive import AdaptiveMaterializer
@@ -45,7 +45,7 @@ _REPLACE: Final = 1
 _REMOVE: Final = 2
 
 
-def counted_record(rows: list[StoredRow], stamps: list[int], matches: list[bytes]) -> list[Any]:
+def counted_record(rows: list[StoredRow], stamps: list[int], matches: list[MatchKey]) -> list[Any]:
     """An in-place record from parallel lists (taken by reference)."""
     return [rows, stamps, matches, count_matches(matches)]
 
@@ -92,7 +92,7 @@ def add_in_place(
     values: HeapValueState,
     context: bytes,
     record: list[Any] | None,
-    match: bytes,
+    match: MatchKey,
     row: StoredRow,
     stamp: int,
     upsert: bool,
@@ -108,8 +108,8 @@ def add_in_place(
         return INSERT
     rows: list[Any] = record[0]
     stamps: list[int] = record[1]
-    matches: list[bytes] = record[2]
-    counts: dict[bytes, int] = record[3]
+    matches: list[MatchKey] = record[2]
+    counts: dict[MatchKey, int] = record[3]
     count = counts.get(match)
     if upsert and count is not None:
         position = matches.index(match)
@@ -130,7 +130,7 @@ def retract_in_place(
     values: HeapValueState,
     context: bytes,
     record: list[Any],
-    match: bytes,
+    match: MatchKey,
     restamp: int | None,
     row: StoredRow,
 ) -> tuple[bool, Change | None]:
@@ -140,13 +140,13 @@ def retract_in_place(
     retracted row, rule 8); removing the last element emits ``+U`` of the new last one,
     which takes the stamp ``restamp`` unless that is None (rule 9); otherwise None (rule 10).
     O(1) plus a scan to the first match."""
-    counts: dict[bytes, int] = record[3]
+    counts: dict[MatchKey, int] = record[3]
     count = counts.get(match)
     if count is None:
         return False, None
     rows: list[Any] = record[0]
     stamps: list[int] = record[1]
-    matches: list[bytes] = record[2]
+    matches: list[MatchKey] = record[2]
     position = matches.index(match)
     size = len(rows)
     values.journal(_UNDO, record, (_REMOVE, size, position, rows[position], stamps[position], match))
@@ -173,18 +173,19 @@ class HeapValueMaterializer(ValueMaterializer):
 
     def __init__(self, keys: Keys, backend: HeapBackend, settings: Settings | None = None) -> None:
         StrategyBase.__init__(self, keys, backend, settings)
+        self._use_match_tokens()
         # ValueMaterializer's ``_values`` (async state is off), typed as the heap state.
         self._heap_values: HeapValueState = backend.value_state("value")
         self._values = self._heap_values
 
-    def _add(self, context: bytes, match: bytes, row: StoredRow, stamp: int) -> Change:
+    def _add(self, context: bytes, match: MatchKey, row: StoredRow, stamp: int) -> Change:
         """1 read; a new key 1 write. O(1), or a scan to the first match (rule 4)."""
         values = self._heap_values
         record: list[Any] | None = values.stored(context)
         kind = add_in_place(values, context, record, match, row, stamp, self._upsert, self._restamp_replaced)
         return self._added(kind, row)
 
-    def _retract(self, context: bytes, match: bytes, change: Change, stamp: int) -> Change | None:
+    def _retract(self, context: bytes, match: MatchKey, change: Change, stamp: int) -> Change | None:
         """1 read; 1 delete if the key empties. O(1) plus a scan to the first match."""
         values = self._heap_values
         record: list[Any] | None = values.stored(context)
@@ -198,7 +199,7 @@ class HeapValueMaterializer(ValueMaterializer):
             self._miss(context, change)
         return output
 
-    def _new_record(self, rows: list[StoredRow], stamps: list[int], matches: list[bytes]) -> list[Any]:
+    def _new_record(self, rows: list[StoredRow], stamps: list[int], matches: list[MatchKey]) -> list[Any]:
         return counted_record(rows, stamps, matches)
 
 
@@ -210,11 +211,14 @@ class HeapAdaptiveMaterializer(AdaptiveMaterializer):
 
     def __init__(self, keys: Keys, backend: HeapBackend, settings: Settings | None = None) -> None:
         super().__init__(keys, backend, settings)
+        self._use_match_tokens()
         self._heap_records: HeapValueState = backend.value_state("adaptive")
         self._heap_list = HeapLinkedList(backend)
         self._list = self._heap_list
 
-    def _add_map_mode(self, context: bytes, meta: Meta, match: bytes, row: StoredRow, stamp: int) -> Change:
+    def _add_map_mode(
+        self, context: bytes, meta: Meta, match: MatchKey, row: StoredRow, stamp: int
+    ) -> Change:
         """Rules 3-5 on a key in MAP mode: O(1) dict operations."""
         added = self._heap_list.add_row(
             context, meta, match, row, stamp, self._upsert, self._restamp_replaced
@@ -224,7 +228,7 @@ class HeapAdaptiveMaterializer(AdaptiveMaterializer):
         return self._added(UPDATE_AFTER, row)
 
     def _retract_map_mode(
-        self, context: bytes, meta: Meta, match: bytes, change: Change, restamp: int | None
+        self, context: bytes, meta: Meta, match: MatchKey, change: Change, restamp: int | None
     ) -> Change | None:
         """Rules 6-10 on a key in MAP mode; a key left with ``low`` rows turns VALUE again."""
         found, after, rollback = self._heap_list.retract_first(context, meta, match, restamp)
@@ -237,7 +241,7 @@ class HeapAdaptiveMaterializer(AdaptiveMaterializer):
         self._store_meta(context, after)
         return None if rollback is None else emit(UPDATE_AFTER, rollback)
 
-    def _add(self, context: bytes, match: bytes, row: StoredRow, stamp: int) -> Change:
+    def _add(self, context: bytes, match: MatchKey, row: StoredRow, stamp: int) -> Change:
         records = self._heap_records
         record: list[Any] | None = records.stored(context)
         if record is not None and type(record[0]) is int:  # MAP mode
@@ -250,7 +254,7 @@ class HeapAdaptiveMaterializer(AdaptiveMaterializer):
             records.put(context, self._to_map(context, record))
         return self._added(kind, row)
 
-    def _retract(self, context: bytes, match: bytes, change: Change, stamp: int) -> Change | None:
+    def _retract(self, context: bytes, match: MatchKey, change: Change, stamp: int) -> Change | None:
         records = self._heap_records
         record: list[Any] | None = records.stored(context)
         if record is None:
@@ -264,5 +268,5 @@ class HeapAdaptiveMaterializer(AdaptiveMaterializer):
             self._miss(context, change)
         return output
 
-    def _new_record(self, rows: list[StoredRow], stamps: list[int], matches: list[bytes]) -> list[Any]:
+    def _new_record(self, rows: list[StoredRow], stamps: list[int], matches: list[MatchKey]) -> list[Any]:
         return counted_record(rows, stamps, matches)
