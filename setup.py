@@ -45,6 +45,7 @@ COMPILED: tuple[str, ...] = (
     "upsertmat.impls.state.heap",
     "upsertmat.impls.state.named",
     "upsertmat.impls.state.rocksdb",
+    "upsertmat.impls.state.spark",
     "upsertmat.impls.state.lmdb",
     "upsertmat.impls.strategies.adaptive",
     "upsertmat.impls.strategies.common",

@@ -35,6 +35,7 @@ __all__ = [
     "UPDATE_AFTER",
     "LayoutError",
     "StrategyBase",
+    "changes_of_records",
     "check_chains",
     "decode_seq",
     "emit",
@@ -94,6 +95,29 @@ def emit(kind: RowKind, row: StoredRow) -> Change:
     _SET_ROW(change, row)
     _SET_TS(change, None)
     return change
+
+
+def changes_of_records(records: list[Any], kinds: dict[str, RowKind], with_ts: bool) -> list[Change]:
+    """The input changes of decoded records ``(arrival, op, *row)``, or ``(arrival, op, ts,
+    *row)`` with ``with_ts``: ``Change(kinds[op], row, ts)`` each (the row a tuple slice of the
+    record), built as :func:`emit` builds outputs (~0.15 us instead of ~0.5 us per change
+    through the dataclass's ``__init__``). O(records)."""
+    if _SET_KIND is None or _SET_ROW is None or _SET_TS is None:
+        if with_ts:
+            return [Change(kinds[record[1]], record[3:], record[2]) for record in records]
+        return [Change(kinds[record[1]], record[2:], None) for record in records]
+    changes: list[Change] = []
+    for record in records:
+        change: Change = _new(_CHANGE)
+        _SET_KIND(change, kinds[record[1]])
+        if with_ts:
+            _SET_ROW(change, record[3:])
+            _SET_TS(change, record[2])
+        else:
+            _SET_ROW(change, record[2:])
+            _SET_TS(change, None)
+        changes.append(change)
+    return changes
 
 
 def missing(state: str, context: bytes, seq: int) -> CorruptStateError:
