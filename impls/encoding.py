@@ -216,7 +216,9 @@ class KeyEncoder:
                 and -_SHORT <= sink <= _SHORT
                 and -_SHORT <= upsert <= _SHORT
             ):
-                match: MatchKey = upsert if self._tokens else b"[%d]" % upsert
+                # The token is the column's own object: ``upsert`` is a narrowed (unboxed) int in
+                # the compiled build, and returning it would box a new one.
+                match: MatchKey = row[self._uk] if self._tokens else b"[%d]" % upsert
                 if sink == self._last_sink:
                     return self._last_context, match
                 context = b"[%d]" % sink

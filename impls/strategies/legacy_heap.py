@@ -124,7 +124,8 @@ class HeapLegacyMaterializer(LegacyMaterializer):
         position = matches.index(match)
         size = len(rows)
         records.journal(_UNDO, record, (size, position, rows[position], match))
-        del rows[position], matches[position]
+        rows.pop(position)  # a direct C call in the compiled build (``del`` is a slice assignment)
+        matches.pop(position)
         if count > 1:
             counts[match] = count - 1
         else:

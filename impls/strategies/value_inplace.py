@@ -33,7 +33,7 @@ from mypy_extensions import mypyc_attr
 from ...spec import Change, Keys, RowKind
 from ..rows import MatchKey, StoredRow
 from ..settings import Settings
-from ..state.heap import HeapBackend, HeapValueState
+from ..state.heap import HeapBackend, HeapValueState, Journal
 from .adaptive import AdaptiveMaterializer
 from .common import DELETE, INSERT, UPDATE_AFTER, StrategyBase, emit
 from .linked_map import Meta
@@ -88,8 +88,77 @@ class _RecordUndo:
 _UNDO: Final = _RecordUndo()
 
 
+class _AppendUndo:
+    """The inverse of the append :meth:`RecordJournal.appended` journaled last: the record's
+    lists are cut back to ``size`` elements (idempotent per list), ``counts`` recounted."""
+
+    def __init__(self) -> None:
+        self.record: list[Any] = []
+        self.size = 0
+
+    def undo(self, _context: Any, _key: Any, _previous: Any, /) -> None:
+        _UNDO.undo(self.record, self.size, None)
+
+
+class _RemoveUndo:
+    """The inverse of the removal :meth:`RecordJournal.removed` journaled last: the element is
+    put back at its position in each list that lacks it, ``counts`` recounted."""
+
+    def __init__(self) -> None:
+        self.record: list[Any] = []
+        self.size = 0
+        self.position = 0
+        self.row: StoredRow = None
+        self.stamp = 0
+        self.match: MatchKey = None
+
+    def undo(self, _context: Any, _key: Any, _previous: Any, /) -> None:
+        change = (_REMOVE, self.size, self.position, self.row, self.stamp, self.match)
+        _UNDO.undo(self.record, change, None)
+
+
+class RecordJournal:
+    """Journals the appends and removals of in-place records into a heap backend's undo
+    journal without building an undo record per change: one undo object per kind, whose fields
+    are set before each change, journaled by its entry tuple (built once). Right because an
+    input changes a record by at most one append and one removal, and the journal is emptied
+    (commit) or replayed (rollback) after every input; a rollback undoes them newest first with
+    every other write of the input, as any heap write. O(1) per change, no allocation."""
+
+    def __init__(self, journal: Journal) -> None:
+        self._journal = journal
+        self._append = _AppendUndo()
+        # ``Any``, not a tuple type: compiled code keeps a typed tuple unboxed and would
+        # build a new tuple object at every append.
+        self._append_entry: Any = (self._append, None, None, None)
+        self._remove = _RemoveUndo()
+        self._remove_entry: Any = (self._remove, None, None, None)
+
+    def appended(self, record: list[Any], size: int) -> None:
+        """Journal an append to ``record``, whose lists have ``size`` elements now."""
+        undo = self._append
+        undo.record = record
+        undo.size = size
+        self._journal.append(self._append_entry)
+
+    def removed(
+        self, record: list[Any], size: int, position: int, row: StoredRow, stamp: int, match: MatchKey
+    ) -> None:
+        """Journal the removal of element ``position`` (``row``, ``stamp``, ``match``) from
+        ``record``, whose lists have ``size`` elements now."""
+        undo = self._remove
+        undo.record = record
+        undo.size = size
+        undo.position = position
+        undo.row = row
+        undo.stamp = stamp
+        undo.match = match
+        self._journal.append(self._remove_entry)
+
+
 def add_in_place(
     values: HeapValueState,
+    journal: RecordJournal,
     context: bytes,
     record: list[Any] | None,
     match: MatchKey,
@@ -99,7 +168,8 @@ def add_in_place(
     restamp: bool,
 ) -> RowKind:
     """Rules 3-5 on the stored record of ``context`` in ``values`` (None: the key is empty),
-    in place and journaled: with ``upsert`` the first element matching ``match`` takes
+    in place and journaled (an append through ``journal``): with ``upsert`` the first element
+    matching ``match`` takes
     ``row`` (and ``stamp`` if ``restamp``), else the row is appended (an empty key gets a new
     record: 1 write). Returns the kind of the change to emit (``+I``/``+U`` of ``row``).
     O(1), or a scan to the first match."""
@@ -118,7 +188,7 @@ def add_in_place(
         if restamp:
             stamps[position] = stamp
         return UPDATE_AFTER
-    values.journal(_UNDO, record, len(rows))
+    journal.appended(record, len(rows))
     rows.append(row)
     stamps.append(stamp)
     matches.append(match)
@@ -128,15 +198,17 @@ def add_in_place(
 
 def retract_in_place(
     values: HeapValueState,
+    journal: RecordJournal,
     context: bytes,
     record: list[Any],
     match: MatchKey,
     restamp: int | None,
-    row: StoredRow,
+    change: Change,
 ) -> tuple[bool, Change | None]:
-    """Rules 6-10 on the stored record of ``context`` in ``values``, in place and journaled:
+    """Rules 6-10 on the stored record of ``context`` in ``values``, in place and journaled (the
+    removal through ``journal``):
     ``(found, output)``. ``found`` False is rule 7 (nothing changed; the caller counts the
-    miss). A record that empties is deleted and ``output`` is the ``-D`` of ``row`` (the
+    miss). A record that empties is deleted and ``output`` is the ``-D`` of ``change.row`` (the
     retracted row, rule 8); removing the last element emits ``+U`` of the new last one,
     which takes the stamp ``restamp`` unless that is None (rule 9); otherwise None (rule 10).
     O(1) plus a scan to the first match."""
@@ -149,15 +221,18 @@ def retract_in_place(
     matches: list[MatchKey] = record[2]
     position = matches.index(match)
     size = len(rows)
-    values.journal(_UNDO, record, (_REMOVE, size, position, rows[position], stamps[position], match))
-    del rows[position], stamps[position], matches[position]
+    journal.removed(record, size, position, rows[position], stamps[position], match)
+    # ``pop`` is a direct C call in the compiled build (``del`` goes through slice assignment).
+    rows.pop(position)
+    stamps.pop(position)
+    matches.pop(position)
     if count > 1:
         counts[match] = count - 1
     else:
         del counts[match]
     if not rows:
         values.delete(context)
-        return True, emit(DELETE, row)
+        return True, emit(DELETE, change.row)
     if position < size - 1:
         return True, None
     last = size - 2
@@ -176,13 +251,15 @@ class HeapValueMaterializer(ValueMaterializer):
         self._use_match_tokens()
         # ValueMaterializer's ``_values`` (async state is off), typed as the heap state.
         self._heap_values: HeapValueState = backend.value_state("value")
+        self._record_journal = RecordJournal(backend.journal)
         self._values = self._heap_values
 
     def _add(self, context: bytes, match: MatchKey, row: StoredRow, stamp: int) -> Change:
         """1 read; a new key 1 write. O(1), or a scan to the first match (rule 4)."""
         values = self._heap_values
         record: list[Any] | None = values.stored(context)
-        kind = add_in_place(values, context, record, match, row, stamp, self._upsert, self._restamp_replaced)
+        upsert, restamp = self._upsert, self._restamp_replaced
+        kind = add_in_place(values, self._record_journal, context, record, match, row, stamp, upsert, restamp)
         return self._added(kind, row)
 
     def _retract(self, context: bytes, match: MatchKey, change: Change, stamp: int) -> Change | None:
@@ -193,7 +270,7 @@ class HeapValueMaterializer(ValueMaterializer):
         found, output = (
             (False, None)
             if record is None
-            else retract_in_place(values, context, record, match, restamp, change.row)
+            else retract_in_place(values, self._record_journal, context, record, match, restamp, change)
         )
         if not found:
             self._miss(context, change)
@@ -213,6 +290,7 @@ class HeapAdaptiveMaterializer(AdaptiveMaterializer):
         super().__init__(keys, backend, settings)
         self._use_match_tokens()
         self._heap_records: HeapValueState = backend.value_state("adaptive")
+        self._record_journal = RecordJournal(backend.journal)
         self._heap_list = HeapLinkedList(backend)
         self._list = self._heap_list
 
@@ -246,7 +324,10 @@ class HeapAdaptiveMaterializer(AdaptiveMaterializer):
         record: list[Any] | None = records.stored(context)
         if record is not None and type(record[0]) is int:  # MAP mode
             return self._add_map_mode(context, record, match, row, stamp)
-        kind = add_in_place(records, context, record, match, row, stamp, self._upsert, self._restamp_replaced)
+        upsert, restamp = self._upsert, self._restamp_replaced
+        kind = add_in_place(
+            records, self._record_journal, context, record, match, row, stamp, upsert, restamp
+        )
         if record is None:  # the new key's record: one element already reaches high = 1
             record = records.stored(context)
             assert record is not None
@@ -263,7 +344,9 @@ class HeapAdaptiveMaterializer(AdaptiveMaterializer):
         restamp = stamp if self._restamp_rollback else None
         if type(record[0]) is int:  # MAP mode
             return self._retract_map_mode(context, record, match, change, restamp)
-        found, output = retract_in_place(records, context, record, match, restamp, change.row)
+        found, output = retract_in_place(
+            records, self._record_journal, context, record, match, restamp, change
+        )
         if not found:
             self._miss(context, change)
         return output
