@@ -45,9 +45,9 @@ from mypy_extensions import mypyc_attr
 from ..spec import Keys
 from ..spec.encoding import JsonValue, canonical
 from ..spec.equalizer import CanonicalEqualizer
-from .rows import StoredRow
+from .rows import MatchKey, StoredRow
 
-__all__ = ["KeyEncoder", "fast_canonical"]
+__all__ = ["KeyEncoder", "fast_canonical", "token_of"]
 
 _dumps = orjson.dumps
 _FAST_TYPES = frozenset({str, int, bool, type(None)})
@@ -73,6 +73,26 @@ _SMALL: Final = 1 << 63
 """Integers of magnitude below this are formatted directly; larger ones take the canonical
 path (the same bytes; and beyond the interpreter's int-to-text digit limit, its error). The
 bound keeps the compiled build's ``%d`` away from huge integers, whose error path it mishandles."""
+
+_SHORT: Final = 4611686018427387903
+"""``2**62 - 1``: :meth:`KeyEncoder.pair` formats integers of magnitude up to this inline (in
+the compiled build a comparison with it is a C comparison: it is the largest "short" int of
+mypyc's tagged representation); larger ones take ``keys_of`` (the same bytes)."""
+
+
+def token_of(match: bytes) -> MatchKey:
+    """The token of a one-column match key's canonical bytes (:data:`~.rows.MatchKey`): the
+    int ``n`` when ``match`` is exactly ``b"[%d]" % n`` with ``|n| <= 2**62 - 1``, else
+    ``match`` itself. A function of the bytes alone, so tokens are equal exactly when their
+    bytes are (an int is never equal to bytes). O(len(match))."""
+    if 2 < len(match) < 24 and match[0] == 0x5B and match[-1] == 0x5D:  # [ ... ]
+        try:
+            value = int(match[1:-1])
+        except ValueError:
+            return match
+        if -_SHORT <= value <= _SHORT and b"[%d]" % value == match:
+            return value
+    return match
 
 
 def _single(column: int) -> Callable[[StoredRow], bytes]:
@@ -126,7 +146,18 @@ class KeyEncoder:
             match = keys.match_key
         self._context = context
         self._match = match
+        canonical_match = type(keys.equalizer) is CanonicalEqualizer
         self.keys_of: KeysOf = self._build()
+        # The usual shape, inlined by :meth:`pair`: one sink-key and one upsert-key column,
+        # the canonical equalizer. ``_last_sink``/``_last_context`` remember the last sink key
+        # formatted there (a valid pair from the start).
+        self._one_column = len(keys.upsert_key) == 1 and canonical_match
+        self._int_pair = len(keys.pk) == 1 and self._one_column
+        self._pk = keys.pk[0] if keys.pk else 0
+        self._uk = keys.upsert_key[0] if keys.upsert_key else 0
+        self._last_sink = 0
+        self._last_context = b"[0]"
+        self._tokens = False  # :meth:`use_tokens`
 
     def _build(self) -> KeysOf:
         width, context, match, keys = self._width, self._context, self._match, self.keys
@@ -161,6 +192,53 @@ class KeyEncoder:
             return context(row), match(row)
 
         return keys_of
+
+    def use_tokens(self) -> None:
+        """From now on :meth:`pair` and :meth:`match_token` give match keys as tokens
+        (:data:`~.rows.MatchKey`) where the match key is one column under the canonical
+        equalizer: an int column's value is then its own match key, with no bytes formatted
+        or hashed. For layouts that never store match keys at rest (the heap variants)."""
+        self._tokens = True
+
+    def pair(self, row: StoredRow) -> tuple[bytes, MatchKey]:
+        """``keys_of(row)``, for the strategies' per-input loops (the match key as a token
+        after :meth:`use_tokens`): a tuple row of the usual shape (one sink-key and one
+        upsert-key column holding ints of magnitude below 2**62, the canonical equalizer) is
+        formatted here, and its context key is the last one's bytes object when the sink key
+        repeats (no formatting, and its hash is cached); anything else goes through
+        ``keys_of``. O(1) for the usual shape."""
+        if self._int_pair and type(row) is tuple and len(row) >= self._width:
+            sink = row[self._pk]
+            upsert = row[self._uk]
+            if (
+                type(sink) is int
+                and type(upsert) is int
+                and -_SHORT <= sink <= _SHORT
+                and -_SHORT <= upsert <= _SHORT
+            ):
+                # The token is the column's own object: ``upsert`` is a narrowed (unboxed) int in
+                # the compiled build, and returning it would box a new one.
+                match: MatchKey = row[self._uk] if self._tokens else b"[%d]" % upsert
+                if sink == self._last_sink:
+                    return self._last_context, match
+                context = b"[%d]" % sink
+                self._last_sink = sink
+                self._last_context = context
+                return context, match
+        context, encoded = self.keys_of(row)
+        if self._tokens and self._one_column:
+            return context, token_of(encoded)
+        return context, encoded
+
+    def match_token(self, row: StoredRow) -> MatchKey:
+        """:meth:`match_key` as a token after :meth:`use_tokens` (else the bytes)."""
+        if self._tokens and self._one_column:
+            if len(row) >= self._width:
+                value = row[self._uk]
+                if type(value) is int and -_SHORT <= value <= _SHORT:
+                    return value
+            return token_of(self.match_key(row))
+        return self.match_key(row)
 
     def match_key(self, row: StoredRow) -> bytes:
         """``keys.match_key(row)`` (rule 2)."""

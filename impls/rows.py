@@ -14,3 +14,10 @@ from typing import Any, TypeAlias
 StoredRow: TypeAlias = Any
 """A row: a tuple (an input's) or a list (decoded from a byte backend). Any sequence of JSON
 values; the spec's ``Row`` where a tuple is guaranteed."""
+
+MatchKey: TypeAlias = Any
+"""A match key as a layout keeps it: the canonical bytes of rule 2, or, in the heap layouts
+(where nothing is stored at rest), the *token* of those bytes
+(:meth:`~upsertmat.impls.encoding.KeyEncoder.use_tokens`): the int ``n`` for the bytes
+``[n]`` of a one-column key, else the bytes themselves. Two tokens are equal exactly when
+their bytes are."""

@@ -162,6 +162,7 @@ class JournalCountingHeap(HeapBackend):
 
 
 HEAP_VARIANTS: dict[str, tuple[type[StrategyBase], Settings]] = {
+    "LEGACY": (LegacyMaterializer, Settings()),  # its heap record keeps each row's match key
     "MAP": (MapMaterializer, Settings()),
     "SORTED": (SortedMaterializer, Settings()),
     # thresholds that keep both history sizes in MAP mode through every probe
@@ -194,7 +195,7 @@ def measure_heap_variant(strategy: str, size: int, upsert: bool) -> list[tuple[s
 @pytest.mark.parametrize("upsert", [False, True], ids=["no-upsert-key", "upsert-key"])
 @pytest.mark.parametrize("strategy", list(HEAP_VARIANTS))
 def test_heap_variants_do_constant_work_per_event(strategy: str, upsert: bool) -> None:
-    """The heap variants (MAP, SORTED, ADAPTIVE in MAP mode) bypass the counted state interface:
+    """The heap variants (LEGACY, MAP, SORTED, ADAPTIVE in MAP mode) bypass the counted state interface:
     their writes per event, counted in the undo journal, and the match keys they compute are
     the same at 10 and 10,000 rows."""
     small = measure_heap_variant(strategy, SMALL, upsert)

@@ -18,9 +18,13 @@ writes what is pending now.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeAlias
 
 Value = Any  # a msgpack-able structure
+UserKey: TypeAlias = Any
+"""A map state's user key: bytes (match keys, ``encode_seq`` seqs). The heap layouts key
+their own nodes by int seqs instead (ints order as their ``encode_seq`` bytes do), which
+only heap state ever holds; annotated ``Any`` so that compiled code checks neither."""
 
 
 class ValueState(Protocol):
@@ -46,19 +50,19 @@ class ValueState(Protocol):
 class MapState(Protocol):
     """A map of user key -> value per context key; iteration order unspecified."""
 
-    def get(self, context: bytes, key: bytes) -> Value | None:
+    def get(self, context: bytes, key: UserKey) -> Value | None:
         """One read."""
         ...
 
-    def put(self, context: bytes, key: bytes, value: Value) -> None:
+    def put(self, context: bytes, key: UserKey, value: Value) -> None:
         """One write."""
         ...
 
-    def delete(self, context: bytes, key: bytes) -> None:
+    def delete(self, context: bytes, key: UserKey) -> None:
         """One write; no-op if absent."""
         ...
 
-    def items(self, context: bytes) -> Iterator[tuple[bytes, Value]]:
+    def items(self, context: bytes) -> Iterator[tuple[UserKey, Value]]:
         """Every entry of ``context`` (scan)."""
         ...
 
@@ -74,19 +78,19 @@ class MapState(Protocol):
 class SortedMapState(MapState, Protocol):
     """A MapState whose entries iterate in ascending byte order of the user key."""
 
-    def last(self, context: bytes) -> tuple[bytes, Value] | None:
+    def last(self, context: bytes) -> tuple[UserKey, Value] | None:
         """The entry with the greatest user key (a reverse seek). One read."""
         ...
 
-    def first(self, context: bytes) -> tuple[bytes, Value] | None:
+    def first(self, context: bytes) -> tuple[UserKey, Value] | None:
         """The entry with the smallest user key. One read."""
         ...
 
-    def before(self, context: bytes, key: bytes) -> tuple[bytes, Value] | None:
+    def before(self, context: bytes, key: UserKey) -> tuple[UserKey, Value] | None:
         """The entry with the greatest user key strictly below ``key``. One read."""
         ...
 
-    def ceiling(self, context: bytes, key: bytes) -> tuple[bytes, Value] | None:
+    def ceiling(self, context: bytes, key: UserKey) -> tuple[UserKey, Value] | None:
         """The entry with the smallest user key at or above ``key`` (a forward seek). One read."""
         ...
 

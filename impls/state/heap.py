@@ -27,15 +27,16 @@ empty entries dict behind (a map state drops an emptied context).
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 from mypy_extensions import mypyc_attr
 from sortedcontainers import SortedDict  # type: ignore[import-untyped]
 
-from .base import Value
+from .base import UserKey, Value
 from .named import NamedStates
 
-ABSENT: Any = object()  # undo record: the key had no value
+ABSENT: Final[Any] = object()  # undo record: the key had no value
+
 Journal = list[tuple[Any, Any, Any, Any]]  # (state, context, key or None, previous value)
 
 
@@ -112,10 +113,10 @@ class HeapMapState:
     """``MapState`` as a dict of dicts (context -> user key -> value): O(1) per point call."""
 
     def __init__(self, journal: Journal | None = None) -> None:
-        self._maps: dict[bytes, dict[bytes, Value]] = {}
+        self._maps: dict[bytes, dict[UserKey, Value]] = {}
         self._journal: Journal = [] if journal is None else journal
 
-    def get(self, context: bytes, key: bytes) -> Value | None:
+    def get(self, context: bytes, key: UserKey) -> Value | None:
         """O(1) (a list value is a shallow copy)."""
         entries = self._maps.get(context)
         if entries is None:
@@ -123,7 +124,7 @@ class HeapMapState:
         value = entries.get(key)
         return value.copy() if type(value) is list else value
 
-    def tables(self) -> dict[bytes, dict[bytes, Value]]:
+    def tables(self) -> dict[bytes, dict[UserKey, Value]]:
         """The dicts themselves (context -> key -> value), for direct writes (module docstring)."""
         return self._maps
 
@@ -131,7 +132,7 @@ class HeapMapState:
         """``[get(c, k) for c, k in pairs]``: O(1) each."""
         return [self.get(context, key) for context, key in pairs]
 
-    def put(self, context: bytes, key: bytes, value: Value) -> None:
+    def put(self, context: bytes, key: UserKey, value: Value) -> None:
         """O(1)."""
         entries = self._maps.get(context)
         if entries is None:
@@ -141,7 +142,7 @@ class HeapMapState:
             self._journal.append((self, context, key, entries.get(key, ABSENT)))
             entries[key] = value
 
-    def delete(self, context: bytes, key: bytes) -> None:
+    def delete(self, context: bytes, key: UserKey) -> None:
         """O(1); an emptied context is dropped."""
         entries = self._maps.get(context)
         if entries is not None and key in entries:
@@ -149,7 +150,7 @@ class HeapMapState:
             if not entries:
                 del self._maps[context]
 
-    def undo(self, context: bytes, key: bytes | None, previous: Value) -> None:
+    def undo(self, context: bytes, key: UserKey | None, previous: Value) -> None:
         """Put back what one journal record replaced (rollback only; not journaled)."""
         if key is None:  # a clear: the whole context comes back
             self._maps[context] = previous
@@ -165,10 +166,10 @@ class HeapMapState:
             entries = self._maps[context] = self._new_entries()
         entries[key] = previous
 
-    def _new_entries(self) -> dict[bytes, Value]:
+    def _new_entries(self) -> dict[UserKey, Value]:
         return {}
 
-    def items(self, context: bytes) -> Iterator[tuple[bytes, Value]]:
+    def items(self, context: bytes) -> Iterator[tuple[UserKey, Value]]:
         """Entries in first-put order (a snapshot: O(entries of ``context``))."""
         return iter([(key, _detached(value)) for key, value in self._maps.get(context, {}).items()])
 
@@ -183,7 +184,7 @@ class HeapMapState:
         return iter(list(self._maps))
 
 
-def live_tail(entries: dict[bytes, Value], keys: list[bytes]) -> bytes:
+def live_tail(entries: dict[UserKey, Value], keys: list[UserKey]) -> UserKey:
     """The greatest live key of a non-empty ascending context (:class:`HeapSortedMapState`):
     deleted keys are popped off the end of ``keys`` first, each once (amortised O(1))."""
     while keys[-1] not in entries:
@@ -191,7 +192,7 @@ def live_tail(entries: dict[bytes, Value], keys: list[bytes]) -> bytes:
     return keys[-1]
 
 
-def compact(entries: dict[bytes, Value], order: list[Any]) -> None:
+def compact(entries: dict[UserKey, Value], order: list[Any]) -> None:
     """Rebuild an ascending context's ``keys`` (:class:`HeapSortedMapState`) once it holds more
     deleted keys than live ones (plus 32): amortised O(1) per delete."""
     if len(order[0]) - order[1] > 2 * len(entries) + 32:
@@ -230,7 +231,7 @@ class HeapSortedMapState(HeapMapState):
         # context -> [keys, head] for the contexts in the ascending form (see the class docstring)
         self._orders: dict[bytes, list[Any]] = {}
 
-    def put(self, context: bytes, key: bytes, value: Value) -> None:
+    def put(self, context: bytes, key: UserKey, value: Value) -> None:
         """O(1) amortised (ascending form), O(log n) (sorted form)."""
         entries = self._maps.get(context)
         if entries is None:
@@ -250,7 +251,7 @@ class HeapSortedMapState(HeapMapState):
         self._journal.append((self, context, key, previous))
         entries[key] = value
 
-    def delete(self, context: bytes, key: bytes) -> None:
+    def delete(self, context: bytes, key: UserKey) -> None:
         """O(1) amortised; an emptied context is dropped."""
         entries = self._maps.get(context)
         if entries is None or key not in entries:
@@ -269,7 +270,7 @@ class HeapSortedMapState(HeapMapState):
         super().clear(context)
         self._orders.pop(context, None)
 
-    def undo(self, context: bytes, key: bytes | None, previous: Value) -> None:
+    def undo(self, context: bytes, key: UserKey | None, previous: Value) -> None:
         """HeapMapState's undo, keeping the forms: a deleted key put back below the greatest
         live key of an ascending context turns it sorted first; afterwards an ascending
         context's key list is made whole again (O(n), on rollback only)."""
@@ -300,7 +301,7 @@ class HeapSortedMapState(HeapMapState):
         del self._orders[context]
         return entries
 
-    def last(self, context: bytes) -> tuple[bytes, Value] | None:
+    def last(self, context: bytes) -> tuple[UserKey, Value] | None:
         """The greatest entry: O(1) amortised."""
         entries = self._maps.get(context)
         if not entries:
@@ -312,7 +313,7 @@ class HeapSortedMapState(HeapMapState):
         key = live_tail(entries, order[0])
         return key, _detached(entries[key])
 
-    def first(self, context: bytes) -> tuple[bytes, Value] | None:
+    def first(self, context: bytes) -> tuple[UserKey, Value] | None:
         """The smallest entry: O(1) amortised."""
         entries = self._maps.get(context)
         if not entries:
@@ -331,7 +332,7 @@ class HeapSortedMapState(HeapMapState):
         key = keys[head]
         return key, _detached(entries[key])
 
-    def before(self, context: bytes, key: bytes) -> tuple[bytes, Value] | None:
+    def before(self, context: bytes, key: UserKey) -> tuple[UserKey, Value] | None:
         """The greatest entry strictly below ``key``: O(log n) (the context turns sorted)."""
         entries = self._sorted(context)
         if not entries:
@@ -342,7 +343,7 @@ class HeapSortedMapState(HeapMapState):
         found, value = entries.peekitem(index - 1)
         return found, _detached(value)
 
-    def ceiling(self, context: bytes, key: bytes) -> tuple[bytes, Value] | None:
+    def ceiling(self, context: bytes, key: UserKey) -> tuple[UserKey, Value] | None:
         """The smallest entry at or above ``key``: O(log n) (the context turns sorted)."""
         entries = self._sorted(context)
         if not entries:

@@ -38,6 +38,7 @@ from collections.abc import Iterator
 from typing import Any, Protocol
 
 import msgpack
+from mypy_extensions import mypyc_attr
 
 from .base import Value
 from .codec import ValueCodec
@@ -90,6 +91,7 @@ def split_map_key(storage: bytes) -> tuple[bytes, bytes]:
     return storage[4 : 4 + length], storage[4 + length :]
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class CachedSparkMap:
     """One Spark ``MapState`` (BINARY -> BINARY) seen through a per-grouping-key cache.
 
@@ -194,6 +196,7 @@ def decode_blob(stored: bytes) -> bytes:
     return stored
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class BlobSparkMap(CachedSparkMap):
     """One state of a grouping key as a single Spark ``ValueState`` blob (``v BINARY``): a msgpack
     array ``[key, value bytes, key, value bytes, ...]`` of every entry, zlib-compressed from
@@ -285,6 +288,7 @@ class BlobSparkMap(CachedSparkMap):
         self.bulk = False
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class SparkValueState:
     """``ValueState`` over a :class:`CachedSparkMap` keyed by the context key."""
 
@@ -306,6 +310,7 @@ class SparkValueState:
             yield context
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class SparkMapState:
     """``MapState`` over a :class:`CachedSparkMap` keyed by :func:`map_key`."""
 
@@ -342,6 +347,7 @@ class SparkMapState:
                 yield context
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class SparkSortedMapState(SparkMapState):
     """``SortedMapState`` by scanning: the first ordered call of a batch loads the grouping key's
     entries (one Spark iteration), each ordered call then sorts them in Python: O(n log n).
@@ -369,6 +375,7 @@ class SparkSortedMapState(SparkMapState):
         return next((entry for entry in self._ordered(context) if entry[0] >= key), None)
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class SparkBackend:
     """A :class:`~upsertmat.impls.state.base.StateBackend` on a Spark ``StatefulProcessorHandle``.
 

@@ -26,7 +26,7 @@ from mypy_extensions import mypyc_attr
 
 from ...spec import Change, Keys
 from ..config import UnsupportedSetting
-from ..rows import StoredRow
+from ..rows import MatchKey, StoredRow
 from ..settings import Backend, Settings
 from ..state import StateBackend, open_backend
 from .common import DELETE, INSERT, UPDATE_AFTER, StrategyBase, emit, missing, require
@@ -86,7 +86,7 @@ class AdaptiveMaterializer(StrategyBase):
         self._records = self._value_state("adaptive")
         self._list = LinkedList(self._index_state("index"), backend.map_state("nodes"))
 
-    def _live(self, context: bytes, match: bytes) -> list[Any] | None:
+    def _live(self, context: bytes, match: MatchKey) -> list[Any] | None:
         """The key's record or meta while the expiry sweep lags (docs/ttl.md): a VALUE record
         without its expired elements (:func:`~.value.live_record`), a MAP-mode key
         :meth:`~.linked_map.LinkedList.trim`-ed for ``match`` (its meta written raw, in MAP
@@ -103,7 +103,7 @@ class AdaptiveMaterializer(StrategyBase):
             self._records.put(context, meta)
         return meta
 
-    def _index_reads(self, pairs: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
+    def _index_reads(self, pairs: list[tuple[bytes, MatchKey]]) -> list[tuple[bytes, MatchKey]]:
         """Async state: only keys in MAP mode read the index (their records are prefetched
         already, so this asks the backend nothing)."""
         wanted = []
@@ -113,7 +113,7 @@ class AdaptiveMaterializer(StrategyBase):
                 wanted.append((context, match))
         return wanted
 
-    def _add(self, context: bytes, match: bytes, row: StoredRow, stamp: int) -> Change:
+    def _add(self, context: bytes, match: MatchKey, row: StoredRow, stamp: int) -> Change:
         record = self._live(context, match) if self._lazy else self._records.get(context)
         if record is not None and type(record[0]) is int:  # MAP mode (is_map_mode, inlined)
             return self._add_map_mode(context, record, match, row, stamp)
@@ -125,18 +125,20 @@ class AdaptiveMaterializer(StrategyBase):
             self._records.put(context, record)
             if stamped:
                 self._stamped(context, 0, stamp)
-        return emit(kind, row)
+        return self._added(kind, row)
 
-    def _add_map_mode(self, context: bytes, meta: Meta, match: bytes, row: StoredRow, stamp: int) -> Change:
+    def _add_map_mode(
+        self, context: bytes, meta: Meta, match: MatchKey, row: StoredRow, stamp: int
+    ) -> Change:
         """Rules 3-5 on a key in MAP mode (``meta`` as read)."""
         if self._lazy:  # a trimmed key may have fallen to ``low``
             added = self._list.add(context, meta, match, row, stamp, self)
             self._store_meta(context, meta if added is None else added)
-            return emit(UPDATE_AFTER, row)
+            return self._added(UPDATE_AFTER, row)
         added = self._list.add(context, meta, match, row, stamp, self)
         if added is not None:
             self._records.put(context, added)
-        return emit(UPDATE_AFTER, row)
+        return self._added(UPDATE_AFTER, row)
 
     def _to_map(self, context: bytes, record: list[Any]) -> Meta:
         """Store a VALUE record as MAP nodes (a timer per node with TTL); the meta. O(n)."""
@@ -145,7 +147,7 @@ class AdaptiveMaterializer(StrategyBase):
             self._stamped(context, seq, stamp)
         return meta
 
-    def _retract(self, context: bytes, match: bytes, change: Change, stamp: int) -> Change | None:
+    def _retract(self, context: bytes, match: MatchKey, change: Change, stamp: int) -> Change | None:
         record = self._live(context, match) if self._lazy else self._records.get(context)
         if record is None:
             self._miss(context, change)
@@ -168,7 +170,7 @@ class AdaptiveMaterializer(StrategyBase):
         return emit(UPDATE_AFTER, rollback)
 
     def _retract_map_mode(
-        self, context: bytes, meta: Meta, match: bytes, change: Change, restamp: int | None
+        self, context: bytes, meta: Meta, match: MatchKey, change: Change, restamp: int | None
     ) -> Change | None:
         """Rules 6-10 on a key in MAP mode (``meta`` as read)."""
         entry = self._list.find(context, match)
@@ -189,7 +191,7 @@ class AdaptiveMaterializer(StrategyBase):
         self._store_meta(context, after)
         return None if rollback is None else emit(UPDATE_AFTER, rollback)
 
-    def _new_record(self, rows: list[StoredRow], stamps: list[int], matches: list[bytes]) -> list[Any]:
+    def _new_record(self, rows: list[StoredRow], stamps: list[int], matches: list[MatchKey]) -> list[Any]:
         """A VALUE-mode record of parallel lists (taken by reference)."""
         return new_record(rows, stamps, matches)
 

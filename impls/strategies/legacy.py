@@ -14,7 +14,7 @@ from dataclasses import replace
 from mypy_extensions import mypyc_attr
 
 from ...spec import Change, Element, Granularity, Keys, UpdateType
-from ..rows import StoredRow
+from ..rows import MatchKey, StoredRow
 from ..settings import Backend, Settings
 from ..state import StateBackend, open_backend
 from .common import DELETE, INSERT, UPDATE_AFTER, StrategyBase, emit, require
@@ -45,6 +45,8 @@ class LegacyMaterializer(StrategyBase):
 
     strategy_name = "LEGACY"
     granularity = Granularity.PER_KEY
+
+    heap_variant = ".legacy_heap:HeapLegacyMaterializer"
 
     def __init__(self, keys: Keys, backend: StateBackend, settings: Settings | None = None) -> None:
         settings = settings or Settings()
@@ -111,7 +113,7 @@ class LegacyMaterializer(StrategyBase):
                 return []
         return self._rows(context)
 
-    def _add(self, context: bytes, match: bytes, row: StoredRow, stamp: int) -> Change:
+    def _add(self, context: bytes, match: MatchKey, row: StoredRow, stamp: int) -> Change:
         rows = self._live_rows(context)
         emitted = emit(UPDATE_AFTER if rows else INSERT, row)
         index = self._find(rows, match) if self._upsert else -1
@@ -123,7 +125,7 @@ class LegacyMaterializer(StrategyBase):
         self._written(context, emitted.kind is INSERT, stamp)
         return emitted
 
-    def _retract(self, context: bytes, match: bytes, change: Change, stamp: int) -> Change | None:
+    def _retract(self, context: bytes, match: MatchKey, change: Change, stamp: int) -> Change | None:
         rows = self._live_rows(context)
         index = self._find(rows, match)
         if index < 0:
@@ -203,21 +205,21 @@ class LegacyMaterializer(StrategyBase):
                 yield context, rows
 
 
-def _create(keys: Keys, settings: Settings) -> LegacyMaterializer:
+def _create(keys: Keys, settings: Settings) -> StrategyBase:
     """LEGACY on ``settings.backend`` (per-key TTL when ``settings.ttl`` is on)."""
-    return LegacyMaterializer(keys, open_backend(settings), settings)
+    return LegacyMaterializer.build(keys, open_backend(settings), settings)
 
 
-def create_heap(keys: Keys, settings: Settings) -> LegacyMaterializer:
+def create_heap(keys: Keys, settings: Settings) -> StrategyBase:
     """LEGACY on the heap backend."""
     return _create(keys, replace(settings, backend=Backend.HEAP))
 
 
-def create_rocksdb(keys: Keys, settings: Settings) -> LegacyMaterializer:
+def create_rocksdb(keys: Keys, settings: Settings) -> StrategyBase:
     """LEGACY on RocksDB (``settings.state_dir``, or a temporary database)."""
     return _create(keys, replace(settings, backend=Backend.ROCKSDB))
 
 
-def create_lmdb(keys: Keys, settings: Settings) -> LegacyMaterializer:
+def create_lmdb(keys: Keys, settings: Settings) -> StrategyBase:
     """LEGACY on LMDB (``settings.state_dir``, or a temporary environment)."""
     return _create(keys, replace(settings, backend=Backend.LMDB))

@@ -47,12 +47,12 @@ head or tail that is looked at and found live, and each expired node met is remo
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, Final
 
 from mypy_extensions import mypyc_attr
 
 from ...spec import Change, Keys
-from ..rows import StoredRow
+from ..rows import MatchKey, StoredRow
 from ..settings import Settings
 from ..state import MapState, StateBackend, ValueState, open_backend
 from .common import (
@@ -73,10 +73,17 @@ Meta = list[int]  # [size, head, tail]
 Node = list[Any]  # [row, prev, next, same, stamp]
 Entry = list[int]  # [first, last]
 
-# Node fields.
-ROW, PREV, NEXT, SAME, STAMP = range(5)
+# Node fields (``Final`` literals: the compiled build inlines them; a plain module global
+# would be a dict lookup per use there).
+ROW: Final = 0
+PREV: Final = 1
+NEXT: Final = 2
+SAME: Final = 3
+STAMP: Final = 4
 # Meta fields.
-SIZE, HEAD, TAIL = range(3)
+SIZE: Final = 0
+HEAD: Final = 1
+TAIL: Final = 2
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)
@@ -93,21 +100,31 @@ class LinkedList:
         self._index = index
         self._nodes = nodes
 
-    def _node(self, context: bytes, key: bytes) -> Node:
+    def _key(self, seq: int) -> Any:
+        """The ``nodes`` state's key of node ``seq``: ``encode_seq(seq)`` (8 bytes whose byte
+        order is the numeric order). A subclass may keep another key with the same order
+        (:class:`~.linked_map_heap.HeapLinkedList`: the int itself)."""
+        return encode_seq(seq)
+
+    def _seq(self, key: Any) -> int:
+        """The seq of a ``nodes`` key (the inverse of :meth:`_key`)."""
+        return decode_seq(key)
+
+    def _node(self, context: bytes, key: Any) -> Node:
         """The node stored under ``key``; CorruptStateError if it is missing. One read."""
         node: Node | None = self._nodes.get(context, key)
         if node is None:
-            raise missing("nodes", context, decode_seq(key))
+            raise missing("nodes", context, self._seq(key))
         return node
 
-    def find(self, context: bytes, match: bytes) -> Entry | None:
+    def find(self, context: bytes, match: MatchKey) -> Entry | None:
         """The ``[first, last]`` seqs of the rows matching ``match``, or None. One read."""
         entry: Entry | None = self._index.get(context, match)
         return entry
 
     def node(self, context: bytes, seq: int) -> Node | None:
         """The node ``seq`` of ``context``, or None. One read."""
-        node: Node | None = self._nodes.get(context, encode_seq(seq))
+        node: Node | None = self._nodes.get(context, self._key(seq))
         return node
 
     def replace(self, context: bytes, entry: Entry, row: StoredRow, stamp: int, restamp: bool = True) -> None:
@@ -115,7 +132,7 @@ class LinkedList:
 
         1 read, 1 write.
         """
-        key = encode_seq(entry[0])
+        key = self._key(entry[0])
         node = self._node(context, key)
         node[ROW] = row
         if restamp:
@@ -123,7 +140,13 @@ class LinkedList:
         self._nodes.put(context, key, node)
 
     def append(
-        self, context: bytes, meta: Meta | None, entry: Entry | None, match: bytes, row: StoredRow, stamp: int
+        self,
+        context: bytes,
+        meta: Meta | None,
+        entry: Entry | None,
+        match: MatchKey,
+        row: StoredRow,
+        stamp: int,
     ) -> Meta:
         """Rule 3 (and 4 without a match): a new tail node; returns the new meta.
 
@@ -131,7 +154,7 @@ class LinkedList:
         None) also rewrites the last node of its chain (1 read, 1 write).
         """
         if meta is None:  # the key is empty: no index entry can exist
-            self._nodes.put(context, encode_seq(1), [row, 0, 0, 0, stamp])
+            self._nodes.put(context, self._key(1), [row, 0, 0, 0, stamp])
             self._index.put(context, match, [1, 1])
             return [1, 1, 1]
         size, head, tail = meta
@@ -139,12 +162,12 @@ class LinkedList:
         if entry is None:
             entry = [seq, seq]
         else:  # a duplicate: extend the match key's chain
-            last_key = encode_seq(entry[1])
+            last_key = self._key(entry[1])
             last_node = self._node(context, last_key)
             last_node[SAME] = seq
             self._nodes.put(context, last_key, last_node)
             entry[1] = seq
-        self._nodes.put(context, encode_seq(seq), [row, 0, 0, 0, stamp])
+        self._nodes.put(context, self._key(seq), [row, 0, 0, 0, stamp])
         self._index.put(context, match, entry)
         return [size + 1, head, seq]
 
@@ -152,7 +175,7 @@ class LinkedList:
         self,
         context: bytes,
         meta: Meta,
-        match: bytes,
+        match: MatchKey,
         row: StoredRow,
         stamp: int,
         owner: StrategyBase,
@@ -179,7 +202,7 @@ class LinkedList:
         context: bytes,
         meta: Meta,
         entry: Entry,
-        match: bytes,
+        match: MatchKey,
         seq: int = 0,
         restamp: int | None = None,
     ) -> tuple[Meta | None, StoredRow | None]:
@@ -193,7 +216,7 @@ class LinkedList:
         """
         nodes, index = self._nodes, self._index
         first = seq or entry[0]
-        key = encode_seq(first)
+        key = self._key(first)
         node = self._node(context, key)
         nodes.delete(context, key)
         size, head, tail = meta
@@ -203,12 +226,12 @@ class LinkedList:
         same = node[SAME]
         if first != entry[0]:  # not the chain's first: relink its chain predecessor
             before = entry[0]
-            before_node = self._node(context, encode_seq(before))
+            before_node = self._node(context, self._key(before))
             while before_node[SAME] != first:
                 before = before_node[SAME]
-                before_node = self._node(context, encode_seq(before))
+                before_node = self._node(context, self._key(before))
             before_node[SAME] = same
-            nodes.put(context, encode_seq(before), before_node)
+            nodes.put(context, self._key(before), before_node)
             if first == entry[1]:
                 entry[1] = before
                 index.put(context, match, entry)
@@ -220,7 +243,7 @@ class LinkedList:
         if first == head:  # the successor becomes the head; its prev is never read again
             return [size - 1, node[NEXT] or first + 1, tail], None
         prev = node[PREV] or first - 1
-        prev_key = encode_seq(prev)
+        prev_key = self._key(prev)
         prev_node = self._node(context, prev_key)
         if first == tail:  # rule 9: the predecessor is the new tail, its next implicit
             if prev_node[NEXT] or restamp is not None:
@@ -232,13 +255,13 @@ class LinkedList:
         after = node[NEXT] or first + 1
         prev_node[NEXT] = after
         nodes.put(context, prev_key, prev_node)
-        after_key = encode_seq(after)
+        after_key = self._key(after)
         after_node = self._node(context, after_key)
         after_node[PREV] = prev
         nodes.put(context, after_key, after_node)
         return [size - 1, head, tail], None
 
-    def trim(self, context: bytes, meta: Meta, match: bytes, owner: StrategyBase) -> Meta | None:
+    def trim(self, context: bytes, meta: Meta, match: MatchKey, owner: StrategyBase) -> Meta | None:
         """Remove the expired nodes an input on ``match`` would otherwise read, while the
         expiry sweep lags (docs/ttl.md): first the expired leading nodes of ``match``'s chain
         (so its first node is the first *visible* match), then the expired tail nodes (so the
@@ -250,11 +273,11 @@ class LinkedList:
         trimmed = self._trim_chain(context, meta, match, owner)
         return None if trimmed is None else self.trim_tail(context, trimmed, owner)
 
-    def _trim_chain(self, context: bytes, meta: Meta, match: bytes, owner: StrategyBase) -> Meta | None:
+    def _trim_chain(self, context: bytes, meta: Meta, match: MatchKey, owner: StrategyBase) -> Meta | None:
         """Remove the expired leading nodes of ``match``'s chain: O(1) accesses each."""
         expired = owner._expired
         entry = self.find(context, match)
-        while entry is not None and expired(self._node(context, encode_seq(entry[0]))[STAMP]):
+        while entry is not None and expired(self._node(context, self._key(entry[0]))[STAMP]):
             trimmed, _ = self.remove(context, meta, entry, match)
             owner._note_expired(context)
             if trimmed is None:
@@ -273,14 +296,14 @@ class LinkedList:
         """
         while True:
             tail = meta[TAIL]
-            node = self._node(context, encode_seq(tail))
+            node = self._node(context, self._key(tail))
             if not owner._expired(node[STAMP]):
                 return meta
             match = owner._match_key(tuple(node[ROW]))
             entry = self.find(context, match)
             if entry is None:
                 raise missing("index", context, tail)
-            if entry[0] != tail and owner._expired(self._node(context, encode_seq(entry[0]))[STAMP]):
+            if entry[0] != tail and owner._expired(self._node(context, self._key(entry[0]))[STAMP]):
                 trimmed = self._trim_chain(context, meta, match, owner)
             else:
                 trimmed, _ = self.remove(context, meta, entry, match, tail)
@@ -290,7 +313,13 @@ class LinkedList:
             meta = trimmed
 
     def remove_visible(
-        self, context: bytes, meta: Meta, entry: Entry, match: bytes, restamp: int | None, owner: StrategyBase
+        self,
+        context: bytes,
+        meta: Meta,
+        entry: Entry,
+        match: MatchKey,
+        restamp: int | None,
+        owner: StrategyBase,
     ) -> tuple[Meta | None, StoredRow | None]:
         """:meth:`remove` of the first node of ``entry`` on a key :meth:`trim`-ed for ``match``
         while the sweep lags: when the tail was removed, the expired nodes before it are
@@ -302,7 +331,7 @@ class LinkedList:
         meta_after = self.trim_tail(context, meta_after, owner)
         if meta_after is None:
             return None, None
-        key = encode_seq(meta_after[TAIL])
+        key = self._key(meta_after[TAIL])
         node = self._node(context, key)
         if restamp is not None:
             node[STAMP] = restamp
@@ -313,7 +342,7 @@ class LinkedList:
         """The nodes of ``context`` from head to tail. O(n) reads."""
         seq, tail = meta[HEAD], meta[TAIL]
         while True:
-            node = self._node(context, encode_seq(seq))
+            node = self._node(context, self._key(seq))
             yield node
             if seq == tail:
                 return
@@ -329,7 +358,7 @@ class LinkedList:
         seq, head = meta[TAIL], meta[HEAD]
         newest: list[tuple[StoredRow, int]] = []
         while len(newest) < limit:
-            node = self._node(context, encode_seq(seq))
+            node = self._node(context, self._key(seq))
             newest.append((tuple(node[ROW]), node[STAMP]))
             if seq == head:
                 newest.reverse()
@@ -338,7 +367,7 @@ class LinkedList:
         newest.reverse()
         return newest, True
 
-    def check(self, context: bytes, meta: Meta, match_key: Callable[[StoredRow], bytes]) -> int:
+    def check(self, context: bytes, meta: Meta, match_key: Callable[[StoredRow], MatchKey]) -> int:
         """Verify the layout of ``context`` (raise LayoutError); returns its size. O(n).
 
         The walk from head along next links ends at the tail after exactly ``size`` nodes with
@@ -349,11 +378,11 @@ class LinkedList:
         size, head, tail = meta
         require(size >= 1, context, f"meta size {size} of a stored key")
         seqs: list[int] = []
-        matches: list[bytes] = []
+        matches: list[MatchKey] = []
         sames: list[int] = []
         seq, before = head, 0
         while True:
-            found: Node | None = self._nodes.get(context, encode_seq(seq))
+            found: Node | None = self._nodes.get(context, self._key(seq))
             require(found is not None, context, f"the walk reaches missing node {seq}")
             node: Node = found or []
             require(seq > before, context, f"seqs do not ascend along the list: {before} then {seq}")
@@ -369,20 +398,22 @@ class LinkedList:
                 break
             before, seq = seq, node[NEXT] or seq + 1
         require(len(seqs) == size, context, f"meta size {size}, walked {len(seqs)} nodes")
-        stored = [decode_seq(key) for key, _ in self._nodes.items(context)]
+        stored = [self._seq(key) for key, _ in self._nodes.items(context)]
         require(sorted(stored) == seqs, context, f"nodes state holds {len(stored)} nodes, walked {size}")
         index = dict(self._index.items(context))
         check_chains(context, seqs, matches, sames, index)
         return size
 
-    def build(self, context: bytes, rows: list[StoredRow], stamps: list[int], matches: list[bytes]) -> Meta:
+    def build(
+        self, context: bytes, rows: list[StoredRow], stamps: list[int], matches: list[MatchKey]
+    ) -> Meta:
         """Store the non-empty history ``rows`` of an empty ``context``; return its meta.
 
         Nodes get seqs 1..n in order (every link implicit); O(n) writes.
         """
         same, entries = same_chains(matches)
         for position, row in enumerate(rows):
-            self._nodes.put(context, encode_seq(position + 1), [row, 0, 0, same[position], stamps[position]])
+            self._nodes.put(context, self._key(position + 1), [row, 0, 0, same[position], stamps[position]])
         for match, entry in entries.items():
             self._index.put(context, match, entry)
         return [len(rows), 1, len(rows)]
@@ -409,7 +440,7 @@ class MapMaterializer(StrategyBase):
         self._meta_of: Callable[[bytes], Meta | None] = getattr(self._meta, "stored", self._meta.get)
         self._list = LinkedList(self._index_state("index"), backend.map_state("nodes"))
 
-    def _trim(self, context: bytes, meta: Meta, match: bytes) -> Meta | None:
+    def _trim(self, context: bytes, meta: Meta, match: MatchKey) -> Meta | None:
         """:meth:`LinkedList.trim` (the sweep lags), its meta written if it changed."""
         trimmed = self._list.trim(context, meta, match, self)
         if trimmed is None:
@@ -418,20 +449,20 @@ class MapMaterializer(StrategyBase):
             self._meta.put(context, trimmed)
         return trimmed
 
-    def _add(self, context: bytes, match: bytes, row: StoredRow, stamp: int) -> Change:
+    def _add(self, context: bytes, match: MatchKey, row: StoredRow, stamp: int) -> Change:
         meta = self._meta_of(context)
         if self._lazy and meta is not None:
             meta = self._trim(context, meta, match)
         if meta is None:
             self._meta.put(context, self._list.append(context, None, None, match, row, stamp))
             self._stamped(context, 1, stamp)
-            return emit(INSERT, row)
+            return self._added(INSERT, row)
         meta = self._list.add(context, meta, match, row, stamp, self)
         if meta is not None:
             self._meta.put(context, meta)
-        return emit(UPDATE_AFTER, row)
+        return self._added(UPDATE_AFTER, row)
 
-    def _retract(self, context: bytes, match: bytes, change: Change, stamp: int) -> Change | None:
+    def _retract(self, context: bytes, match: MatchKey, change: Change, stamp: int) -> Change | None:
         meta = self._meta_of(context)
         if self._lazy and meta is not None:
             meta = self._trim(context, meta, match)

@@ -29,13 +29,13 @@ lags an input removes the expired leading nodes of its chain and the expired tai
 from __future__ import annotations
 
 from itertools import pairwise
-from typing import Any
+from typing import Any, Final
 
 from mypy_extensions import mypyc_attr
 
 from ...spec import Change, Keys
 from ..config import UnsupportedSetting
-from ..rows import StoredRow
+from ..rows import MatchKey, StoredRow
 from ..settings import Settings
 from ..state import StateBackend, open_backend
 from .common import (
@@ -54,8 +54,10 @@ from .common import (
 
 Node = list[Any]  # [row, same, stamp]
 
-# Node fields.
-ROW, SAME, STAMP = range(3)
+# Node fields (``Final`` literals: inlined by the compiled build).
+ROW: Final = 0
+SAME: Final = 1
+STAMP: Final = 2
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)
@@ -75,14 +77,24 @@ class SortedMaterializer(StrategyBase):
         self._index = self._index_state("index")
         self._nodes = backend.sorted_map_state("nodes")
 
-    def _node(self, context: bytes, key: bytes) -> Node:
+    def _key(self, seq: int) -> Any:
+        """The ``nodes`` state's key of node ``seq``: ``encode_seq(seq)`` (8 bytes whose byte
+        order is the numeric order, so the backend's key order is insertion order). A subclass
+        may keep another key with the same order (the heap variant: the int itself)."""
+        return encode_seq(seq)
+
+    def _seq(self, key: Any) -> int:
+        """The seq of a ``nodes`` key (the inverse of :meth:`_key`)."""
+        return decode_seq(key)
+
+    def _node(self, context: bytes, key: Any) -> Node:
         """The node stored under ``key``; CorruptStateError if it is missing. One read."""
         node: Node | None = self._nodes.get(context, key)
         if node is None:
-            raise missing("nodes", context, decode_seq(key))
+            raise missing("nodes", context, self._seq(key))
         return node
 
-    def _trim(self, context: bytes, match: bytes) -> None:
+    def _trim(self, context: bytes, match: MatchKey) -> None:
         """Remove the expired nodes an input on ``match`` would otherwise read, while the
         expiry sweep lags (docs/ttl.md): the expired leading nodes of ``match``'s chain (so
         its first is the first visible match), then the expired tail nodes
@@ -91,55 +103,55 @@ class SortedMaterializer(StrategyBase):
         self._trim_chain(context, match)
         self._trim_tail(context)
 
-    def _trim_chain(self, context: bytes, match: bytes) -> None:
+    def _trim_chain(self, context: bytes, match: MatchKey) -> None:
         """Remove the expired leading nodes of ``match``'s chain: O(1) accesses each."""
         entry = self._index.get(context, match)
-        while entry is not None and self._expired(self._node(context, encode_seq(entry[0]))[STAMP]):
+        while entry is not None and self._expired(self._node(context, self._key(entry[0]))[STAMP]):
             self._unlink(context, match, entry, entry[0])
             self._note_expired(context)
             entry = self._index.get(context, match)
 
-    def _trim_tail(self, context: bytes) -> tuple[bytes, Node] | None:
+    def _trim_tail(self, context: bytes) -> tuple[Any, Node] | None:
         """``nodes.last(context)`` after removing expired tail nodes: the last visible node,
         or None if the key is visibly empty. 1 seek, +1 seek and an unlink per removed node.
         An expired tail behind the first node of its chain has its chain's expired leading
         nodes removed first, O(1) each; only a tail whose chain starts with a visible node
         is unlinked from the middle of its chain, O(chain length), once."""
         while True:
-            tail: tuple[bytes, Node] | None = self._nodes.last(context)
+            tail: tuple[Any, Node] | None = self._nodes.last(context)
             if tail is None or not self._expired(tail[1][STAMP]):
                 return tail
             match = self._match_key(tuple(tail[1][ROW]))
             entry = self._index.get(context, match)
             if entry is None:
-                raise missing("index", context, decode_seq(tail[0]))
-            seq = decode_seq(tail[0])
-            if entry[0] != seq and self._expired(self._node(context, encode_seq(entry[0]))[STAMP]):
+                raise missing("index", context, self._seq(tail[0]))
+            seq = self._seq(tail[0])
+            if entry[0] != seq and self._expired(self._node(context, self._key(entry[0]))[STAMP]):
                 self._trim_chain(context, match)
             else:
                 self._unlink(context, match, entry, seq)
                 self._note_expired(context)
 
-    def _add(self, context: bytes, match: bytes, row: StoredRow, stamp: int) -> Change:
+    def _add(self, context: bytes, match: MatchKey, row: StoredRow, stamp: int) -> Change:
         index, nodes = self._index, self._nodes
         if self._lazy:
             self._trim(context, match)
         entry = index.get(context, match)
         if entry is not None and self._upsert:  # rule 4: the first match, in place
-            key = encode_seq(entry[0])
+            key = self._key(entry[0])
             node = self._node(context, key)
             node[ROW] = row
             if self._restamp_replaced:
                 node[STAMP] = stamp
                 self._stamped(context, entry[0], stamp)
             nodes.put(context, key, node)
-            return emit(UPDATE_AFTER, row)
+            return self._added(UPDATE_AFTER, row)
         tail = nodes.last(context)
         if tail is None:
             seq = 1
             kind = INSERT
         else:
-            seq = decode_seq(tail[0]) + 1
+            seq = self._seq(tail[0]) + 1
             kind = UPDATE_AFTER
         if entry is None:
             entry = [seq, seq]
@@ -148,17 +160,17 @@ class SortedMaterializer(StrategyBase):
             if tail is not None and last == seq - 1:
                 tail_key, tail_node = tail
             else:
-                tail_key = encode_seq(last)
+                tail_key = self._key(last)
                 tail_node = self._node(context, tail_key)
             tail_node[SAME] = seq
             nodes.put(context, tail_key, tail_node)
             entry[1] = seq
-        nodes.put(context, encode_seq(seq), [row, 0, stamp])
+        nodes.put(context, self._key(seq), [row, 0, stamp])
         index.put(context, match, entry)
         self._stamped(context, seq, stamp)
-        return emit(kind, row)
+        return self._added(kind, row)
 
-    def _unlink(self, context: bytes, match: bytes, entry: list[int], seq: int) -> bytes:
+    def _unlink(self, context: bytes, match: MatchKey, entry: list[int], seq: int) -> Any:
         """Delete node ``seq`` of the chain ``entry`` of ``match``; returns its key.
 
         The chain's first node (every rule-6 removal): at most 1 read + 2 writes. A later
@@ -166,17 +178,17 @@ class SortedMaterializer(StrategyBase):
         """
         index, nodes = self._index, self._nodes
         first, last = entry
-        key = encode_seq(seq)
+        key = self._key(seq)
         same = 0 if seq == last else self._node(context, key)[SAME]
         nodes.delete(context, key)
         if seq != first:
             before = first
-            before_node = self._node(context, encode_seq(before))
+            before_node = self._node(context, self._key(before))
             while before_node[SAME] != seq:
                 before = before_node[SAME]
-                before_node = self._node(context, encode_seq(before))
+                before_node = self._node(context, self._key(before))
             before_node[SAME] = same
-            nodes.put(context, encode_seq(before), before_node)
+            nodes.put(context, self._key(before), before_node)
             if seq == last:
                 entry[1] = before
                 index.put(context, match, entry)
@@ -187,7 +199,7 @@ class SortedMaterializer(StrategyBase):
             index.delete(context, match)
         return key
 
-    def _retract(self, context: bytes, match: bytes, change: Change, stamp: int) -> Change | None:
+    def _retract(self, context: bytes, match: MatchKey, change: Change, stamp: int) -> Change | None:
         if self._lazy:
             self._trim(context, match)
         entry = self._index.get(context, match)
@@ -204,13 +216,13 @@ class SortedMaterializer(StrategyBase):
             if self._restamp_rollback:
                 tail_node[STAMP] = stamp
                 self._nodes.put(context, tail_key, tail_node)
-                self._stamped(context, decode_seq(tail_key), stamp)
+                self._stamped(context, self._seq(tail_key), stamp)
             return emit(UPDATE_AFTER, tuple(tail_node[ROW]))
         return None
 
     def _expire_element(self, context: bytes, seq: int) -> None:
         """Remove node ``seq`` if it exists and is expired (its timer may be stale)."""
-        node: Node | None = self._nodes.get(context, encode_seq(seq))
+        node: Node | None = self._nodes.get(context, self._key(seq))
         if node is None or not self._expired(node[STAMP]):
             return
         match = self._match_key(tuple(node[ROW]))
@@ -230,7 +242,7 @@ class SortedMaterializer(StrategyBase):
         contexts = set(self._nodes.contexts())
         for context in contexts:
             items = list(self._nodes.items(context))
-            seqs = [decode_seq(key) for key, _ in items]
+            seqs = [self._seq(key) for key, _ in items]
             require(bool(seqs) and seqs[0] >= 1, context, f"seqs start at {seqs[:1]}")
             ascending = all(a < b for a, b in pairwise(seqs))
             require(ascending, context, "nodes do not iterate in ascending seq order")
@@ -247,7 +259,7 @@ class SortedMaterializer(StrategyBase):
         """The last ``limit`` nodes by reverse seeks (``last``, then ``before``): at most
         ``limit`` + 1 reads."""
         newest: list[tuple[StoredRow, int]] = []
-        entry: tuple[bytes, Node] | None = self._nodes.last(context)
+        entry: tuple[Any, Node] | None = self._nodes.last(context)
         while entry is not None and len(newest) < limit:
             newest.append((tuple(entry[1][ROW]), entry[1][STAMP]))
             entry = self._nodes.before(context, entry[0])
@@ -261,7 +273,7 @@ class SortedMaterializer(StrategyBase):
     def _load(self, context: bytes, elements: list[tuple[StoredRow, int]]) -> None:
         same, entries = same_chains([self._match_key(row) for row, _ in elements])
         for position, (row, stamp) in enumerate(elements):
-            self._nodes.put(context, encode_seq(position + 1), [row, same[position], stamp])
+            self._nodes.put(context, self._key(position + 1), [row, same[position], stamp])
             self._stamped(context, position + 1, stamp)
         for match, entry in entries.items():
             self._index.put(context, match, entry)

@@ -25,7 +25,7 @@ from typing import Any
 from mypy_extensions import mypyc_attr
 
 from ...spec import Change, Keys
-from ..rows import StoredRow
+from ..rows import MatchKey, StoredRow
 from ..settings import Settings
 from ..state import StateBackend, open_backend
 from .common import DELETE, INSERT, UPDATE_AFTER, StrategyBase, emit, require
@@ -33,13 +33,18 @@ from .common import DELETE, INSERT, UPDATE_AFTER, StrategyBase, emit, require
 ValueRecord = list[Any]  # [rows, stamps, matches]
 
 
-def new_record(rows: list[StoredRow], stamps: list[int], matches: list[bytes]) -> ValueRecord:
+def new_record(rows: list[StoredRow], stamps: list[int], matches: list[MatchKey]) -> ValueRecord:
     """A VALUE record from parallel lists (taken by reference)."""
     return [rows, stamps, matches]
 
 
 def record_add(
-    record: ValueRecord | None, match: bytes, row: StoredRow, stamp: int, upsert: bool, restamp: bool = True
+    record: ValueRecord | None,
+    match: MatchKey,
+    row: StoredRow,
+    stamp: int,
+    upsert: bool,
+    restamp: bool = True,
 ) -> tuple[ValueRecord, bool]:
     """Rules 3-4 on a record (None = empty key); returns ``(record to store, stamp written)``.
 
@@ -70,7 +75,7 @@ def record_add(
 
 
 def record_retract(
-    record: ValueRecord, match: bytes, restamp: int | None = None
+    record: ValueRecord, match: MatchKey, restamp: int | None = None
 ) -> tuple[bool, StoredRow | None]:
     """Rule 6 on a non-empty record, in place: remove the first element matching ``match``.
 
@@ -130,15 +135,17 @@ def live_record(
     return None
 
 
-def count_matches(matches: list[bytes]) -> dict[bytes, int]:
+def count_matches(matches: list[MatchKey]) -> dict[MatchKey, int]:
     """Match key -> how many elements of a record have it. O(n)."""
-    counts: dict[bytes, int] = {}
+    counts: dict[MatchKey, int] = {}
     for match in matches:
         counts[match] = counts.get(match, 0) + 1
     return counts
 
 
-def check_record(context: bytes, record: ValueRecord | None, match_key: Callable[[StoredRow], bytes]) -> int:
+def check_record(
+    context: bytes, record: ValueRecord | None, match_key: Callable[[StoredRow], MatchKey]
+) -> int:
     """Verify a stored VALUE record (raise LayoutError); returns its size. O(n).
 
     Three parallel, non-empty lists; every stored match key is the match key of its row; an
@@ -172,7 +179,7 @@ class ValueMaterializer(StrategyBase):
         super().__init__(keys, backend, settings)
         self._values = self._value_state("value")
 
-    def _add(self, context: bytes, match: bytes, row: StoredRow, stamp: int) -> Change:
+    def _add(self, context: bytes, match: MatchKey, row: StoredRow, stamp: int) -> Change:
         """1 read, 1 write (+1 timer write with TTL)."""
         record = self._values.get(context)
         if self._lazy:
@@ -182,9 +189,9 @@ class ValueMaterializer(StrategyBase):
         self._values.put(context, record)
         if stamped:
             self._stamped(context, 0, stamp)
-        return emit(kind, row)
+        return self._added(kind, row)
 
-    def _retract(self, context: bytes, match: bytes, change: Change, stamp: int) -> Change | None:
+    def _retract(self, context: bytes, match: MatchKey, change: Change, stamp: int) -> Change | None:
         """1 read; 1 write or delete unless rule 7."""
         record = self._values.get(context)
         if self._lazy:
@@ -206,7 +213,7 @@ class ValueMaterializer(StrategyBase):
             self._stamped(context, 0, stamp)
         return emit(UPDATE_AFTER, rollback)
 
-    def _new_record(self, rows: list[StoredRow], stamps: list[int], matches: list[bytes]) -> ValueRecord:
+    def _new_record(self, rows: list[StoredRow], stamps: list[int], matches: list[MatchKey]) -> ValueRecord:
         """A record of parallel lists (taken by reference)."""
         return new_record(rows, stamps, matches)
 

@@ -26,26 +26,26 @@ Used on a :class:`~upsertmat.impls.state.heap.HeapBackend` with TTL and async st
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 from mypy_extensions import mypyc_attr
 
-from ...spec import Change, Keys
-from ..rows import StoredRow
+from ...spec import Change, Keys, RowKind
+from ..rows import MatchKey, StoredRow
 from ..settings import Settings
-from ..state.heap import HeapBackend, HeapValueState
+from ..state.heap import HeapBackend, HeapValueState, Journal
 from .adaptive import AdaptiveMaterializer
 from .common import DELETE, INSERT, UPDATE_AFTER, StrategyBase, emit
 from .linked_map import Meta
 from .linked_map_heap import HeapLinkedList
 from .value import ValueMaterializer, count_matches
 
-_APPEND = 0
-_REPLACE = 1
-_REMOVE = 2
+_APPEND: Final = 0
+_REPLACE: Final = 1
+_REMOVE: Final = 2
 
 
-def counted_record(rows: list[StoredRow], stamps: list[int], matches: list[bytes]) -> list[Any]:
+def counted_record(rows: list[StoredRow], stamps: list[int], matches: list[MatchKey]) -> list[Any]:
     """An in-place record from parallel lists (taken by reference)."""
     return [rows, stamps, matches, count_matches(matches)]
 
@@ -53,23 +53,28 @@ def counted_record(rows: list[StoredRow], stamps: list[int], matches: list[bytes
 class _RecordUndo:
     """Inverse of one in-place change of a record, for heap rollback.
 
-    Each undo is idempotent per list (it checks the list's length before putting an element
-    back), so a change interrupted between two of its list operations (a ``KeyboardInterrupt``
-    lands between bytecodes) is reverted exactly; ``counts`` is recounted from ``matches``
-    (O(n), on the failure path only).
+    The change is an ``int`` (an append to lists of that many elements; the common case, one
+    object less to build per event), ``(_APPEND, size)`` (the same), ``(_REPLACE, 0, position,
+    row, stamp)`` or ``(_REMOVE, size, position, row, stamp, match)``. Each undo is idempotent
+    per list (it checks the list's length before putting an element back), so a change
+    interrupted between two of its list operations (a ``KeyboardInterrupt`` lands between
+    bytecodes) is reverted exactly; ``counts`` is recounted from ``matches`` (O(n), on the
+    failure path only).
     """
 
-    def undo(self, record: list[Any], change: tuple[Any, ...], _unused: Any, /) -> None:
+    def undo(self, record: list[Any], change: Any, _unused: Any, /) -> None:
         rows, stamps, matches, counts = record
-        kind, size = change[0], change[1]
-        if kind == _APPEND:  # the lists had ``size`` elements
+        if type(change) is int:
+            del rows[change:], stamps[change:], matches[change:]
+        elif change[0] == _APPEND:  # the lists had ``size`` elements
+            size = change[1]
             del rows[size:], stamps[size:], matches[size:]
-        elif kind == _REPLACE:
+        elif change[0] == _REPLACE:
             _, _, position, row, stamp = change
             rows[position] = row
             stamps[position] = stamp
         else:  # _REMOVE of element ``position`` from lists of ``size`` elements
-            _, _, position, row, stamp, match = change
+            _, size, position, row, stamp, match = change
             if len(rows) < size:
                 rows.insert(position, row)
             if len(stamps) < size:
@@ -80,71 +85,154 @@ class _RecordUndo:
         counts.update(count_matches(matches))
 
 
-_UNDO = _RecordUndo()
+_UNDO: Final = _RecordUndo()
+
+
+class _AppendUndo:
+    """The inverse of the append :meth:`RecordJournal.appended` journaled last: the record's
+    lists are cut back to ``size`` elements (idempotent per list), ``counts`` recounted."""
+
+    def __init__(self) -> None:
+        self.record: list[Any] = []
+        self.size = 0
+
+    def undo(self, _context: Any, _key: Any, _previous: Any, /) -> None:
+        _UNDO.undo(self.record, self.size, None)
+
+
+class _RemoveUndo:
+    """The inverse of the removal :meth:`RecordJournal.removed` journaled last: the element is
+    put back at its position in each list that lacks it, ``counts`` recounted."""
+
+    def __init__(self) -> None:
+        self.record: list[Any] = []
+        self.size = 0
+        self.position = 0
+        self.row: StoredRow = None
+        self.stamp = 0
+        self.match: MatchKey = None
+
+    def undo(self, _context: Any, _key: Any, _previous: Any, /) -> None:
+        change = (_REMOVE, self.size, self.position, self.row, self.stamp, self.match)
+        _UNDO.undo(self.record, change, None)
+
+
+class RecordJournal:
+    """Journals the appends and removals of in-place records into a heap backend's undo
+    journal without building an undo record per change: one undo object per kind, whose fields
+    are set before each change, journaled by its entry tuple (built once). Right because an
+    input changes a record by at most one append and one removal, and the journal is emptied
+    (commit) or replayed (rollback) after every input; a rollback undoes them newest first with
+    every other write of the input, as any heap write. O(1) per change, no allocation."""
+
+    def __init__(self, journal: Journal) -> None:
+        self._journal = journal
+        self._append = _AppendUndo()
+        # ``Any``, not a tuple type: compiled code keeps a typed tuple unboxed and would
+        # build a new tuple object at every append.
+        self._append_entry: Any = (self._append, None, None, None)
+        self._remove = _RemoveUndo()
+        self._remove_entry: Any = (self._remove, None, None, None)
+
+    def appended(self, record: list[Any], size: int) -> None:
+        """Journal an append to ``record``, whose lists have ``size`` elements now."""
+        undo = self._append
+        undo.record = record
+        undo.size = size
+        self._journal.append(self._append_entry)
+
+    def removed(
+        self, record: list[Any], size: int, position: int, row: StoredRow, stamp: int, match: MatchKey
+    ) -> None:
+        """Journal the removal of element ``position`` (``row``, ``stamp``, ``match``) from
+        ``record``, whose lists have ``size`` elements now."""
+        undo = self._remove
+        undo.record = record
+        undo.size = size
+        undo.position = position
+        undo.row = row
+        undo.stamp = stamp
+        undo.match = match
+        self._journal.append(self._remove_entry)
 
 
 def add_in_place(
     values: HeapValueState,
+    journal: RecordJournal,
     context: bytes,
     record: list[Any] | None,
-    match: bytes,
+    match: MatchKey,
     row: StoredRow,
     stamp: int,
     upsert: bool,
     restamp: bool,
-) -> Change:
+) -> RowKind:
     """Rules 3-5 on the stored record of ``context`` in ``values`` (None: the key is empty),
-    in place and journaled: with ``upsert`` the first element matching ``match`` takes
+    in place and journaled (an append through ``journal``): with ``upsert`` the first element
+    matching ``match`` takes
     ``row`` (and ``stamp`` if ``restamp``), else the row is appended (an empty key gets a new
-    record: 1 write). Returns the ``+I``/``+U`` to emit. O(1), or a scan to the first match."""
+    record: 1 write). Returns the kind of the change to emit (``+I``/``+U`` of ``row``).
+    O(1), or a scan to the first match."""
     if record is None:
         values.put(context, [[row], [stamp], [match], {match: 1}])
-        return emit(INSERT, row)
-    rows, stamps, matches, counts = record
-    if upsert and match in counts:
+        return INSERT
+    rows: list[Any] = record[0]
+    stamps: list[int] = record[1]
+    matches: list[MatchKey] = record[2]
+    counts: dict[MatchKey, int] = record[3]
+    count = counts.get(match)
+    if upsert and count is not None:
         position = matches.index(match)
         values.journal(_UNDO, record, (_REPLACE, 0, position, rows[position], stamps[position]))
         rows[position] = row
         if restamp:
             stamps[position] = stamp
-        return emit(UPDATE_AFTER, row)
-    values.journal(_UNDO, record, (_APPEND, len(rows)))
+        return UPDATE_AFTER
+    journal.appended(record, len(rows))
     rows.append(row)
     stamps.append(stamp)
     matches.append(match)
-    counts[match] = counts.get(match, 0) + 1
-    return emit(UPDATE_AFTER, row)
+    counts[match] = 1 if count is None else count + 1
+    return UPDATE_AFTER
 
 
 def retract_in_place(
     values: HeapValueState,
+    journal: RecordJournal,
     context: bytes,
     record: list[Any],
-    match: bytes,
+    match: MatchKey,
     restamp: int | None,
-    row: StoredRow,
+    change: Change,
 ) -> tuple[bool, Change | None]:
-    """Rules 6-10 on the stored record of ``context`` in ``values``, in place and journaled:
+    """Rules 6-10 on the stored record of ``context`` in ``values``, in place and journaled (the
+    removal through ``journal``):
     ``(found, output)``. ``found`` False is rule 7 (nothing changed; the caller counts the
-    miss). A record that empties is deleted and ``output`` is the ``-D`` of ``row`` (the
+    miss). A record that empties is deleted and ``output`` is the ``-D`` of ``change.row`` (the
     retracted row, rule 8); removing the last element emits ``+U`` of the new last one,
     which takes the stamp ``restamp`` unless that is None (rule 9); otherwise None (rule 10).
     O(1) plus a scan to the first match."""
-    rows, stamps, matches, counts = record
-    if match not in counts:
+    counts: dict[MatchKey, int] = record[3]
+    count = counts.get(match)
+    if count is None:
         return False, None
+    rows: list[Any] = record[0]
+    stamps: list[int] = record[1]
+    matches: list[MatchKey] = record[2]
     position = matches.index(match)
     size = len(rows)
-    values.journal(_UNDO, record, (_REMOVE, size, position, rows[position], stamps[position], match))
-    del rows[position], stamps[position], matches[position]
-    left = counts[match] - 1
-    if left:
-        counts[match] = left
+    journal.removed(record, size, position, rows[position], stamps[position], match)
+    # ``pop`` is a direct C call in the compiled build (``del`` goes through slice assignment).
+    rows.pop(position)
+    stamps.pop(position)
+    matches.pop(position)
+    if count > 1:
+        counts[match] = count - 1
     else:
         del counts[match]
     if not rows:
         values.delete(context)
-        return True, emit(DELETE, row)
+        return True, emit(DELETE, change.row)
     if position < size - 1:
         return True, None
     last = size - 2
@@ -160,31 +248,35 @@ class HeapValueMaterializer(ValueMaterializer):
 
     def __init__(self, keys: Keys, backend: HeapBackend, settings: Settings | None = None) -> None:
         StrategyBase.__init__(self, keys, backend, settings)
+        self._use_match_tokens()
         # ValueMaterializer's ``_values`` (async state is off), typed as the heap state.
         self._heap_values: HeapValueState = backend.value_state("value")
+        self._record_journal = RecordJournal(backend.journal)
         self._values = self._heap_values
 
-    def _add(self, context: bytes, match: bytes, row: StoredRow, stamp: int) -> Change:
+    def _add(self, context: bytes, match: MatchKey, row: StoredRow, stamp: int) -> Change:
         """1 read; a new key 1 write. O(1), or a scan to the first match (rule 4)."""
         values = self._heap_values
-        record = values.stored(context)
-        return add_in_place(values, context, record, match, row, stamp, self._upsert, self._restamp_replaced)
+        record: list[Any] | None = values.stored(context)
+        upsert, restamp = self._upsert, self._restamp_replaced
+        kind = add_in_place(values, self._record_journal, context, record, match, row, stamp, upsert, restamp)
+        return self._added(kind, row)
 
-    def _retract(self, context: bytes, match: bytes, change: Change, stamp: int) -> Change | None:
+    def _retract(self, context: bytes, match: MatchKey, change: Change, stamp: int) -> Change | None:
         """1 read; 1 delete if the key empties. O(1) plus a scan to the first match."""
         values = self._heap_values
-        record = values.stored(context)
+        record: list[Any] | None = values.stored(context)
         restamp = stamp if self._restamp_rollback else None
         found, output = (
             (False, None)
             if record is None
-            else retract_in_place(values, context, record, match, restamp, change.row)
+            else retract_in_place(values, self._record_journal, context, record, match, restamp, change)
         )
         if not found:
             self._miss(context, change)
         return output
 
-    def _new_record(self, rows: list[StoredRow], stamps: list[int], matches: list[bytes]) -> list[Any]:
+    def _new_record(self, rows: list[StoredRow], stamps: list[int], matches: list[MatchKey]) -> list[Any]:
         return counted_record(rows, stamps, matches)
 
 
@@ -196,21 +288,28 @@ class HeapAdaptiveMaterializer(AdaptiveMaterializer):
 
     def __init__(self, keys: Keys, backend: HeapBackend, settings: Settings | None = None) -> None:
         super().__init__(keys, backend, settings)
+        self._use_match_tokens()
         self._heap_records: HeapValueState = backend.value_state("adaptive")
+        self._record_journal = RecordJournal(backend.journal)
         self._heap_list = HeapLinkedList(backend)
+        self._list = self._heap_list
 
-    def _add_map_mode(self, context: bytes, meta: Meta, match: bytes, row: StoredRow, stamp: int) -> Change:
+    def _add_map_mode(
+        self, context: bytes, meta: Meta, match: MatchKey, row: StoredRow, stamp: int
+    ) -> Change:
         """Rules 3-5 on a key in MAP mode: O(1) dict operations."""
-        added = self._heap_list.add(context, meta, match, row, stamp, self._upsert, self._restamp_replaced)
+        added = self._heap_list.add_row(
+            context, meta, match, row, stamp, self._upsert, self._restamp_replaced
+        )
         if added is not None:
             self._heap_records.put(context, added)
-        return emit(UPDATE_AFTER, row)
+        return self._added(UPDATE_AFTER, row)
 
     def _retract_map_mode(
-        self, context: bytes, meta: Meta, match: bytes, change: Change, restamp: int | None
+        self, context: bytes, meta: Meta, match: MatchKey, change: Change, restamp: int | None
     ) -> Change | None:
         """Rules 6-10 on a key in MAP mode; a key left with ``low`` rows turns VALUE again."""
-        found, after, rollback = self._heap_list.retract(context, meta, match, restamp)
+        found, after, rollback = self._heap_list.retract_first(context, meta, match, restamp)
         if not found:
             self._miss(context, change)
             return None
@@ -220,34 +319,37 @@ class HeapAdaptiveMaterializer(AdaptiveMaterializer):
         self._store_meta(context, after)
         return None if rollback is None else emit(UPDATE_AFTER, rollback)
 
-    def _add(self, context: bytes, match: bytes, row: StoredRow, stamp: int) -> Change:
+    def _add(self, context: bytes, match: MatchKey, row: StoredRow, stamp: int) -> Change:
         records = self._heap_records
-        record = records.stored(context)
+        record: list[Any] | None = records.stored(context)
         if record is not None and type(record[0]) is int:  # MAP mode
             return self._add_map_mode(context, record, match, row, stamp)
-        output = add_in_place(
-            records, context, record, match, row, stamp, self._upsert, self._restamp_replaced
+        upsert, restamp = self._upsert, self._restamp_replaced
+        kind = add_in_place(
+            records, self._record_journal, context, record, match, row, stamp, upsert, restamp
         )
         if record is None:  # the new key's record: one element already reaches high = 1
             record = records.stored(context)
             assert record is not None
         if len(record[0]) >= self.high:
             records.put(context, self._to_map(context, record))
-        return output
+        return self._added(kind, row)
 
-    def _retract(self, context: bytes, match: bytes, change: Change, stamp: int) -> Change | None:
+    def _retract(self, context: bytes, match: MatchKey, change: Change, stamp: int) -> Change | None:
         records = self._heap_records
-        record = records.stored(context)
+        record: list[Any] | None = records.stored(context)
         if record is None:
             self._miss(context, change)
             return None
         restamp = stamp if self._restamp_rollback else None
         if type(record[0]) is int:  # MAP mode
             return self._retract_map_mode(context, record, match, change, restamp)
-        found, output = retract_in_place(records, context, record, match, restamp, change.row)
+        found, output = retract_in_place(
+            records, self._record_journal, context, record, match, restamp, change
+        )
         if not found:
             self._miss(context, change)
         return output
 
-    def _new_record(self, rows: list[StoredRow], stamps: list[int], matches: list[bytes]) -> list[Any]:
+    def _new_record(self, rows: list[StoredRow], stamps: list[int], matches: list[MatchKey]) -> list[Any]:
         return counted_record(rows, stamps, matches)

@@ -29,9 +29,10 @@ from upsertmat.impls.settings import Backend
 from upsertmat.impls.state import StateBackend, open_backend
 from upsertmat.impls.state.counting import Counters, CountingBackend
 from upsertmat.impls.state.heap import HeapBackend
-from upsertmat.impls.strategies import value_inplace
+from upsertmat.impls.strategies import legacy_heap, value_inplace
 from upsertmat.impls.strategies.adaptive import AdaptiveMaterializer
 from upsertmat.impls.strategies.legacy import LegacyMaterializer
+from upsertmat.impls.strategies.legacy_heap import HeapLegacyMaterializer
 from upsertmat.impls.strategies.linked_map import MapMaterializer
 from upsertmat.impls.strategies.linked_map_heap import HeapMapMaterializer
 from upsertmat.impls.strategies.sorted import SortedMaterializer
@@ -216,27 +217,40 @@ class FailingCommitHeap(HeapBackend):
 
 @pytest.mark.parametrize(
     ("strategy", "thresholds"),
-    [("VALUE", (3, 2)), ("MAP", (3, 2)), ("SORTED", (3, 2)), ("ADAPTIVE", (3, 2)), ("ADAPTIVE", (1, 0))],
-    ids=["VALUE", "MAP", "SORTED", "ADAPTIVE-3-2", "ADAPTIVE-1-0"],
+    [
+        ("LEGACY", (3, 2)),
+        ("VALUE", (3, 2)),
+        ("MAP", (3, 2)),
+        ("SORTED", (3, 2)),
+        ("ADAPTIVE", (3, 2)),
+        ("ADAPTIVE", (1, 0)),
+    ],
+    ids=["LEGACY", "VALUE", "MAP", "SORTED", "ADAPTIVE-3-2", "ADAPTIVE-1-0"],
 )
 @pytest.mark.parametrize("upsert", [True, False], ids=["uk", "row"])
 @pytest.mark.parametrize("update", [UpdateType.ON_CREATE_AND_WRITE, UpdateType.ON_READ_AND_WRITE])
 def test_in_place_records_on_heap_roll_back_a_failed_input(
     strategy: str, thresholds: tuple[int, int], upsert: bool, update: UpdateType
 ) -> None:
-    """VALUE and ADAPTIVE (VALUE mode) on heap change records in place (value_inplace.py), MAP,
-    ADAPTIVE (MAP mode) and SORTED write the heap dicts directly (linked_map_heap.py,
-    sorted_heap.py), each journaling the inverse: an input that fails after all its changes
-    (ADAPTIVE's conversions to MAP and back included; with threshold high 1 a new key's first
-    row converts it) leaves state, clock and misses as before."""
+    """LEGACY, VALUE and ADAPTIVE (VALUE mode) on heap change records in place (legacy_heap.py,
+    value_inplace.py), MAP, ADAPTIVE (MAP mode) and SORTED write the heap dicts directly
+    (linked_map_heap.py, sorted_heap.py), each journaling the inverse: an input that fails
+    after all its changes (ADAPTIVE's conversions to MAP and back included; with threshold
+    high 1 a new key's first row converts it) leaves state, clock and misses as before."""
     keys = Keys(pk=(0,), upsert_key=(1,) if upsert else ())
     ttl = TtlSettings(0, TimeDomain.PROCESSING_TIME, update)  # TTL off: the in-place path
     backend = FailingCommitHeap()
     settings = Settings(ttl=ttl, threshold_high=thresholds[0], threshold_low=thresholds[1])
     materializer = STRATEGIES[strategy].build(keys, backend, settings)  # type: ignore[attr-defined]
-    direct = HeapValueMaterializer | HeapAdaptiveMaterializer | HeapMapMaterializer | HeapSortedMaterializer
+    direct = (
+        HeapLegacyMaterializer
+        | HeapValueMaterializer
+        | HeapAdaptiveMaterializer
+        | HeapMapMaterializer
+        | HeapSortedMaterializer
+    )
     assert isinstance(materializer, direct)
-    model = ModelMaterializer(keys, ttl=ttl, granularity=Granularity.PER_ELEMENT)
+    model = ModelMaterializer(keys, ttl=ttl, granularity=materializer.granularity)
     for step, item in enumerate(stream()):
         before = (export(materializer, True), materializer.now, materializer.retract_misses)
         if not isinstance(item, int):
@@ -247,7 +261,8 @@ def test_in_place_records_on_heap_roll_back_a_failed_input(
             materializer._check()
         assert apply(materializer, item) == apply(model, item), f"step {step}"
         materializer._check()
-    assert export(materializer, True) == export(model, True)
+    stamps = materializer.granularity is Granularity.PER_ELEMENT  # LEGACY keeps none without TTL
+    assert export(materializer, stamps) == export(model, stamps)
 
 
 def test_in_place_undo_reverts_a_change_interrupted_between_its_lists() -> None:
@@ -266,6 +281,25 @@ def test_in_place_undo_reverts_a_change_interrupted_between_its_lists() -> None:
         for part, value in list(zip(record[:3], [("d",), 4, b"d"], strict=True))[:done]:
             part.append(value)
         undo.undo(record, (0, 3), None)
+        assert record == original
+
+
+def test_legacy_heap_undo_reverts_a_change_interrupted_between_its_lists() -> None:
+    """LEGACY's heap record (rows, match keys, counts) too: an interrupted removal or append
+    is undone exactly."""
+    undo = legacy_heap._LegacyUndo()
+    original = [[("a",), ("b",), ("c",)], [b"a", b"b", b"c"], {b"a": 1, b"b": 1, b"c": 1}]
+    for done in range(3):  # a removal of row 1 interrupted after ``done`` of its 2 deletes
+        record = [list(part) for part in original[:2]] + [dict(original[2])]  # type: ignore[call-overload]
+        for part in record[:done]:
+            del part[1]
+        undo.undo(record, (3, 1, ("b",), b"b"), None)
+        assert record == original
+    for done in range(3):  # an append interrupted after ``done`` of its 2 appends
+        record = [list(part) for part in original[:2]] + [dict(original[2])]  # type: ignore[call-overload]
+        for part, value in list(zip(record[:2], [("d",), b"d"], strict=True))[:done]:
+            part.append(value)
+        undo.undo(record, 3, None)
         assert record == original
 
 

@@ -4,8 +4,11 @@ real processor, so round trips and layouts can be counted exactly."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from pyspark.sql import Row as SparkRow
 from pyspark.sql.streaming.tws_tester import TwsTester
 
@@ -293,3 +296,25 @@ def test_large_blobs_are_compressed_and_plain_blobs_of_earlier_builds_still_read
     expected = [(i, out) for i, change in enumerate(flat) if (out := model.process(change)) is not None]
     outputs, _ = run(Strategy.VALUE, batches, blob=True)
     assert [item for batch in outputs for item in batch] == expected
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["+I", "+U", "-U", "-D"]),
+            st.tuples(st.sampled_from([1, 1.0, True, 2, "a", None, -0.0, 0]), st.integers(0, 3)),
+        ),
+        max_size=12,
+    )
+)
+def test_last_per_key_of_one_column_groups_as_tuples_do(changes: list[tuple[str, tuple[Any, int]]]) -> None:
+    """A one-column key is grouped by its value (no tuple built per change): the same rows and
+    keys, in the same order, as grouping by the 1-tuple."""
+    final: dict[tuple[Any, ...], tuple[str, Any]] = {}
+    for op, row in changes:
+        final[(row[0],)] = (op, row)
+    expected_upserts = [row for op, row in final.values() if op in ("+I", "+U")]
+    expected_deletes = [key for key, (op, _) in final.items() if op in ("-U", "-D")]
+    upserts, deletes = last_per_key(changes, (0,))
+    assert repr(upserts) == repr(expected_upserts)
+    assert repr(deletes) == repr(expected_deletes)

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from enum import IntEnum
 
 import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from upsertmat.impls.encoding import KeyEncoder, fast_canonical
+from upsertmat.impls.encoding import KeyEncoder, fast_canonical, token_of
 from upsertmat.spec import JsonValue, Keys, Row
 from upsertmat.spec.encoding import canonical
 from upsertmat.spec.equalizer import (
@@ -102,3 +103,76 @@ def test_short_row_error_message_is_the_specs() -> None:
     with pytest.raises(IndexError) as fast_error:
         KeyEncoder(keys).keys_of(row)
     assert str(fast_error.value) == str(spec_error.value)
+
+
+@pytest.mark.parametrize("keys", KEYS, ids=repr)
+@given(row=ROWS)
+@example(row=(1, 2, "x"))
+@example(row=(2**62, 2**62 - 1, 0))
+@example(row=(-(2**62) + 1, -(2**62), 0))
+@example(row=(True, 1, 0))
+def test_pair_is_keys_of(keys: Keys, row: Row) -> None:
+    """``pair`` (the loops' entry) gives ``keys_of``'s bytes and errors, for tuples and lists,
+    the second time too (the remembered context key)."""
+    encoder = KeyEncoder(keys)
+    for shaped in (row, row, list(row), row):
+        assert outcome(lambda: b"|".join(encoder.pair(shaped))) == outcome(  # noqa: B023
+            lambda: b"|".join(encoder.keys_of(shaped))  # noqa: B023
+        )
+
+
+class Small(IntEnum):
+    """An int subclass: its canonical text is the int's, so it matches the int (rule 2)."""
+
+    FIVE = 5
+
+
+TOKEN_VALUES = st.one_of(SCALARS, st.sampled_from([Small.FIVE, 5, 2**62 - 1, 2**62, -(2**62) + 1, "5", 5.0]))
+
+
+@given(first=TOKEN_VALUES, second=TOKEN_VALUES)
+@example(first=Small.FIVE, second=5)
+@example(first=True, second=1)
+@example(first=2**62 - 1, second=2**62)
+@example(first=5.0, second=5)
+def test_tokens_are_equal_exactly_when_the_match_keys_are(first: JsonValue, second: JsonValue) -> None:
+    """The heap layouts' match tokens (``use_tokens``): the int of ``[n]``, else the bytes,
+    whichever path computed them, so two rows match exactly as their canonical keys do."""
+    keys = Keys(pk=(0,), upsert_key=(1,))
+    encoder = KeyEncoder(keys)
+    encoder.use_tokens()
+    rows = [(0, first, "a"), (0, second, "b")]
+    matches = [outcome(lambda: keys.match_key(row)) for row in rows]  # noqa: B023
+    if not all(isinstance(match, bytes) for match in matches):
+        return
+    tokens = [encoder.pair(row)[1] for row in rows]
+    assert tokens == [encoder.match_token(row) for row in rows]
+    assert tokens == [encoder.match_token(list(row)) for row in rows]
+    assert tokens == [token_of(match) for match in matches]  # type: ignore[arg-type]
+    assert (tokens[0] == tokens[1]) == (matches[0] == matches[1])
+    assert all(type(token) in (int, bytes) for token in tokens)
+
+
+@pytest.mark.parametrize(
+    ("encoded", "token"),
+    [
+        (b"[5]", 5),
+        (b"[-5]", -5),
+        (b"[0]", 0),
+        (b"[4611686018427387903]", 2**62 - 1),
+        (b"[-4611686018427387903]", -(2**62) + 1),
+        (b"[4611686018427387904]", b"[4611686018427387904]"),
+        (b"[05]", b"[05]"),
+        (b"[-0]", b"[-0]"),
+        (b"[ 5]", b"[ 5]"),
+        (b"[1_0]", b"[1_0]"),
+        (b"[5.0]", b"[5.0]"),
+        (b'["5"]', b'["5"]'),
+        (b"[true]", b"[true]"),
+        (b"[]", b"[]"),
+        (b"[5,6]", b"[5,6]"),
+    ],
+)
+def test_token_of(encoded: bytes, token: object) -> None:
+    assert token_of(encoded) == token
+    assert type(token_of(encoded)) is type(token)

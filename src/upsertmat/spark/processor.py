@@ -34,6 +34,7 @@ from ..impls.settings import Backend, Settings, Strategy
 from ..impls.state.base import StateBackend
 from ..impls.state.codec import decode_seq
 from ..impls.state.spark import SparkBackend
+from ..impls.strategies.common import changes_of_records
 from ..spec import Change, Keys, Materializer, RowKind
 from ..spec.changes import Row
 from .misses import EXPIRED_STATE, decode_expired, encode_expired, expiry_note_ttl, miss_outputs
@@ -252,11 +253,17 @@ class MaterializerProcessor(StatefulProcessor):
             if self.spec.last_per_key:
                 # Keyed like the sink's own reduction (upsertmat.spark.sink.last_per_key).
                 pk = self.spec.keys.pk
-                last: dict[tuple[Any, ...], tuple[int, Change]] = {}
-                for at, change in zip(arrivals, emitted, strict=True):
-                    if change is not None:
-                        row = change.row
-                        last[tuple([row[index] for index in pk])] = (at, change)
+                last: dict[Any, tuple[int, Change]] = {}
+                if len(pk) == 1:  # the column's value groups as its 1-tuple would
+                    column = pk[0]
+                    for at, change in zip(arrivals, emitted, strict=True):
+                        if change is not None:
+                            last[change.row[column]] = (at, change)
+                else:
+                    for at, change in zip(arrivals, emitted, strict=True):
+                        if change is not None:
+                            row = change.row
+                            last[tuple([row[index] for index in pk])] = (at, change)
                 if self.spec.batched_output:
                     if last:
                         triples = [(at, change.kind.value, change.row) for at, change in last.values()]
@@ -286,10 +293,7 @@ class MaterializerProcessor(StatefulProcessor):
         bulk = self.spec.bulk_read_rows
         if bulk is not None and len(records) >= bulk:
             self._backend.bulk_reads(True)
-        if start == 2:
-            changes = [Change(kinds[record[1]], record[2:], None) for record in records]
-        else:
-            changes = [Change(kinds[record[1]], record[3:], record[2]) for record in records]
+        changes = changes_of_records(records, kinds, start == 3)
         return [record[0] for record in records], changes
 
     def _row_changes(self, first: Any, rows: Iterator[Any]) -> tuple[list[int], list[Change]]:

@@ -88,6 +88,14 @@ def quote(name: str) -> str:
 
 def last_per_key(changes: Sequence[tuple[str, Row]], pk: Sequence[int]) -> tuple[list[Row], list[Row]]:
     """(rows to upsert, PK tuples to delete): the last change of every primary key wins. O(n)."""
+    if len(pk) == 1:  # keyed by the value itself: it groups as its 1-tuple would, without building one
+        column = pk[0]
+        single: dict[Any, tuple[str, Row]] = {}
+        for op, row in changes:
+            single[row[column]] = (op, row)
+        upserts = [row for op, row in single.values() if op in ("+I", "+U")]
+        deletes: list[Row] = [(key,) for key, (op, _) in single.items() if op in ("-U", "-D")]
+        return upserts, deletes
     final: dict[tuple[Any, ...], tuple[str, Row]] = {}
     for op, row in changes:
         final[tuple(row[column] for column in pk)] = (op, row)

@@ -1,0 +1,165 @@
+"""LEGACY on heap, changed in place with each row's match key kept beside it.
+
+LEGACY's layout (:mod:`.legacy`) is one value per key, the key's row list, and every event
+re-encodes the match key of each stored row it scans (O(n) encodings). On heap, with TTL and
+async state off, the value is instead a record that never leaves memory::
+
+    context -> [rows, matches, counts]
+               rows       the key's rows, in insertion order (LEGACY's value)
+               matches[i] the match key of rows[i] (rule 2), computed once, when it is stored
+               counts[m]  how many stored rows have match key m (absent: none)
+
+and each event changes it in place, journaling the inverse first (as VALUE's heap records do,
+:mod:`.value_inplace`): an ADD of a new match key appends without scanning, a retraction
+whose match key is not stored is a miss without scanning, and otherwise ``list.index`` finds
+the first match over the stored bytes (no row re-encoded) and that one row is replaced or
+deleted. Per event: 1 read, 0 or 1 state write (creating or emptying the key), one match key
+computed (the incoming row's), and a C scan up to the first match. Outputs, rule-7 counts
+and exported elements are LEGACY's: snapshots, savepoints and migration see the rows only
+(``counts`` and ``matches`` are rebuilt on import).
+
+The reference stays :class:`~.legacy.LegacyMaterializer` (every other backend, TTL, async
+state, and a class built directly rather than by the registry).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from mypy_extensions import mypyc_attr
+
+from ...spec import Change, Element, Keys
+from ..rows import MatchKey, StoredRow
+from ..settings import Settings
+from ..state.heap import HeapBackend, HeapValueState
+from .common import DELETE, INSERT, UPDATE_AFTER, StrategyBase, emit, require
+from .legacy import LegacyMaterializer
+from .value import count_matches
+
+LegacyRecord = list[Any]  # [rows, matches, counts]
+
+
+class _LegacyUndo:
+    """Inverse of one in-place change of a LEGACY heap record, for rollback.
+
+    The change is an ``int`` (an append to lists of that many rows), ``(position, row)`` (a
+    rule-4 replacement) or ``(size, position, row, match)`` (a removal from lists of ``size``
+    rows). Idempotent per list, like :class:`~.value_inplace._RecordUndo`, so a change
+    interrupted between its list operations is reverted exactly; ``counts`` is recounted
+    (O(n), on the failure path only).
+    """
+
+    def undo(self, record: LegacyRecord, change: Any, _unused: Any, /) -> None:
+        rows, matches, counts = record
+        if type(change) is int:
+            del rows[change:], matches[change:]
+        elif len(change) == 2:
+            position, row = change
+            rows[position] = row
+        else:
+            size, position, row, match = change
+            if len(rows) < size:
+                rows.insert(position, row)
+            if len(matches) < size:
+                matches.insert(position, match)
+        counts.clear()
+        counts.update(count_matches(matches))
+
+
+_UNDO: Final = _LegacyUndo()
+
+
+@mypyc_attr(allow_interpreted_subclasses=True)
+class HeapLegacyMaterializer(LegacyMaterializer):
+    """LEGACY on heap with TTL and async state off (module docstring). Per input it runs
+    :class:`~.common.StrategyBase`'s shell (the same steps as LEGACY's own ``process``)."""
+
+    def __init__(self, keys: Keys, backend: HeapBackend, settings: Settings | None = None) -> None:
+        super().__init__(keys, backend, settings)
+        self._use_match_tokens()
+        self._records: HeapValueState = backend.value_state("legacy")  # LEGACY's ``_state``
+
+    def process(self, change: Change) -> Change | None:
+        """Rules 1-11 for one input, committed (:meth:`~.common.StrategyBase.process`)."""
+        return StrategyBase.process(self, change)
+
+    def process_many(self, changes: Any, out: list[Change | None] | None = None) -> list[Change | None]:
+        """:meth:`process` for each change, in order (:meth:`~.common.StrategyBase.process_many`)."""
+        return StrategyBase.process_many(self, changes, out)
+
+    def _add(self, context: bytes, match: MatchKey, row: StoredRow, stamp: int) -> Change:
+        """Rules 3-5 in place: 1 read (a new key: 1 write). O(1), or a scan to the first match."""
+        records = self._records
+        record: LegacyRecord | None = records.stored(context)
+        if record is None:
+            records.put(context, [[row], [match], {match: 1}])
+            return self._added(INSERT, row)
+        rows: list[Any] = record[0]
+        matches: list[MatchKey] = record[1]
+        counts: dict[MatchKey, int] = record[2]
+        count = counts.get(match)
+        if self._upsert and count is not None:
+            position = matches.index(match)
+            records.journal(_UNDO, record, (position, rows[position]))
+            rows[position] = row
+            return self._added(UPDATE_AFTER, row)
+        records.journal(_UNDO, record, len(rows))
+        rows.append(row)
+        matches.append(match)
+        counts[match] = 1 if count is None else count + 1
+        return self._added(UPDATE_AFTER, row)
+
+    def _retract(self, context: bytes, match: MatchKey, change: Change, stamp: int) -> Change | None:
+        """Rules 6-10 in place: 1 read (+1 delete if the key empties). O(1) plus a scan to the
+        first match."""
+        records = self._records
+        record: LegacyRecord | None = records.stored(context)
+        counts: dict[MatchKey, int] | None = None if record is None else record[2]
+        count = None if counts is None else counts.get(match)
+        if record is None or counts is None or count is None:
+            self._miss(context, change)
+            return None
+        rows: list[Any] = record[0]
+        matches: list[MatchKey] = record[1]
+        position = matches.index(match)
+        size = len(rows)
+        records.journal(_UNDO, record, (size, position, rows[position], match))
+        rows.pop(position)  # a direct C call in the compiled build (``del`` is a slice assignment)
+        matches.pop(position)
+        if count > 1:
+            counts[match] = count - 1
+        else:
+            del counts[match]
+        if not rows:
+            records.delete(context)
+            return emit(DELETE, change.row)
+        if position < size - 1:
+            return None
+        return emit(UPDATE_AFTER, rows[-1])
+
+    def _rows(self, context: bytes) -> list[StoredRow]:
+        record: LegacyRecord | None = self._records.get(context)
+        return [] if record is None else [tuple(row) for row in record[0]]
+
+    def _elements(self, context: bytes) -> list[Element]:
+        """Every row of ``context`` with stamp 0 (LEGACY without TTL)."""
+        return [(row, 0) for row in self._rows(context)]
+
+    def _load(self, context: bytes, elements: list[Element]) -> None:
+        rows = [tuple(row) for row, _ in elements]
+        matches = [self._match_key(row) for row in rows]
+        self._records.put(context, [rows, matches, count_matches(matches)])
+
+    def _check(self) -> None:
+        """Every stored value is a record of a non-empty row list, each row's match key and
+        their counts. O(state)."""
+        for context in self._records.contexts():
+            record = self._records.get(context)
+            shaped = type(record) is list and len(record) == 3
+            require(shaped, context, f"not a LEGACY heap record: {record!r}")
+            rows, matches, counts = record or ([], [], {})
+            require(len(rows) >= 1, context, "an empty history is stored")
+            require(len(matches) == len(rows), context, "rows and match keys differ in length")
+            expected = [self._match_key(tuple(row)) for row in rows]
+            require(list(matches) == expected, context, "a stored match key is not its row's")
+            require(counts == count_matches(matches), context, "counts differ from the stored match keys")
