@@ -12,7 +12,7 @@ delay 2000 ~1,000, the histories of ``upsertmat bench --retract-delay 2`` and ``
 ``hashmap`` backend is compared with ``heap``. upsertmat runs at its ``bench`` default commit
 interval (1000) unless ``--checkpoint-interval`` says otherwise.
 
-Usage (about 25 minutes for 2 rounds of 3 repetitions on 2 cores)::
+Usage (7-25 minutes for 2 rounds of 3 repetitions on 2 cores, quiet to loaded)::
 
     python tools/flink_side_by_side.py --flink-python FLINK_VENV/bin/python \\
         --flink-bench PATH/flink_sum_bench.py --upsertmat VENV/bin/upsertmat --output-dir flink-vs

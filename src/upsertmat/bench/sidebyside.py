@@ -10,7 +10,7 @@ markdown table on stdout, ``sidebyside.json`` and ``sidebyside.png`` (ratios per
 clocks) in ``--output-dir``. Cells: ``STRATEGY/backend:workload[:delay][:nokey][:async]`` with
 workload ``flip544`` (100% retraction, the delay the history length; upsert key on unless
 ``nokey``) or ``many-keys`` (``--changes``/``--keys``). ``--grid full`` is every strategy on
-every backend at delays 2, 10, 100 and 1,000, upsert key on and off (120 cells; about 25
+every backend at delays 2, 10, 100 and 1,000, upsert key on and off (120 cells; about 40
 minutes per round on 2 cores). The old build has no many-keys workload, so a
 many-keys cell compares the *new* build with itself: with ``async`` its "new" side runs
 with ``--async-state`` and its "old" side without (the async-state goal), else both sides
