@@ -20,6 +20,7 @@ import urllib.request
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager, suppress
 from pathlib import Path
+from typing import Any
 
 import pyspark
 
@@ -66,6 +67,22 @@ def stop_tree(process: subprocess.Popen[bytes]) -> None:
     for pid in tree:
         _signal(pid, signal.SIGKILL)
     process.wait(timeout=10)
+
+
+def kill_tree(process: subprocess.Popen[Any]) -> None:
+    """SIGKILL ``process`` and every process below it, as a crashed machine would stop them,
+    and wait until all are gone. Killing its process group is not enough for a Spark driver:
+    the JVM runs in a session of its own (``upsertmat.spark.session``: a terminal's Ctrl-C must
+    reach only the driver), and a JVM that outlives its driver by a moment goes on writing the
+    checkpoint, so a restart at once could meet Spark's "Concurrent update to the log"."""
+    tree = descendants(process.pid)
+    for pid in tree:
+        _signal(pid, signal.SIGKILL)
+    process.wait(timeout=30)
+    deadline = time.monotonic() + 60
+    while any(_alive(pid) for pid in tree[1:]):
+        assert time.monotonic() < deadline, f"processes {tree} outlived SIGKILL"
+        time.sleep(0.05)
 
 
 def _signal(pid: int, number: signal.Signals) -> None:

@@ -19,7 +19,7 @@ from typing import Any
 
 from upsertmat.demo.workload import DemoChange
 
-from .cluster import stop_tree
+from .cluster import kill_tree, stop_tree
 
 
 class GatewayProcess:
@@ -75,11 +75,10 @@ class GatewayProcess:
         return path.read_text(errors="replace") if path.exists() else ""
 
     def kill(self) -> None:
-        """SIGKILL the gateway (its JVM ends when its parent's pipe closes) and wait for it."""
+        """SIGKILL the gateway and its JVM (which runs in a session of its own), and wait until
+        both are gone."""
         assert self.process is not None
-        os.kill(self.process.pid, signal.SIGKILL)
-        self.process.wait(timeout=30)
-        time.sleep(1.0)
+        kill_tree(self.process)
 
     def terminate(self, grace: float = 90.0) -> int:
         """SIGTERM and wait; the exit code."""

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -25,6 +24,8 @@ from upsertmat.spark import PipelineConfig
 from upsertmat.spark.misses import MISS_OP
 from upsertmat.spark.processor import OUTPUT_SCHEMA, MaterializerProcessor, ProcessorSpec
 from upsertmat.spec import Change, Keys, RowKind
+
+from .cluster import kill_tree
 
 INPUT_SCHEMA = "grp STRING, arrival LONG, op STRING, row STRING"
 
@@ -98,7 +99,7 @@ def run_streams(
 
 
 def kill_after_batches(config: PipelineConfig, workdir: Path, batches: int) -> int:
-    """Run ``config`` in a subprocess (``python -m upsertmat.spark``); SIGKILL its process group
+    """Run ``config`` in a subprocess (``python -m upsertmat.spark``); SIGKILL it and its JVM
     after ``batches`` batch reports (each must be a JSON line). Returns the reports seen."""
     path = workdir / "config.json"
     path.write_text(config.to_json())
@@ -123,6 +124,5 @@ def kill_after_batches(config: PipelineConfig, workdir: Path, batches: int) -> i
             if time.monotonic() > deadline:
                 break
     finally:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
+        kill_tree(process)
     return reports
