@@ -16,7 +16,16 @@ from typing import Any
 
 import yaml
 
-from .settings import Backend, ConflictBehavior, LmdbDurability, Settings, Strategy, TimeDomain, UpdateType
+from .settings import (
+    MAX_TIME_MS,
+    Backend,
+    ConflictBehavior,
+    LmdbDurability,
+    Settings,
+    Strategy,
+    TimeDomain,
+    UpdateType,
+)
 
 STRATEGY = "table.exec.sink.upsert-materialize-strategy.type"
 THRESHOLD_HIGH = "table.exec.sink.upsert-materialize-strategy.adaptive.threshold.high"
@@ -62,11 +71,18 @@ def parse_duration_ms(text: str | int) -> int:
     if isinstance(text, int):
         if text < 0:
             raise ValueError(f"a duration cannot be negative: {text}")
-        return text
+        return _bounded_duration(text)
     match = _DURATION.match(str(text).lower())
     if not match or match.group(2) not in {"", *_UNITS_MS}:
         raise ValueError(f"not a duration: {text!r} (examples: 1000, '1000 ms', '10 s', '1 h')")
-    return int(match.group(1)) * _UNITS_MS.get(match.group(2) or "ms", 1)
+    return _bounded_duration(int(match.group(1)) * _UNITS_MS.get(match.group(2) or "ms", 1))
+
+
+def _bounded_duration(ms: int) -> int:
+    """``ms`` if state can hold it (:data:`~upsertmat.impls.settings.MAX_TIME_MS`)."""
+    if ms > MAX_TIME_MS:
+        raise ValueError(f"a duration must be at most {MAX_TIME_MS} ms (2**62 - 1)")
+    return ms
 
 
 def _enum_parser(enum_type: Any, *, upper: bool) -> Callable[[Any], Any]:

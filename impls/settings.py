@@ -17,6 +17,7 @@ from ..spec.ttl import Granularity, TimeDomain, TtlSettings, UpdateType
 __all__ = [
     "DEFAULT_CHECKPOINT_INTERVAL",
     "DEFAULT_MISS_ROWS",
+    "MAX_TIME_MS",
     "Backend",
     "ConflictBehavior",
     "Granularity",
@@ -30,6 +31,13 @@ __all__ = [
 
 DEFAULT_MISS_ROWS = 20
 """Stored rows a miss explanation reads at most (``upsertmat.misses.max-rows``)."""
+
+MAX_TIME_MS = (1 << 62) - 1
+"""The largest time in milliseconds state holds: a clock, an event timestamp, a stamp, a TTL
+(146 million years). A stamp plus the TTL is an expiry, and the byte backends key their TTL
+timers by it as a signed 64-bit integer; keeping each below 2**62 keeps the sum below 2**63.
+Inputs and settings beyond it are refused where they enter (``replay``'s lines, the TTL
+setting, manifests and savepoints)."""
 
 DEFAULT_CHECKPOINT_INTERVAL = 1000
 """Inputs per durable commit that ``replay --state-dir`` and ``bench`` use on rocksdb/lmdb

@@ -106,6 +106,10 @@ def test_dead_letter_record() -> None:
     assert json.loads(format_dead_letter(1, 0, "bad", b"\xff\xfeok\r\n"))["text"] == "\ufffd\ufffdok"
 
 
+TOO_DEEP = (
+    "arrays and objects nested more than 500 deep (the line's object and its row count as two levels); "
+    "such values are not accepted"
+)
 BAD_LINES = [
     ("nope", "invalid JSON: Expecting value (column 1)"),
     ('{"op": "+I", "row": [1]', "invalid JSON: Expecting ',' delimiter (column 24)"),
@@ -151,7 +155,16 @@ BAD_LINES = [
         "unknown field(s) 'Ts' (a change has 'op', 'row' and optional 'ts')",
     ),
     ('{"time": 5, "ts": 5, "x": 1}', "unknown field(s) 'ts', 'x' in a clock advance (it has only 'time')"),
-    ("[" * 100_000, "invalid JSON: nested too deeply"),
+    ("[" * 100_000, TOO_DEEP),
+    ('{"op": "+I", "row": [1, ' + "[" * 499 + "]" * 499 + "]}", TOO_DEEP),
+    (
+        '{"time": 4611686018427387904}',
+        "'time' must be at most 4611686018427387903 ms (2**62 - 1), got 4611686018427387904",
+    ),
+    (
+        '{"op": "+I", "row": [1], "ts": 1' + "0" * 50 + "}",
+        "'ts' must be at most 4611686018427387903 ms (2**62 - 1), got an integer of 167 bits",
+    ),
 ]
 
 
@@ -185,3 +198,8 @@ def test_row_shape_with_a_given_arity() -> None:
     shape.check((1, 2, 3))
     with pytest.raises(ValueError, match="an arity of 1 leaves out key column 1"):
         RowShape(Keys(pk=(1,)), arity=1)
+
+
+def test_a_line_nested_exactly_to_the_limit_parses() -> None:
+    row = change_of('{"op": "+I", "row": [1, ' + "[" * 498 + "]" * 498 + '], "ts": 4611686018427387903}').row
+    assert len(json.dumps(row)) == 2 + 3 + 2 * 498

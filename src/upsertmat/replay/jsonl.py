@@ -8,7 +8,11 @@ Input, one JSON object per line:
 - a clock advance ``{"time": 1002}``: a non-negative integer (ms).
 
 Any other field is refused, so a typo (``"Ts"``) cannot silently drop a value. A line holding
-only whitespace is *blank*: :func:`parse_line` returns None for it. Values keep their JSON
+only whitespace is *blank*: :func:`parse_line` returns None for it. Times (``ts``, ``time``)
+are at most :data:`~upsertmat.impls.settings.MAX_TIME_MS`, and a line nests arrays and objects
+at most :data:`MAX_NESTING` deep: deeper values would exhaust the interpreter's recursion
+limit where keys are encoded (an internal error the state directory could never pass), so
+they are bad lines like any other. Values keep their JSON
 types exactly (``1``, ``1.0``, ``true``, ``null``, ``"1"`` stay distinct, nested arrays and
 objects keep their order); JSON that Python would accept but other tools would not (``NaN``,
 ``Infinity``, numbers overflowing a double, lone UTF-16 surrogates) is refused.
@@ -28,6 +32,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
+from upsertmat.impls.settings import MAX_TIME_MS
 from upsertmat.spec import Change, JsonValue, Keys, Row, RowKind
 
 
@@ -56,6 +61,12 @@ InputLine: TypeAlias = ChangeLine | ClockLine
 
 _CHANGE_FIELDS = frozenset({"op", "row", "ts"})
 _KINDS = {kind.value: kind for kind in RowKind}
+
+MAX_NESTING = 500
+"""The deepest nesting of arrays and objects a line may have (its own object and its row
+count as two levels). Python's recursion limit is 1,000 frames, and the JSON encoder takes one
+per level wherever a key or a record is written, below the frames of the code that calls it:
+half of it leaves the rest of the program room."""
 
 
 def _refuse_constant(name: str) -> Any:
@@ -104,8 +115,8 @@ def _load(text: str) -> object:
         value = _DECODER.decode(text)
     except json.JSONDecodeError as error:
         raise BadLine(f"invalid JSON: {error.msg} (column {error.colno})") from None
-    except RecursionError:
-        raise BadLine("invalid JSON: nested too deeply") from None
+    except RecursionError:  # the parser met the recursion limit: far deeper than MAX_NESTING
+        raise _too_deep() from None
     except BadLine:
         raise
     except ValueError as error:
@@ -116,6 +127,8 @@ def _load(text: str) -> object:
                 "to accept longer ones (parsing time grows with the square of the digits)"
             ) from None
         raise BadLine(f"invalid JSON: {error}") from None
+    if text.count("[") + text.count("{") > MAX_NESTING:  # a bound: brackets in strings count too
+        _check_nesting(value)
     if "\\u" in text:  # only escapes can produce a lone surrogate
         try:
             json.dumps(value, ensure_ascii=False).encode("utf-8")
@@ -124,11 +137,35 @@ def _load(text: str) -> object:
     return value
 
 
+def _check_nesting(value: object) -> None:
+    """BadLine if ``value`` nests arrays and objects more than :data:`MAX_NESTING` deep.
+    Iterative (a recursive walk would meet the limit it enforces); O(size of the value)."""
+    stack: list[tuple[object, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        children = item if isinstance(item, list) else item.values() if isinstance(item, dict) else None
+        if children is None:
+            continue
+        if depth > MAX_NESTING:
+            raise _too_deep()
+        stack.extend((child, depth + 1) for child in children)
+
+
+def _too_deep() -> BadLine:
+    return BadLine(
+        f"arrays and objects nested more than {MAX_NESTING} deep (the line's object and its row count as "
+        "two levels); such values are not accepted"
+    )
+
+
 def _time_value(field: str, value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise BadLine(f"'{field}' must be an integer (milliseconds), got {describe(value)}")
     if value < 0:
         raise BadLine(f"'{field}' must not be negative, got {value}")
+    if value > MAX_TIME_MS:
+        shown = str(value) if value.bit_length() <= 128 else f"an integer of {value.bit_length()} bits"
+        raise BadLine(f"'{field}' must be at most {MAX_TIME_MS} ms (2**62 - 1), got {shown}")
     return value
 
 
