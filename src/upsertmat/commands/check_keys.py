@@ -3,24 +3,23 @@
 Reads the JSON Lines of ``upsertmat replay`` (clock lines are skipped) and reports, with line
 numbers and examples, every RETRACT that differs from its ADD, comes before it or has none, and
 every second live row of a declared upsert key (:mod:`upsertmat.keycheck`). The last line is a
-verdict (``check-keys: OK: ...`` or ``check-keys: FAIL: ...``). Exit 0: no violation; 1: a
-violation, or a bad input line (named with its number); 2: usage; 4: the input cannot be read.
+verdict (``check-keys: OK: ...`` or ``check-keys: FAIL: ...``). Exit codes as in
+:data:`EPILOG`: an input that cannot be opened (missing, no permission) is a usage error, as
+for ``replay``; a device that fails while it is read, or stdout that cannot be written, is 4.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import os
-import signal
-import sys
-from typing import IO
 
-from upsertmat.commands.options import parse_columns, positive_int
+from upsertmat.commands.options import add_max_int_digits, apply_max_int_digits, parse_columns, positive_int
 from upsertmat.errors import CliError, ExitCode
 from upsertmat.keycheck import KeyChecker, render_json, render_text
 from upsertmat.replay.jsonl import BadLine, ChangeLine, RowShape, parse_line
+from upsertmat.replay.source import open_input, read_failure
 from upsertmat.spec import Keys
+from upsertmat.stdout import cut_short, write_data
 
 NAME = "check-keys"
 
@@ -29,6 +28,11 @@ examples:
   upsertmat check-keys --pk 0 --upsert-key 1 changelog.jsonl
   producer | upsertmat check-keys --pk 0 --format json - | jq .counts
   upsertmat check-keys --pk 0 changelog.jsonl > report.txt || echo "the keys do not hold"
+
+exit codes: 0 no violation, 1 a violation or a bad input line (named with its number),
+  2 usage error (also an input that cannot be opened: missing, no permission), 4 I/O error
+  (reading the input or writing stdout failed: a device error, a full disk), 70 internal error,
+  141 stdout's reader went away.
 """
 
 
@@ -67,16 +71,8 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     parser.add_argument(
         "--format", choices=("text", "json"), default="text", help="text (default) or one JSON object"
     )
+    add_max_int_digits(parser)
     parser.set_defaults(run=run)
-
-
-def _open(name: str) -> IO[bytes]:
-    if name == "-":
-        return sys.stdin.buffer
-    try:
-        return open(name, "rb")
-    except OSError as error:
-        raise CliError(f"cannot open input {name}: {error.strerror}") from None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -85,11 +81,12 @@ def run(args: argparse.Namespace) -> int:
         keys = Keys(pk=args.pk, upsert_key=args.upsert_key)
     except ValueError as error:
         raise CliError(str(error)) from None
+    apply_max_int_digits(args)
     shape = RowShape(keys)
     checker = KeyChecker(keys)
     number = 0
     with contextlib.ExitStack() as stack:
-        source = _open(args.input)
+        source = open_input(args.input)
         if args.input != "-":
             stack.enter_context(source)
         try:
@@ -102,17 +99,13 @@ def run(args: argparse.Namespace) -> int:
                 except BadLine as error:
                     raise CliError(f"line {number}: {error}", ExitCode.BAD_INPUT) from None
         except OSError as error:
-            raise CliError(f"cannot read input: {error.strerror or error}", ExitCode.IO) from None
+            raise CliError(
+                f"{read_failure(error, args.input).message} (line {number + 1})", ExitCode.IO
+            ) from None
     report = checker.finish(number)
     render = render_json if args.format == "json" else render_text
-    try:
-        sys.stdout.write(render(report, keys, args.examples))
-        sys.stdout.flush()
-    except BrokenPipeError:
-        # The reader went away (`check-keys ... | head`): exit quietly, as Unix tools do.
-        with contextlib.suppress(OSError):
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())
-            os.close(devnull)
-        return 128 + signal.SIGPIPE
+    # A closed stdout (`check-keys ... | head`) raises BrokenPipeError: main exits 141, quietly.
+    write_data(render(report, keys, args.examples))
+    if cut_short():
+        return int(ExitCode.CLOSED_PIPE)
     return int(ExitCode.OK if report.ok else ExitCode.BAD_INPUT)

@@ -10,6 +10,7 @@ and creates the materializer they select (:func:`create_materializer`).
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -63,6 +64,23 @@ def parse_columns(text: str) -> tuple[int, ...]:
             raise argparse.ArgumentTypeError(f"column {part} is named twice in {text!r}")
         columns.append(int(part))
     return tuple(columns)
+
+
+def add_max_int_digits(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """Add ``--max-int-digits N`` (the longest integer of the input; :func:`apply_max_int_digits`)."""
+    parser.add_argument(
+        "--max-int-digits",
+        type=non_negative_int,
+        metavar="N",
+        help=f"longest integer (in digits) accepted in the input and written to the output (default "
+        f"{sys.get_int_max_str_digits()}, Python's; 0 = no limit)",
+    )
+
+
+def apply_max_int_digits(args: argparse.Namespace) -> None:
+    """Set the interpreter's integer digit limit to ``--max-int-digits`` if given."""
+    if args.max_int_digits is not None:
+        sys.set_int_max_str_digits(args.max_int_digits)
 
 
 def add_config_arguments(parser: argparse.ArgumentParser) -> None:

@@ -30,8 +30,15 @@ from upsertmat.plan.codec import plan_to_json, read_plan, write_plan
 from upsertmat.plan.compiler import compile_job, job_of_plan
 from upsertmat.plan.explain import explain
 from upsertmat.plan.model import Plan, PlanError
+from upsertmat.replay.failures import io_exit_code
+from upsertmat.stdout import cut_short, write_data
 
 COMPILE, EXPLAIN, EXECUTE = "compile-plan", "explain-plan", "execute-plan"
+EXIT_CODES = (
+    "exit codes: 0 ok, 2 usage error (bad flags, a job file or plan that cannot be used), 4 I/O error\n"
+    "  (the plan or stdout cannot be written: a full disk, a device error), 70 internal error,\n"
+    "  141 stdout's reader went away."
+)
 
 
 def load_plan(path: Path) -> tuple[Plan, JobSpec]:
@@ -47,12 +54,14 @@ def run_compile(args: argparse.Namespace) -> int:
     """``compile-plan``: write the job's plan to ``--output`` (stdout if ``-``)."""
     plan = compile_job(job_from_args(args))
     if str(args.output) == "-":
-        print(json.dumps(plan_to_json(plan), indent=2))
-        return int(ExitCode.OK)
+        write_data(json.dumps(plan_to_json(plan), indent=2) + "\n")
+        return int(ExitCode.CLOSED_PIPE if cut_short() else ExitCode.OK)
     try:
         write_plan(plan, args.output)
     except OSError as error:
-        raise CliError(f"cannot write {args.output}: {error.strerror}", ExitCode.IO) from None
+        raise CliError(
+            f"cannot write {args.output}: {error.strerror or error}", io_exit_code(error)
+        ) from None
     print(f"upsertmat {COMPILE}: wrote {args.output} ({len(plan.nodes)} operators)", file=sys.stderr)
     return int(ExitCode.OK)
 
@@ -60,8 +69,8 @@ def run_compile(args: argparse.Namespace) -> int:
 def run_explain(args: argparse.Namespace) -> int:
     """``explain-plan``: validate and describe a plan."""
     plan, job = load_plan(args.plan)
-    print(explain(plan, job))
-    return int(ExitCode.OK)
+    write_data(explain(plan, job) + "\n")
+    return int(ExitCode.CLOSED_PIPE if cut_short() else ExitCode.OK)
 
 
 def run_execute(args: argparse.Namespace) -> int:
@@ -97,6 +106,8 @@ def add_compile_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentP
         help="compile a job file into a JSON plan with per-operator state TTL",
         description="Resolve a job file and write its operators as a JSON plan; edit a state entry's "
         "ttl, then run it with execute-plan.",
+        epilog=f"example: upsertmat compile-plan examples/jobs/users-levels.yaml -o plan.json\n{EXIT_CODES}",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("job", type=Path, metavar="JOB", help="the job file (YAML)")
     parser.add_argument(
@@ -113,6 +124,8 @@ def add_explain_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentP
         EXPLAIN,
         help="validate a JSON plan and print its operators, keys, strategy and TTLs",
         description="Validate a compiled plan and print its operators, keys, strategy and state TTLs.",
+        epilog=f"example: upsertmat explain-plan plan.json\n{EXIT_CODES}",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("plan", type=Path, metavar="PLAN", help="the plan file (JSON)")
     parser.set_defaults(run=run_explain)

@@ -8,11 +8,12 @@ session :class:`~upsertmat.impls.persistence.session.StateSession` with ``--stat
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 from upsertmat.commands.options import (
     add_config_arguments,
+    add_max_int_digits,
+    apply_max_int_digits,
     create_materializer,
     non_negative_int,
     parse_columns,
@@ -39,8 +40,8 @@ output, one line per emitted change (in = 0-based index of the input line that c
 
 line numbers in messages count from 1 and include blank lines.
 exit codes: 0 ok, 1 bad input line (--on-error fail), 2 usage or configuration error,
-  3 state directory locked/mismatched/damaged, 4 I/O error mid-run, 70 internal error,
-  130/143 interrupted by SIGINT/SIGTERM.
+  3 state directory locked/mismatched/damaged, 4 I/O error (a full disk, a device error),
+  70 internal error, 130/143 interrupted by SIGINT/SIGTERM, 141 stdout's reader went away.
 
 examples:
   upsertmat replay --pk 0 --strategy legacy --backend heap examples/out-of-order.jsonl
@@ -127,13 +128,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="with --state-dir: the stream index (in) of this input's first line; lines the state "
         "has applied already are skipped. Needed for stdin after the first run (docs/operations.md)",
     )
-    parser.add_argument(
-        "--max-int-digits",
-        type=non_negative_int,
-        metavar="N",
-        help=f"longest integer (in digits) accepted in the input and written to the output (default "
-        f"{sys.get_int_max_str_digits()}, Python's; 0 = no limit)",
-    )
+    add_max_int_digits(parser)
     parser.add_argument(
         "--progress",
         action=argparse.BooleanOptionalAction,
@@ -176,8 +171,7 @@ def run(args: argparse.Namespace) -> int:
         ):
             if value is not None:
                 raise CliError(f"{flag} needs --state-dir (without it nothing is committed)")
-    if args.max_int_digits is not None:
-        sys.set_int_max_str_digits(args.max_int_digits)
+    apply_max_int_digits(args)
     options = ReplayOptions(
         input=args.input,
         output=args.output,

@@ -11,23 +11,19 @@ its last commit); a reader of stdout that went away is :class:`ReaderGone` (exit
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import io
 import os
-import select
-import stat
-import struct
 import sys
-import termios
 from pathlib import Path
 from typing import IO
 
 from upsertmat.errors import CliError, ExitCode, StateDirError
+from upsertmat.stdout import cut_short
 
 from .failures import io_exit_code
 from .jsonl import format_dead_letter
 
-_AFTER_FAILURE = (
+AFTER_FAILURE = (
     "the state directory (if any) is left at its last commit: free the space (or fix the device) and "
     "run the same command again to go on from there"
 )
@@ -92,26 +88,20 @@ class Output:
             return ReaderGone()
         target = "stdout" if self.is_stdout else self.name
         return CliError(
-            f"cannot write output {target}: {error.strerror or error}; {_AFTER_FAILURE}", ExitCode.IO
+            f"cannot write output {target}: {error.strerror or error}; {AFTER_FAILURE}", ExitCode.IO
         )
 
     def reader_gone(self) -> bool:
         """True if stdout is a pipe whose reader has closed it with output still unread in the
-        pipe: the run must not claim success (exit 141, as for a write that failed)."""
+        pipe: the run must not claim success (exit 141, as for a write that failed).
+        :func:`upsertmat.stdout.cut_short` (waits a moment for a reader still there)."""
         if not self.is_stdout:
             return False
         try:
             descriptor = self._stream.fileno()
-            if not stat.S_ISFIFO(os.fstat(descriptor).st_mode):
-                return False
-            poller = select.poll()
-            poller.register(descriptor, 0)  # POLLERR is always reported
-            if not any(events & select.POLLERR for _, events in poller.poll(0)):
-                return False
-            unread = struct.unpack("i", fcntl.ioctl(descriptor, termios.FIONREAD, b"\0\0\0\0"))[0]
-            return bool(unread)  # a reader that read everything and then left lost nothing
         except (OSError, ValueError, io.UnsupportedOperation):
             return False
+        return cut_short(descriptor)
 
     def close(self) -> None:
         """Close ``-o FILE`` (flush stdout); errors were reported already.
@@ -194,7 +184,7 @@ class DeadLetters:
 
     def _failed(self, error: OSError) -> CliError:
         return CliError(
-            f"cannot write dead-letter file {self.path}: {error.strerror or error}; {_AFTER_FAILURE}",
+            f"cannot write dead-letter file {self.path}: {error.strerror or error}; {AFTER_FAILURE}",
             ExitCode.IO,
         )
 
