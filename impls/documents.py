@@ -4,7 +4,9 @@ A state directory's manifest and a savepoint's manifest are JSON objects read ba
 possibly damaged or hostile. Both are validated field by field through :class:`Fields`, so a
 field of one kind is checked the same way (and refused with the same words) in both: the
 first deviation raises the caller's error, built by its ``bad(what)`` from a message such as
-``'lines' must be a non-negative integer``. Booleans are never integers here. The records
+``'lines' must be a non-negative integer``. Booleans are never integers here, and an integer
+is at most :data:`MAX_INTEGER` unless a field says less (what state stores is 64-bit: a
+larger count, clock or TTL would fail, or hang, only later, where it is used). The records
 both carry (:class:`RunRecord`, TTL settings) are read here too.
 """
 
@@ -12,12 +14,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 from ..spec import TimeDomain, TtlSettings, UpdateType
+from .settings import MAX_TIME_MS
+
+MAX_INTEGER = (1 << 63) - 1
+"""The largest integer a field holds unless it says less: a signed 64-bit integer."""
 
 
-def is_integer(value: object) -> bool:
+def is_integer(value: object) -> TypeGuard[int]:
     """True for an ``int`` that is not a ``bool``."""
     return isinstance(value, int) and not isinstance(value, bool)
 
@@ -29,13 +35,16 @@ def is_natural(value: object, minimum: int = 0) -> bool:
 
 def ttl_settings_of(record: object, shape: str) -> TtlSettings:
     """TTL settings from their JSON record ``{ttl_ms, time_domain, update_type}``; ValueError
-    (``shape`` when the record is not of that shape) otherwise."""
+    (``shape`` when the record is not of that shape) otherwise. ``ttl_ms`` is at most
+    :data:`~upsertmat.impls.settings.MAX_TIME_MS`."""
     if not (
         isinstance(record, dict)
         and set(record) == {"ttl_ms", "time_domain", "update_type"}
         and is_natural(record["ttl_ms"])
     ):
         raise ValueError(shape)
+    if record["ttl_ms"] > MAX_TIME_MS:
+        raise ValueError(f"'ttl': 'ttl_ms' must be at most {MAX_TIME_MS} (2**62 - 1 ms)")
     try:
         return TtlSettings(
             record["ttl_ms"], TimeDomain(record["time_domain"]), UpdateType(record["update_type"])
@@ -70,9 +79,17 @@ class Fields:
         self.data = data
         self.bad = bad
 
-    def natural(self, name: str, *, minimum: int = 0, nullable: bool = False, default: object = None) -> Any:
-        """An integer >= ``minimum`` (None allowed when ``nullable``; ``default`` when absent
-        and not None)."""
+    def natural(
+        self,
+        name: str,
+        *,
+        minimum: int = 0,
+        maximum: int = MAX_INTEGER,
+        nullable: bool = False,
+        default: object = None,
+    ) -> Any:
+        """An integer from ``minimum`` to ``maximum`` (None allowed when ``nullable``;
+        ``default`` when absent and not None)."""
         value = self.data.get(name, default)
         if value is None and nullable:
             return None
@@ -81,15 +98,20 @@ class Fields:
             if minimum == 1:
                 what = "a positive integer"
             raise self.bad(f"{name!r} must be {what}{' or null' if nullable else ''}")
+        if value > maximum:
+            raise self.bad(f"{name!r} must be at most {maximum}, got {_shown(value)}")
         return value
 
     def integer(self, name: str, *, nullable: bool = False) -> Any:
-        """Any integer, negative ones included (None allowed when ``nullable``)."""
+        """An integer of magnitude at most :data:`MAX_INTEGER`, negative ones included (None
+        allowed when ``nullable``)."""
         value = self.data.get(name)
         if value is None and nullable:
             return None
         if not is_integer(value):
             raise self.bad(f"{name!r} must be an integer{' or null' if nullable else ''}")
+        if abs(value) > MAX_INTEGER:
+            raise self.bad(f"{name!r} must be of magnitude at most {MAX_INTEGER}, got {_shown(value)}")
         return value
 
     def text(self, name: str, *, nullable: bool = False) -> Any:
@@ -130,6 +152,11 @@ class Fields:
         if not isinstance(value, list):
             raise self.bad(f"{name!r} must be a list")
         return value
+
+
+def _shown(value: int) -> str:
+    """An out-of-range integer for a message: itself, or its size when it is very long."""
+    return str(value) if value.bit_length() <= 256 else f"an integer of {value.bit_length()} bits"
 
 
 @dataclass(frozen=True)

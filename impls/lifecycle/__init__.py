@@ -8,7 +8,15 @@
 
 from .checkpoint import Checkpoint, migrate, rescale, restore_checkpoint, take_checkpoint
 from .errors import SavepointError, SavepointMismatch
-from .keygroups import DEFAULT_MAX_PARALLELISM, key_group, key_group_range, operator_index, route
+from .keygroups import (
+    DEFAULT_MAX_PARALLELISM,
+    MAX_MAX_PARALLELISM,
+    Partition,
+    key_group,
+    key_group_range,
+    operator_index,
+    route,
+)
 from .savepoint import (
     Savepoint,
     SavepointManifest,
@@ -21,8 +29,10 @@ from .transfer import NotTransferable, clock_of, export_state, import_state, sup
 
 __all__ = [
     "DEFAULT_MAX_PARALLELISM",
+    "MAX_MAX_PARALLELISM",
     "Checkpoint",
     "NotTransferable",
+    "Partition",
     "Savepoint",
     "SavepointError",
     "SavepointManifest",

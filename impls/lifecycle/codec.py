@@ -7,7 +7,8 @@ A data file is a msgpack stream: a header map, one ``[context key (bin), [[row, 
 
 Decoding never executes code: msgpack is read with ``raw=False``, string map keys only, no
 extension types (any is refused) and bounded buffer and container sizes; JSON is parsed by
-the standard library with NaN and infinities refused.
+the standard library with NaN and infinities refused. A stamp is an integer of magnitude at
+most :data:`~upsertmat.impls.settings.MAX_TIME_MS`, as state holds it.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import IO, Any
 import msgpack
 
 from ...spec import Element, JsonValue, Row
+from ..settings import MAX_TIME_MS
 
 MAX_BUFFER = 1 << 30
 """Largest single msgpack object accepted (1 GiB); bounds memory when reading a hostile file."""
@@ -55,7 +57,11 @@ def packer() -> msgpack.Packer:
 
 
 def pack_entry(context: bytes, elements: list[Element]) -> list[Any]:
-    """The msgpack structure of one context key's elements."""
+    """The msgpack structure of one context key's elements. ValueError for a stamp
+    :func:`unpack_entry` would refuse."""
+    for _, stamp in elements:
+        if abs(stamp) > MAX_TIME_MS:
+            raise ValueError(f"a stamp of {stamp} ms is beyond {MAX_TIME_MS}; state cannot hold it")
     return [context, [[encode_row(row), int(stamp)] for row, stamp in elements]]
 
 
@@ -84,7 +90,7 @@ def unpack_entry(entry: object) -> tuple[bytes, list[Element]]:
         if not (isinstance(item, list) and len(item) == 2):
             raise ValueError("an element is not [row, stamp]")
         stamp = item[1]
-        if not isinstance(stamp, int) or isinstance(stamp, bool):
-            raise ValueError("an element's stamp is not an integer")
+        if not isinstance(stamp, int) or isinstance(stamp, bool) or abs(stamp) > MAX_TIME_MS:
+            raise ValueError(f"an element's stamp is not an integer of magnitude at most {MAX_TIME_MS}")
         elements.append((decode_row(item[0]), stamp))
     return context, elements

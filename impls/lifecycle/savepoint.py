@@ -43,12 +43,12 @@ from typing import IO, Any
 
 from ...spec import Element, Equalizer, Keys, Materializer, equalizer_spec, parse_equalizer
 from ..documents import Fields, RunRecord, check_header, is_natural, runs_of, ttl_settings_of
-from ..settings import TtlSettings
+from ..settings import MAX_TIME_MS, TtlSettings
 from ..state.errors import CorruptStateError, StorageError, os_failure
 from ..state.files import fsync_directory, open_regular
 from . import codec
 from .errors import SavepointError, SavepointIOError, SavepointMismatch
-from .keygroups import DEFAULT_MAX_PARALLELISM, key_group, key_group_range
+from .keygroups import DEFAULT_MAX_PARALLELISM, MAX_MAX_PARALLELISM, Partition, key_group, key_group_range
 from .transfer import clock_of, export_state, import_state
 
 FORMAT = "upsertmat-savepoint"
@@ -92,12 +92,14 @@ class EqualizerIdentity:
 class ReplayExtra:
     """What ``upsertmat savepoint`` keeps in a manifest's ``extra`` for ``restore``: the stream
     position (``lines``: the stream index the restored state continues at), the stream's
-    ``arity`` (None: not fixed yet) and the completed ``runs`` (so reruns stay recognisable).
-    Absent fields (a library savepoint) mean 0, None and none."""
+    ``arity`` (None: not fixed yet), the completed ``runs`` (so reruns stay recognisable) and,
+    for a savepoint of one instance of several, its ``partition`` (the key groups it holds;
+    None: all). Absent fields (a library savepoint) mean 0, None, none and None."""
 
     lines: int = 0
     arity: int | None = None
     runs: tuple[RunRecord, ...] = ()
+    partition: Partition | None = None
 
 
 def replay_extra(extra: dict[str, Any], bad: Callable[[str], Exception]) -> ReplayExtra:
@@ -107,7 +109,13 @@ def replay_extra(extra: dict[str, Any], bad: Callable[[str], Exception]) -> Repl
     lines = read.natural("lines", default=0)
     arity = read.natural("arity", minimum=1, nullable=True)
     runs = runs_of(read.sequence("runs", default=[]), lambda what: bad(f"extra: {what}"))
-    return ReplayExtra(lines, arity, runs)
+    partition = None
+    if extra.get("partition") is not None:
+        try:
+            partition = Partition.from_json(extra["partition"])
+        except ValueError as error:
+            raise bad(f"extra: {error}") from None
+    return ReplayExtra(lines, arity, runs, partition)
 
 
 @dataclass(frozen=True)
@@ -241,13 +249,21 @@ def write_savepoint(
 
     ``path`` must not exist; the savepoint is built in a temporary sibling directory (every
     file fsynced, manifest last) and renamed into place, so ``path`` is complete or absent
-    (also when this raises: what was written is removed).
+    (also when this raises: what was written is removed). What a reader would refuse is not
+    written: a max parallelism beyond :data:`~.keygroups.MAX_MAX_PARALLELISM`, a clock or a
+    stamp beyond :data:`~upsertmat.impls.settings.MAX_TIME_MS`.
     A context key given twice is an error. O(state size); holds the entries in memory
     grouped by key group.
     """
     path = Path(path)
     if path.exists():
         raise SavepointError(f"savepoint {path} already exists; choose a new path")
+    if not 1 <= max_parallelism <= MAX_MAX_PARALLELISM:
+        raise SavepointError(
+            f"max parallelism must be between 1 and {MAX_MAX_PARALLELISM}, got {max_parallelism}"
+        )
+    if not 0 <= now <= MAX_TIME_MS:
+        raise SavepointError(f"the clock must be between 0 and {MAX_TIME_MS} ms, got {now}")
     groups: dict[int, list[tuple[bytes, list[Element]]]] = {}
     seen: set[bytes] = set()
     for context, elements in items:
@@ -363,14 +379,25 @@ def _parse_manifest(data: object, where: Path) -> SavepointManifest:
             f"{equalizer['fingerprint']}, but this upsertmat's {equalizer['spec']} is {live.name} with "
             f"fingerprint {live.fingerprint}; refusing to mix them"
         )
+    shape = "'ttl' must be {ttl_ms, time_domain, update_type} with known values"
     try:
-        ttl_settings = ttl_settings_of(data.get("ttl"), "")
-    except ValueError:
-        raise bad("'ttl' must be {ttl_ms, time_domain, update_type} with known values") from None
-    now, retract_misses = read.natural("now"), read.natural("retract_misses")
-    max_parallelism = read.natural("max_parallelism", minimum=1)
+        ttl_settings = ttl_settings_of(data.get("ttl"), shape)
+    except ValueError as error:
+        raise bad(str(error) if "at most" in str(error) else shape) from None
+    now, retract_misses = read.natural("now", maximum=MAX_TIME_MS), read.natural("retract_misses")
+    max_parallelism = read.natural("max_parallelism", minimum=1, maximum=MAX_MAX_PARALLELISM)
     source, extra = read.mapping("source"), read.mapping("extra")
-    replay_extra(extra, bad)
+    replay = replay_extra(extra, bad)
+    needed = max((*pk, *upsert_key)) + 1
+    if replay.arity is not None and replay.arity < needed:
+        raise bad(
+            f"extra: an 'arity' of {replay.arity} leaves out key column {needed - 1} (columns count from 0)"
+        )
+    if replay.partition is not None and replay.partition.max_parallelism != max_parallelism:
+        raise bad(
+            f"extra: 'partition' is of {replay.partition.max_parallelism} key groups but "
+            f"'max_parallelism' is {max_parallelism}"
+        )
     raw_files = read.sequence("files")
     files: list[DataFile] = []
     groups: set[int] = set()
@@ -389,6 +416,8 @@ def _parse_manifest(data: object, where: Path) -> SavepointManifest:
             )
         if raw["key_group"] in groups:
             raise bad(f"key group {raw['key_group']} is listed twice")
+        if replay.partition is not None and raw["key_group"] not in replay.partition.groups:
+            raise bad(f"file {name}: key group {raw['key_group']} is not one of {replay.partition}")
         if not (isinstance(raw["sha256"], str) and re.fullmatch(r"[0-9a-f]{64}", raw["sha256"])):
             raise bad(f"file {name}: 'sha256' must be 64 hex digits")
         groups.add(raw["key_group"])
@@ -502,6 +531,7 @@ def _decode_entries(
     if header != expected:
         raise ValueError(f"header {header!r} is not {expected!r}")
     entries: list[tuple[bytes, list[Element]]] = []
+    arity = manifest.replay.arity
     for obj in objects:
         if isinstance(obj, dict):
             if obj != {"end": len(entries)} or next(objects, None) is not None:
@@ -510,6 +540,9 @@ def _decode_entries(
         context, elements = codec.unpack_entry(obj)
         if key_group(context, manifest.max_parallelism) != data.key_group:
             raise ValueError(f"context key {context!r} does not belong to key group {data.key_group}")
+        for row, _ in elements if arity is not None else ():
+            if len(row) != arity:
+                raise ValueError(f"a row has {len(row)} column(s) but the manifest's extra.arity is {arity}")
         if keys is not None:
             for row, _ in elements:
                 if keys.context_key(row) != context:

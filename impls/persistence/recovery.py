@@ -1,9 +1,9 @@
 """Crash recovery of ``replay --state-dir``: where a run is, committed together with the state.
 
 A run's **position** says how far it got: the stream lines applied, the clock, the rule-7
-misses, the length of its ``-o`` file and of the dead-letter file, and how many bytes of its
-input it applied together with their SHA-256 (a line that stopped the run is not among them).
-It is committed atomically with the state:
+misses, the length of its ``-o`` file, of the dead-letter file and of the ``--misses`` file,
+and how many bytes of its input it applied together with their SHA-256 (a line that stopped
+the run is not among them). It is committed atomically with the state:
 
 - Byte backends (rocksdb, lmdb) keep it in the value state ``upsertmat.replay`` of their own
   database. ``replay`` holds the backend's commits (``defer_commits``: the commit-interval
@@ -49,29 +49,37 @@ class Position:
     dead_letter_bytes: int | None
     done: bool
     state_id: str | None
+    misses_bytes: int | None = None
+    """Length of the ``--misses`` file (None: the run writes none)."""
 
     def to_record(self) -> list[Any]:
-        """The stored form (a msgpack array)."""
-        return [
+        """The stored form (a msgpack array; the 11th field only with a misses file, so a run
+        without one stays readable by upsertmat versions before it)."""
+        record = [
             self.run_id, self.lines, self.now, self.misses, self.output_bytes, self.input_bytes,
             self.input_sha256, self.dead_letter_bytes, self.done, self.state_id,
         ]  # fmt: skip
+        return record if self.misses_bytes is None else [*record, self.misses_bytes]
 
     @classmethod
     def from_record(cls, value: Any) -> Position | None:
-        """The position of a stored record, or None if it is not one."""
-        if not (isinstance(value, list) and len(value) == 10):
+        """The position of a stored record (of 11 fields; 10 before the misses file was
+        recorded), or None if it is not one."""
+        if not (isinstance(value, list) and len(value) in (10, 11)):
             return None
-        run_id, lines, now, misses, output_bytes, input_bytes, sha, dead, done, state_id = value
+        run_id, lines, now, misses, output_bytes, input_bytes, sha, dead, done, state_id = value[:10]
+        misses_bytes = value[10] if len(value) == 11 else None
         counts = [run_id, lines, now, misses, input_bytes]
-        optional = [item for item in (output_bytes, dead) if item is not None]
+        optional = [item for item in (output_bytes, dead, misses_bytes) if item is not None]
         if not all(is_natural(item) for item in counts + optional):
             return None
         if not (isinstance(sha, str) and isinstance(done, bool)):
             return None
         if state_id is not None and not isinstance(state_id, str):
             return None
-        return cls(run_id, lines, now, misses, output_bytes, input_bytes, sha, dead, done, state_id)
+        return cls(
+            run_id, lines, now, misses, output_bytes, input_bytes, sha, dead, done, state_id, misses_bytes
+        )
 
 
 class _Deferrable(Protocol):

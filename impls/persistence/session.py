@@ -43,7 +43,7 @@ from ...spec import Keys, Materializer, equalizer_spec, parse_equalizer
 from ...spec.conflict import ConflictBehavior
 from ..config import BACKEND, CONFLICT_STRATEGY, STRATEGY, TTL
 from ..documents import RunRecord
-from ..lifecycle import export_state, import_state, supports_transfer
+from ..lifecycle import Partition, export_state, import_state, supports_transfer
 from ..settings import DEFAULT_CHECKPOINT_INTERVAL, Backend, Settings, Strategy
 from ..state import backend_database
 from .errors import StateDirError, UnsupportedStateDir
@@ -60,10 +60,11 @@ class RunStart:
     with ``input.applied(line)`` (a line that stops the run is not marked). ``index`` is the
     stream index (``in``) of that next line and ``number`` its line number in this input
     (from 1, blank lines included). A ``resumed`` run goes on with the unfinished run: its
-    ``-o FILE`` (``output_bytes``; None: it was stdout) and dead-letter file
-    (``dead_letter_bytes``; None: there was none) are to be truncated to the lengths
-    committed with the position. ``note``: something to tell the user (all lines of a
-    ``--stream-line`` input were applied before).
+    ``-o FILE`` (``output_bytes``; None: it was stdout), dead-letter file
+    (``dead_letter_bytes``; None: there was none) and ``--misses`` file (``misses_bytes``;
+    None: there was none) are to be truncated to the lengths committed with the position.
+    ``note``: something to tell the user (all lines of a ``--stream-line`` input were applied
+    before).
     """
 
     input: AppliedInput
@@ -73,6 +74,7 @@ class RunStart:
     output_bytes: int | None
     dead_letter_bytes: int | None
     note: str | None = None
+    misses_bytes: int | None = None
 
 
 @dataclass(frozen=True)
@@ -86,13 +88,15 @@ class Rerun:
 class Applied:
     """What the lines a run applied so far produced, as its caller counts them (this run only):
     the greatest clock line (``now``; 0 if none), the rule-7 misses, the lengths of ``-o FILE``
-    (None for stdout) and of the dead-letter file (None if absent), and the stream's arity."""
+    (None for stdout), of the dead-letter file (None if absent) and of the ``--misses`` file
+    (None if none), and the stream's arity."""
 
     now: int = 0
     misses: int = 0
     output_bytes: int | None = None
     dead_letter_bytes: int | None = None
     arity: int | None = None
+    misses_bytes: int | None = None
 
 
 @dataclass
@@ -131,6 +135,7 @@ class StateSession:
         self._run: _Run | None = None
         self._input_name = "-"
         self._adopt_ttl: bool | None = None  # existing(): None; else whether a TTL was given
+        self._new_only = False  # new(): a directory with state is refused as such
 
     @classmethod
     def existing(cls, path: Path, settings: Settings, *, ttl_given: bool) -> StateSession:
@@ -143,6 +148,21 @@ class StateSession:
         session = cls(path, Keys(pk=(0,)), settings, None)
         session._adopt_ttl = ttl_given
         return session
+
+    @classmethod
+    def new(cls, path: Path, keys: Keys, settings: Settings, arity: int | None) -> StateSession:
+        """A session that creates the state directory ``path`` (for ``restore``): entering it
+        refuses a directory that holds replay state already, naming that state, whatever its
+        settings (not as a mismatch with these)."""
+        session = cls(path, keys, settings, arity)
+        session._new_only = True
+        return session
+
+    @property
+    def partition(self) -> Partition | None:
+        """The key groups the state owns when it was restored as one instance of several
+        (None: all). Changes of other keys must not be applied to it."""
+        return None if self.manifest is None else self.manifest.partition
 
     def checkpoint_interval(self, requested: int | None) -> int | None:
         """Lines between two commit points of a run: ``requested`` if given, else the default
@@ -196,6 +216,14 @@ class StateSession:
     def _load(self) -> None:
         """Load the manifest (or start a new one); refuse one that does not match this run."""
         found = self.directory.load_manifest()
+        if self._new_only and found is not None:
+            held = f"{found.strategy}/{found.backend} at stream line {found.lines}"
+            if found.partition is not None:
+                held += f", {found.partition}"
+            raise StateDirError(
+                f"{self.path} already holds replay state ({held}, {self.directory.manifest_path}); restore "
+                f"creates a new state directory: give a new or empty --state-dir, or remove {self.path} first"
+            )
         if self._adopt_ttl is not None:
             self._adopt(found, self._adopt_ttl)
         wanted = self._identity()
@@ -454,6 +482,7 @@ class StateSession:
             resumed=True,
             output_bytes=position.output_bytes,
             dead_letter_bytes=position.dead_letter_bytes,
+            misses_bytes=position.misses_bytes,
         )
 
     def _new_run(self, applied: AppliedInput, first_line: int) -> RunStart:
@@ -478,18 +507,22 @@ class StateSession:
 
     # -- a run: commits ------------------------------------------------------------------------
 
-    def begin(self, *, output_bytes: int | None, dead_letter_bytes: int | None) -> None:
+    def begin(
+        self, *, output_bytes: int | None, dead_letter_bytes: int | None, misses_bytes: int | None = None
+    ) -> None:
         """Start the run :meth:`open_input` found: a new run is recorded (its number, first
-        stream line and input, and the lengths of ``-o FILE`` — None for stdout — and of the
-        dead-letter file — None if absent — that a resume truncates back to). From here on
-        the materializer's commits are held until the next commit point."""
+        stream line and input, and the lengths of ``-o FILE`` — None for stdout —, of the
+        dead-letter file — None if absent — and of the ``--misses`` file — None if none —
+        that a resume truncates back to). From here on the materializer's commits are held
+        until the next commit point."""
         run = self._run
         assert run is not None and self.manifest is not None, "open_input() first"
         if run.new:
             run_id = self.manifest.run_id + 1
             started = replace(
                 run.base, run_id=run_id, output_bytes=output_bytes, dead_letter_bytes=dead_letter_bytes,
-                input_bytes=0, input_sha256=EMPTY_SHA256, done=False, state_id=self.manifest.state_id,
+                misses_bytes=misses_bytes, input_bytes=0, input_sha256=EMPTY_SHA256, done=False,
+                state_id=self.manifest.state_id,
             )  # fmt: skip
             manifest = replace(
                 with_position(self.manifest, started),
@@ -539,6 +572,7 @@ class StateSession:
             dead_letter_bytes=applied.dead_letter_bytes,
             done=done,
             state_id=self.manifest.state_id,
+            misses_bytes=applied.misses_bytes,
         )
 
     def _commit(self, position: Position, materializer: Materializer, arity: int | None) -> None:
@@ -555,18 +589,28 @@ class StateSession:
         self.manifest = self.directory.save(manifest, export_state(materializer))
 
     def restored(
-        self, materializer: Materializer, *, lines: int, now: int, misses: int, runs: tuple[RunRecord, ...]
+        self,
+        materializer: Materializer,
+        *,
+        lines: int,
+        now: int,
+        misses: int,
+        runs: tuple[RunRecord, ...],
+        partition: Partition | None = None,
     ) -> None:
         """Seal a new directory whose attached ``materializer`` was loaded from a savepoint:
-        the stream at line ``lines`` with clock ``now`` and ``misses`` rule-7 misses, and
-        ``runs`` (the savepoint's completed runs, so reruns of them stay recognisable) become
-        the committed state. Only on a fresh session."""
+        the stream at line ``lines`` with clock ``now`` and ``misses`` rule-7 misses, ``runs``
+        (the savepoint's completed runs, so reruns of them stay recognisable) and the key
+        groups it owns (``partition``; None: all) become the committed state. Only on a fresh
+        session."""
         assert self.manifest is not None and self.fresh
         position = Position(
             run_id=0, lines=lines, now=now, misses=misses, output_bytes=None, input_bytes=0,
             input_sha256=EMPTY_SHA256, dead_letter_bytes=None, done=True, state_id=self.manifest.state_id,
         )  # fmt: skip
-        manifest = replace(with_position(self.manifest, position), arity=self.arity, runs=runs)
+        manifest = replace(
+            with_position(self.manifest, position), arity=self.arity, runs=runs, partition=partition
+        )
         if self.record is not None:
             self.record.commit(position)
             self.manifest = self.directory.save(manifest, None)
@@ -603,6 +647,7 @@ class StateSession:
             arity=self.arity if self.arity is not None else manifest.arity,
             in_progress=False,
             output_bytes=None,
+            misses_bytes=None,
             runs=(*manifest.runs, run),
         )
 
@@ -645,6 +690,7 @@ def position_of(manifest: Manifest) -> Position:
         dead_letter_bytes=manifest.dead_letter_bytes,
         done=not manifest.in_progress,
         state_id=manifest.state_id,
+        misses_bytes=manifest.misses_bytes,
     )
 
 
@@ -659,5 +705,6 @@ def with_position(manifest: Manifest, position: Position) -> Manifest:
         input_bytes=position.input_bytes,
         input_sha256=position.input_sha256,
         dead_letter_bytes=position.dead_letter_bytes,
+        misses_bytes=position.misses_bytes,
         in_progress=not position.done,
     )

@@ -42,6 +42,8 @@ import msgpack
 
 from ...spec import Element, Keys, Row, TtlSettings
 from ..documents import Fields, RunRecord, check_header, is_integer, runs_of, ttl_settings_of
+from ..lifecycle.keygroups import Partition
+from ..settings import MAX_TIME_MS
 from ..state import codec, files
 from ..state.errors import CorruptStateError, StateError, StorageError, os_failure
 from ..state.locking import DirectoryLock
@@ -108,6 +110,8 @@ class Manifest:
     """SHA-256 of those bytes: a resumed run must begin with exactly them."""
     dead_letter_bytes: int | None = None
     """Length of the dead-letter file at this save (None: it did not exist); a resume truncates it."""
+    misses_bytes: int | None = None
+    """Length of the run's ``--misses`` file at this save (None: none); a resume truncates it."""
     state_id: str | None = None
     """A random name of this state's data, also committed inside byte backends' databases, so a
     database and a manifest of different states are never mixed."""
@@ -116,11 +120,15 @@ class Manifest:
     was recorded: DEDUPLICATE, the only behaviour then)."""
     runs: tuple[RunRecord, ...] = ()
     """Every completed run, oldest first: what makes a rerun recognisable (docs/operations.md)."""
+    partition: Partition | None = None
+    """The key groups the state owns, when it was restored as one instance of several (None:
+    all of them): changes of other keys are not applied (docs/operations.md, "Rescaling")."""
 
     def to_json(self) -> dict[str, Any]:
         """The manifest as a JSON object (with the format name and version)."""
         data = {name: getattr(self, name) for name in self.__dataclass_fields__}
         data["ttl"] = None if self.ttl is None else dict(self.ttl)
+        data["partition"] = None if self.partition is None else self.partition.to_json()
         data["pk"], data["upsert_key"] = list(self.pk), list(self.upsert_key)
         data["runs"] = [run.to_json() for run in self.runs]
         return {"format": MANIFEST_FORMAT, "version": MANIFEST_VERSION, **data}
@@ -156,6 +164,12 @@ class Manifest:
             except ValueError as error:
                 raise bad(str(error)) from None
         runs = runs_of(read.sequence("runs", default=[]), bad)
+        partition = None
+        if document.get("partition") is not None:
+            try:
+                partition = Partition.from_json(document["partition"])
+            except ValueError as error:
+                raise bad(str(error)) from None
         manifest = cls(
             pk=read.columns("pk"),
             upsert_key=read.columns("upsert_key"),
@@ -165,7 +179,7 @@ class Manifest:
             equalizer_fingerprint=read.text("equalizer_fingerprint"),
             arity=read.natural("arity", minimum=1, nullable=True),
             lines=read.natural("lines"),
-            now=read.natural("now"),
+            now=read.natural("now", maximum=MAX_TIME_MS),
             retract_misses=read.natural("retract_misses"),
             generation=read.natural("generation"),
             snapshot=snapshot,
@@ -181,9 +195,11 @@ class Manifest:
             input_bytes=read.natural("input_bytes", default=0),
             input_sha256=read.text("input_sha256", nullable=True),
             dead_letter_bytes=read.natural("dead_letter_bytes", nullable=True),
+            misses_bytes=read.natural("misses_bytes", nullable=True),
             state_id=read.text("state_id", nullable=True),
             conflict=read.text("conflict", nullable=True),
             runs=runs,
+            partition=partition,
         )
         if manifest.run_start > manifest.lines:
             raise bad(
@@ -279,9 +295,13 @@ class StateDir:
         except StateError as error:
             raise StateDirError(str(error)) from None
 
-    def close(self) -> None:
-        """Release the lock (idempotent)."""
+    def close(self, *, remove_lock: bool = False) -> None:
+        """Release the lock (idempotent). ``remove_lock``: remove the lock file too, while it
+        is still held (a refused restore leaves nothing it created)."""
         if self._lock is not None:
+            if remove_lock:
+                with contextlib.suppress(OSError):
+                    os.unlink(self.path / LOCK_NAME)
             self._lock.release()
             self._lock = None
 
@@ -524,9 +544,11 @@ def _history(entry: object, manifest: Manifest, keys: Keys) -> tuple[bytes, list
     if not isinstance(rows, list) or not rows or not all(isinstance(row, list) for row in rows):
         raise ValueError("an entry's rows are not a non-empty list of rows")
     if not (
-        isinstance(stamps, list) and len(stamps) == len(rows) and all(is_integer(stamp) for stamp in stamps)
+        isinstance(stamps, list)
+        and len(stamps) == len(rows)
+        and all(is_integer(stamp) and abs(stamp) <= MAX_TIME_MS for stamp in stamps)
     ):
-        raise ValueError("an entry's stamps are not one integer per row")
+        raise ValueError(f"an entry's stamps are not one integer of magnitude at most {MAX_TIME_MS} per row")
     history: list[Row] = []
     for row in rows:
         if not all(is_json_value(value) for value in row):

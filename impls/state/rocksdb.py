@@ -143,7 +143,7 @@ class RocksdbBackend(DeferredCommits):
     def _failure(self, error: Exception, what: str) -> StateError:
         """``error`` of RocksDB while opening: classified (:meth:`classify`), anything else
         unreadable state (CorruptStateError)."""
-        return self.classify(error) or CorruptStateError(f"{what}: {error}")
+        return self.classify(error) or CorruptStateError(f"{what}: {' '.join(str(error).split())}")
 
     def iterator(self) -> RdictIter:
         """A database iterator valid until the next commit (the database changes only then).
@@ -208,12 +208,19 @@ class RocksdbBackend(DeferredCommits):
         """A RocksDB status error as a StateError naming the database; None for anything else.
 
         rocksdict raises plain exceptions whose text starts with RocksDB's status: ``IO error``
-        (``No space left on device`` among them), ``Corruption``, ...
+        (``No space left on device`` among them), ``Corruption``, ... The text may span lines
+        (``... The file MANIFEST-000013 may be corrupted.``): it is said on one. A file the
+        database lists that is missing (``CURRENT`` naming a deleted MANIFEST, a deleted table)
+        is damage, not an I/O failure that freeing space would cure.
         """
-        text = str(error)
+        text = " ".join(str(error).split())
         where = f"the RocksDB state at {self._dir.db}"
         if text.startswith("Corruption"):
             return CorruptStateError(f"damaged state: {where} cannot be read: {text}")
+        if text.startswith("IO error: No such file or directory"):
+            return CorruptStateError(
+                f"damaged state: {where} cannot be read: a file it lists is missing ({text})"
+            )
         if "No space left" in text or (text.startswith("IO error") and "Writer has previous error" in text):
             return StorageFullError(f"{where} cannot be written: {text}")
         # RocksDB's own I/O status, or an error of the file system rocksdict met itself

@@ -9,6 +9,7 @@ device where the manifest or the snapshot should be.
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 import shutil
@@ -288,3 +289,45 @@ def test_a_timestamp_inside_a_well_shaped_row_is_damaged_state(tmp_path: Path, b
     refused(
         replay(tmp_path, backend, retractions, part=1, strategy="VALUE"), "damaged state", "JSON cannot carry"
     )
+
+
+@pytest.mark.parametrize(
+    ("damage", "words"),
+    [
+        # CURRENT names a MANIFEST that is gone (exit 4, "free space and run again" before).
+        ("current", ["a file it lists is missing", "MANIFEST-999999"]),
+        # A table file cut short: RocksDB's status is two lines ("... may be corrupted."), said as one.
+        ("truncated table", ["Sst file size mismatch", "may be corrupted"]),
+    ],
+)
+@pytest.mark.parametrize("command", ["replay", "savepoint"])
+def test_a_rocksdb_database_missing_or_cut_files_is_damaged_state_in_one_line(
+    tmp_path: Path, damage: str, words: list[str], command: str
+) -> None:
+    assert replay(tmp_path, "rocksdb", stream(0, 400), part=1).returncode == 0
+    database = tmp_path / "st" / "rocksdb" / "materializer" / "db"
+    if damage == "current":
+        (database / "CURRENT").write_text("MANIFEST-999999\n")
+    else:
+        for table in database.glob("*.sst"):
+            os.truncate(table, 100)
+    if command == "replay":
+        result = replay(tmp_path, "rocksdb", stream(400, 10), part=2)
+    else:
+        args = [SCRIPT, "savepoint", "--state-dir", str(tmp_path / "st"), "-o", str(tmp_path / "sp")]
+        result = subprocess.run(args, capture_output=True, text=True, timeout=120)
+    refused(result, "damaged state", database, *words)
+
+
+def test_a_heap_snapshot_stamp_beyond_what_state_holds_is_refused(tmp_path: Path) -> None:
+    """A stamp of 2**63 ms: a struct.error (exit 70) where a timer was keyed by it, before."""
+    assert replay(tmp_path, "heap", stream(0, 5), part=0).returncode == 0
+    snapshot = next((tmp_path / "st").glob("snapshot-*.msgpack"))
+    objects = list(msgpack.Unpacker(io.BytesIO(snapshot.read_bytes()), raw=False))
+    objects[1][2][0] = 2**63  # the first key's first stamp
+    damaged = b"".join(msgpack.packb(item, use_bin_type=True) for item in objects)
+    snapshot.write_bytes(damaged)
+    manifest = json.loads((tmp_path / "st" / "manifest.json").read_text())
+    manifest["snapshot_sha256"] = hashlib.sha256(damaged).hexdigest()
+    (tmp_path / "st" / "manifest.json").write_text(json.dumps(manifest))
+    refused(replay(tmp_path, "heap", stream(5, 5), part=1), "damaged snapshot", "magnitude at most")

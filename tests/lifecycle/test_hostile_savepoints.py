@@ -10,6 +10,8 @@ that starts after the position). Runs are real processes with a timeout, so a ha
 
 from __future__ import annotations
 
+import hashlib
+import io
 import json
 import os
 import shutil
@@ -19,6 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import msgpack
 import pytest
 
 from upsertmat.errors import ExitCode
@@ -59,13 +62,14 @@ def refused(result: subprocess.CompletedProcess[str], *words: str | Path) -> Non
 
 
 def both_refuse(savepoint: Path, tmp_path: Path, *words: str | Path) -> None:
-    """``inspect`` refuses with exactly the line ``restore`` refuses with."""
+    """``inspect`` refuses with exactly the line ``restore`` refuses with; the refused restore
+    leaves nothing behind (the directory it would have created does not exist)."""
     inspected = upsertmat("inspect", savepoint)
     refused(inspected, *words)
-    restored = upsertmat("restore", savepoint, "--state-dir", tmp_path / "restored")
+    restored = upsertmat("restore", savepoint, "--state-dir", tmp_path / "restored", "--backend", "rocksdb")
     refused(restored, *words)
     assert inspected.stderr.partition(": ")[2] == restored.stderr.partition(": ")[2]
-    assert not (tmp_path / "restored" / "manifest.json").exists()
+    assert not (tmp_path / "restored").exists()
 
 
 SPECIALS: dict[str, Callable[[Path], None]] = {
@@ -112,6 +116,19 @@ EDITS: dict[str, tuple[Callable[[dict[str, Any]], None], str]] = {
     "another fingerprint": (lambda m: m["equalizer"].update(fingerprint="0" * 16), "refusing to mix them"),
     "pk twice": (lambda m: m.update(pk=[0, 0]), "names a column twice"),
     "a negative clock": (lambda m: m.update(now=-1), "'now' must be a non-negative integer"),
+    # Integers beyond what state holds (struct.error, MemoryError or a hang before, exit 70):
+    "ttl 10**30": (lambda m: m["ttl"].update(ttl_ms=10**30), "'ttl_ms' must be at most 4611686018427387903"),
+    "a clock of 10**30": (lambda m: m.update(now=10**30), "'now' must be at most 4611686018427387903"),
+    "max parallelism 10**30": (
+        lambda m: m.update(max_parallelism=10**30),
+        "'max_parallelism' must be at most 32768",
+    ),
+    "lines 2**63": (lambda m: m["extra"].update(lines=2**63), "'lines' must be at most 9223372036854775807"),
+    "arity 10**30": (
+        lambda m: m["extra"].update(arity=10**30),
+        "'arity' must be at most 9223372036854775807",
+    ),
+    "arity 1": (lambda m: m["extra"].update(arity=1), "'arity' of 1 leaves out key column 1"),
 }
 
 
@@ -121,6 +138,36 @@ def test_inspect_verifies_exactly_what_restore_requires(taken: Path, tmp_path: P
     change, message = EDITS[name]
     edit(savepoint, change)
     both_refuse(savepoint, tmp_path, savepoint / "manifest.json", message)
+
+
+def test_an_arity_the_rows_do_not_have_is_refused(taken: Path, tmp_path: Path) -> None:
+    """The restored directory would refuse every row as damaged state (before: accepted by both)."""
+    savepoint = copy(taken, tmp_path)
+    edit(savepoint, lambda m: m["extra"].update(arity=7))
+    both_refuse(
+        savepoint, tmp_path, savepoint / "kg-", "a row has 3 column(s) but the manifest's extra.arity is 7"
+    )
+
+
+def test_a_stamp_beyond_what_state_holds_is_refused(taken: Path, tmp_path: Path) -> None:
+    savepoint = copy(taken, tmp_path)
+    path = sorted(savepoint.glob("kg-*"))[0]
+    objects = list(msgpack.Unpacker(io.BytesIO(path.read_bytes()), raw=False))
+    objects[1][1][0][1] = 2**63  # the first element's stamp (msgpack holds no larger integer)
+    data = b"".join(msgpack.packb(item, use_bin_type=True) for item in objects)
+    path.write_bytes(data)
+
+    def listed(manifest: dict[str, Any]) -> None:
+        (entry,) = [entry for entry in manifest["files"] if entry["name"] == path.name]
+        entry.update(bytes=len(data), sha256=hashlib.sha256(data).hexdigest())
+
+    edit(savepoint, listed)
+    both_refuse(
+        savepoint,
+        tmp_path,
+        path,
+        "an element's stamp is not an integer of magnitude at most 4611686018427387903",
+    )
 
 
 def test_a_savepoint_that_inspect_accepts_restores_and_replays_on(taken: Path, tmp_path: Path) -> None:

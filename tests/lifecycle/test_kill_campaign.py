@@ -3,8 +3,8 @@
 Each round starts the same command and kills it after a random delay drawn from zero to a bit
 more than an uninterrupted run takes, so kills land during start-up, mid-stream, right after
 the final commit and during shutdown alike; then it reruns the same command until one exits 0.
-The output file and the dead-letter file must equal those of an uninterrupted run byte for
-byte, and one more rerun must change nothing ("already applied").
+The output file, the dead-letter file and the ``--misses`` file must equal those of an
+uninterrupted run byte for byte, and one more rerun must change nothing ("already applied").
 
 Bounded for CI: ``UPSERTMAT_KILLS`` kill rounds per configuration (default 6). The longer
 setting reported in docs/operations.md is ``UPSERTMAT_KILLS=100``.
@@ -57,11 +57,13 @@ def source_lines(seed: int, length: int) -> list[str]:
 def command(config: str, root: Path, source: Path, name: str) -> list[str]:
     return [SCRIPT, "replay", "--pk", "0", "-q", *CONFIGS[config], "--on-error", "skip",
             "--dead-letter", str(root / f"{name}.dead.jsonl"), "--state-dir", str(root / f"{name}.state"),
-            "-o", str(root / f"{name}.out.jsonl"), str(source)]  # fmt: skip
+            "--misses", str(root / f"{name}.misses.jsonl"), "-o", str(root / f"{name}.out.jsonl"),
+            str(source)]  # fmt: skip
 
 
-def files(root: Path, name: str) -> tuple[bytes, bytes]:
-    return (root / f"{name}.out.jsonl").read_bytes(), (root / f"{name}.dead.jsonl").read_bytes()
+def files(root: Path, name: str) -> tuple[bytes, bytes, bytes]:
+    out, dead, misses = ((root / f"{name}.{kind}.jsonl").read_bytes() for kind in ("out", "dead", "misses"))
+    return out, dead, misses
 
 
 @pytest.mark.slow
@@ -75,6 +77,7 @@ def test_killed_at_any_instant_and_rerun_equals_one_uninterrupted_run(tmp_path: 
     assert reference.returncode == 0, reference.stderr
     expected = files(tmp_path, "ref")
     assert expected[1], "the stream has bad lines, so dead letters are checked too"
+    assert expected[2], "the stream has retractions that match nothing, so misses are checked too"
 
     rnd = random.Random(config)
     args = command(config, tmp_path, source, "run")
@@ -82,7 +85,7 @@ def test_killed_at_any_instant_and_rerun_equals_one_uninterrupted_run(tmp_path: 
     while kills < KILLS:
         # One sequence: from a fresh directory, run with random kills until a run exits 0.
         sequences += 1
-        for name in ("run.state", "run.out.jsonl", "run.dead.jsonl"):
+        for name in ("run.state", "run.out.jsonl", "run.dead.jsonl", "run.misses.jsonl"):
             shutil.rmtree(tmp_path / name, ignore_errors=True)
             (tmp_path / name).unlink(missing_ok=True)
         while True:

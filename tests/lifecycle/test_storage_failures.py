@@ -70,6 +70,23 @@ def test_a_full_disk_is_a_clear_error_and_the_rerun_is_exact(
     assert output.read_bytes() == (tmp_path / "ref.jsonl").read_bytes()
 
 
+@pytest.mark.parametrize("small_tmpfs", ["160k"], indirect=True)
+def test_a_full_disk_while_committing_is_one_line_not_a_close_warning_first(
+    tmp_path: Path, small_tmpfs: Tmpfs
+) -> None:
+    """The commit fails, then closing the database fails the same way: only the commit's
+    error is said (a warning that closing failed came first before)."""
+    lines = "".join(json.dumps({"op": "+I", "row": [i % 50, i, "x" * 20]}) + "\n" for i in range(8000))
+    (tmp_path / "in.jsonl").write_text(lines)
+    state, out = small_tmpfs.path / "st", tmp_path / "out"
+    args = [SCRIPT, "replay", "--pk", "0", "-q", "--backend", "rocksdb", "--checkpoint-every", "100",
+            "--state-dir", str(state), "-o", str(out), str(tmp_path / "in.jsonl")]  # fmt: skip
+    failed = subprocess.run(args, capture_output=True, text=True, timeout=300)
+    assert failed.returncode == ExitCode.IO, failed.stderr
+    assert len(failed.stderr.strip().splitlines()) == 1, failed.stderr
+    assert "No space left on device" in failed.stderr and "warning" not in failed.stderr
+
+
 def clear(fs: Tmpfs, size: str) -> None:
     """Empty the tmpfs and give it ``size``."""
     for entry in fs.path.iterdir():
@@ -101,6 +118,7 @@ def full_then_room(
     assert "Traceback" not in err and "internal error" not in err, err
     assert code in (ExitCode.OK, ExitCode.IO), err
     if code == ExitCode.IO:
+        assert "warning: closing the state failed" not in err, err  # the failure is said once
         last = err.strip().splitlines()[-1]
         assert ("No space left on device" in last or "cannot reserve" in last) and str(fs.path) in last, err
         (fs.path / "filler").unlink(missing_ok=True)

@@ -34,18 +34,23 @@ from upsertmat.errors import CliError, ExitCode, StateDirError
 from upsertmat.impls import ConfigError, Settings
 from upsertmat.impls.lifecycle import (
     DEFAULT_MAX_PARALLELISM,
+    MAX_MAX_PARALLELISM,
+    Partition,
     Savepoint,
     SavepointError,
     export_state,
     write_savepoint,
 )
 from upsertmat.impls.lifecycle.errors import SavepointIOError
+from upsertmat.impls.persistence.restore import restore_savepoint
 from upsertmat.impls.persistence.session import StateSession
 from upsertmat.impls.state.errors import StateError, StorageError, storage_failure
 from upsertmat.spec import Materializer
+from upsertmat.stdout import cut_short, write_data
 
 EXIT_CODES = (
-    "exit codes: 0 ok, 2 usage or configuration error, 3 state directory or savepoint refused, 4 I/O error."
+    "exit codes: 0 ok, 2 usage or configuration error, 3 state directory or savepoint refused, 4 I/O error\n"
+    "  (a full disk, a device error), 70 internal error."
 )
 
 
@@ -75,9 +80,9 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     save.add_argument(
         "--max-parallelism",
         type=positive_int,
-        default=DEFAULT_MAX_PARALLELISM,
         metavar="N",
-        help=f"key groups (default {DEFAULT_MAX_PARALLELISM}); the highest parallelism it can restore at",
+        help=f"key groups, at most {MAX_MAX_PARALLELISM} (default {DEFAULT_MAX_PARALLELISM}; for a state "
+        "directory restored as one instance of several, its own); the highest parallelism it can restore at",
     )
     add_config_arguments(save)
     save.set_defaults(run=run_savepoint)
@@ -93,12 +98,23 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     restore.add_argument("savepoint", type=Path, metavar="SP", help="the savepoint directory")
-    restore.add_argument("--state-dir", type=Path, required=True, metavar="DIR", help="new (empty) state dir")
     restore.add_argument(
-        "--parallelism", type=positive_int, default=1, metavar="Q", help="instances (default 1)"
+        "--state-dir",
+        type=Path,
+        required=True,
+        metavar="DIR",
+        help="the state directory to create (new or empty)",
     )
     restore.add_argument(
-        "--index", type=_index, default=0, metavar="I", help="this instance, 0..Q-1 (default 0)"
+        "--parallelism",
+        type=positive_int,
+        default=1,
+        metavar="N",
+        help="instances (default 1); the directory records the key groups of its instance, and a "
+        "replay into it applies only the changes routed to them",
+    )
+    restore.add_argument(
+        "--index", type=_index, default=0, metavar="I", help="this instance, 0..N-1 (default 0)"
     )
     add_config_arguments(restore)
     restore.set_defaults(run=run_restore)
@@ -108,7 +124,9 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="verify a savepoint and print its summary as JSON",
         description="Verify every file of a savepoint (checksums, structure, keys) and print its "
         "manifest summary.",
-        epilog=EXIT_CODES,
+        epilog="example: upsertmat inspect sp1 | jq .extra.lines\n"
+        f"{EXIT_CODES.removesuffix('.')}, 141 stdout's reader went away.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     inspect.add_argument("savepoint", type=Path, metavar="SP", help="the savepoint directory")
     inspect.set_defaults(run=run_inspect)
@@ -163,15 +181,36 @@ def _state_errors(materializer: Materializer | None, where: Path, then: str) -> 
         raise _state_error(failure, where, then) from None
 
 
-def _close(materializer: Materializer, command: str) -> None:
-    """Close the state; what was committed is safe whatever closing says: warn only."""
+def _close(materializer: Materializer, command: str, *, failing: bool = False) -> None:
+    """Close the state; what was committed is safe whatever closing says: warn only, and only
+    when the command is not ``failing`` already (then its own error is the one line said)."""
     try:
         materializer.close()
     except Exception as error:
         failure = storage_failure(getattr(materializer, "backend", None), error)
         if failure is None:
+            if failing:
+                return
             raise
-        print(f"upsertmat {command}: warning: closing the state failed ({failure})", file=sys.stderr)
+        if not failing:
+            print(f"upsertmat {command}: warning: closing the state failed ({failure})", file=sys.stderr)
+
+
+def _max_parallelism(args: argparse.Namespace, partition: Partition | None) -> int:
+    """The key groups of the savepoint: ``--max-parallelism``, else the default; a state
+    directory restored as one instance keeps its own (another would scatter its keys over
+    groups it does not own)."""
+    if args.max_parallelism is not None and args.max_parallelism > MAX_MAX_PARALLELISM:
+        raise CliError(f"--max-parallelism must be at most {MAX_MAX_PARALLELISM}, got {args.max_parallelism}")
+    if partition is None:
+        return int(args.max_parallelism or DEFAULT_MAX_PARALLELISM)
+    if args.max_parallelism not in (None, partition.max_parallelism):
+        raise CliError(
+            f"{args.state_dir} is instance {partition.index} of {partition.parallelism} of "
+            f"{partition.max_parallelism} key groups (it was restored so): its savepoint has those key "
+            f"groups; omit --max-parallelism (or give {partition.max_parallelism})"
+        )
+    return partition.max_parallelism
 
 
 def run_savepoint(args: argparse.Namespace) -> int:
@@ -184,6 +223,7 @@ def run_savepoint(args: argparse.Namespace) -> int:
                 "savepoints have their own format that this command does not write yet; use the library "
                 "(upsertmat.impls.conflict.savepoint.write_savepoint), or keep the state directory"
             )
+        max_parallelism = _max_parallelism(args, session.partition)
         materializer = create_materializer(session.keys, session.settings)
         try:
             with _state_errors(materializer, args.state_dir, then):
@@ -196,6 +236,13 @@ def run_savepoint(args: argparse.Namespace) -> int:
                 )
             manifest = session.manifest
             assert manifest is not None
+            extra: dict[str, object] = {
+                "lines": position.lines,
+                "arity": session.arity,
+                "runs": [run.to_json() for run in manifest.runs],
+            }
+            if session.partition is not None:
+                extra["partition"] = session.partition.to_json()
             try:
                 with _state_errors(materializer, args.state_dir, f"{then}; no savepoint was written"):
                     written = write_savepoint(
@@ -204,14 +251,10 @@ def run_savepoint(args: argparse.Namespace) -> int:
                         keys=session.keys,
                         now=position.now,
                         ttl=session.settings.ttl,
-                        max_parallelism=args.max_parallelism,
+                        max_parallelism=max_parallelism,
                         retract_misses=position.misses,
                         source={"strategy": manifest.strategy, "backend": manifest.backend, "parallelism": 1},
-                        extra={
-                            "lines": position.lines,
-                            "arity": session.arity,
-                            "runs": [run.to_json() for run in manifest.runs],
-                        },
+                        extra=extra,
                     )
             except SavepointError as error:
                 raise _savepoint_error(error) from None
@@ -226,8 +269,10 @@ def run_savepoint(args: argparse.Namespace) -> int:
                     f"damaged state in {args.state_dir}: it does not hold a valid {manifest.strategy} layout "
                     f"({type(error).__name__}: {error}); no savepoint was written"
                 ) from None
-        finally:
-            _close(materializer, "savepoint")
+        except BaseException:
+            _close(materializer, "savepoint", failing=True)
+            raise
+        _close(materializer, "savepoint")
     print(
         f"upsertmat savepoint: wrote {args.output}: {written.key_count} key(s), {written.element_count} "
         f"element(s) in {len(written.files)} key group file(s), stream line {position.lines}",
@@ -237,7 +282,8 @@ def run_savepoint(args: argparse.Namespace) -> int:
 
 
 def run_restore(args: argparse.Namespace) -> int:
-    """Execute ``upsertmat restore``.
+    """Execute ``upsertmat restore``: the transaction is
+    :func:`~upsertmat.impls.persistence.restore.restore_savepoint` (all or nothing).
 
     Everything the restore needs of the savepoint is checked when it is opened (the same
     checks as ``inspect``): its keys and equalizer, the TTL settings and the replay position.
@@ -254,59 +300,27 @@ def run_restore(args: argparse.Namespace) -> int:
             f"--parallelism {args.parallelism} exceeds the savepoint's max parallelism {sp.max_parallelism} "
             f"({args.savepoint})"
         )
-    explicit_ttl = _explicit_ttl(args)
     settings = _settings(args)
-    if not explicit_ttl and args.config is None:
+    if not _explicit_ttl(args) and args.config is None:
         settings = replace(settings, ttl=sp.ttl)
-    keys, replay = sp.keys, sp.replay
-    with StateSession(args.state_dir, keys, settings, replay.arity) as session:
-        if not session.fresh:
-            raise StateDirError(f"{args.state_dir} already holds replay state; restore into a new directory")
-        settings = session.settings
-        materializer = create_materializer(keys, settings)
-        try:
-            with _state_errors(materializer, args.state_dir, "run the same command again"):
-                session.attach(materializer)
-        except StateDirError as error:
-            # Refused before this restore wrote anything (a database holding committed state
-            # without a manifest): nothing here is ours to remove.
-            _close(materializer, "restore")
-            if type(error) is not StateDirError:
-                raise
-            raise StateDirError(
-                f"{error}. If a restore into {args.state_dir} was killed at its very end, remove the "
-                "directory and run the restore again"
-            ) from None
-        except BaseException:
-            _close(materializer, "restore")
-            raise
-        try:
-            with _state_errors(materializer, args.state_dir, "run the same command again"):
-                try:
-                    restored = savepoint.load_into(
-                        materializer, keys, ttl=settings.ttl, parallelism=args.parallelism, index=args.index
-                    )
-                except SavepointError as error:
-                    raise _savepoint_error(error) from None
-                session.restored(
-                    materializer,
-                    lines=replay.lines,
-                    now=sp.now,
-                    misses=sp.retract_misses if args.index == 0 else 0,
-                    runs=replay.runs,
-                )
-        except BaseException:
-            # A failed restore leaves no half-restored state behind: the directory is fresh
-            # again, so the same command can run again.
-            _close(materializer, "restore")
-            if session.fresh:
-                session.abandon()
-            raise
-        _close(materializer, "restore")
+    try:
+        restored = restore_savepoint(
+            savepoint,
+            args.state_dir,
+            settings,
+            create_materializer,
+            parallelism=args.parallelism,
+            index=args.index,
+        )
+    except SavepointError as error:
+        raise _savepoint_error(error) from None
+    if restored.warning is not None:
+        print(f"upsertmat restore: warning: {restored.warning}", file=sys.stderr)
+    owned = "all key groups" if restored.partition is None else str(restored.partition)
+    done = restored.settings
     print(
-        f"upsertmat restore: {args.state_dir} holds {restored} key(s) of {args.savepoint} "
-        f"(instance {args.index} of {args.parallelism}, {settings.strategy.value}/{settings.backend.value}); "
-        f"replay continues at stream line {replay.lines}",
+        f"upsertmat restore: {args.state_dir} holds {restored.keys} key(s) of {args.savepoint} ({owned}, "
+        f"{done.strategy.value}/{done.backend.value}); replay continues at stream line {restored.lines}",
         file=sys.stderr,
     )
     return int(ExitCode.OK)
@@ -325,5 +339,5 @@ def run_inspect(args: argparse.Namespace) -> int:
     summary["keys"] = savepoint.manifest.key_count
     summary["elements"] = savepoint.manifest.element_count
     summary["verified"] = True
-    print(json.dumps(summary, indent=2))
-    return int(ExitCode.OK)
+    write_data(json.dumps(summary, indent=2) + "\n")
+    return int(ExitCode.CLOSED_PIPE if cut_short() else ExitCode.OK)

@@ -2,7 +2,7 @@
 
 With ``--state-dir`` a run commits every ``interval`` lines (``--checkpoint-every``), at the
 end of the input, and when it stops at a bad line, on a signal or because its input could not
-be read: the output and dead-letter files are flushed first, then the state and the position
+be read: the output, dead-letter and misses files are flushed first, then the state and the position
 (:class:`~upsertmat.impls.persistence.session.StateSession`) are made durable together. A
 line counts for the position only once it is applied (:meth:`Commits.applied`), so a stopped
 run's position covers exactly the lines it applied. When writing fails (the output, the
@@ -52,7 +52,11 @@ class Commits:
         """The run starts: recorded in the state directory, with the output lengths a resume
         truncates back to."""
         if self._session is not None:
-            self._session.begin(output_bytes=self._output.length, dead_letter_bytes=self._dead_letters.length)
+            self._session.begin(
+                output_bytes=self._output.length,
+                dead_letter_bytes=self._dead_letters.length,
+                misses_bytes=self._misses.length,
+            )
 
     def applied(self, line: bytes, index: int) -> None:
         """``line`` (stream index ``index``) is applied: it counts for the position, and a
@@ -88,4 +92,5 @@ class Commits:
             output_bytes=self._output.length,
             dead_letter_bytes=self._dead_letters.length,
             arity=processor.shape.arity,
+            misses_bytes=self._misses.length,
         )

@@ -68,9 +68,12 @@ def damage_behind(materializer: Materializer, settings: Settings) -> CorruptStat
     return None
 
 
-def close_materializer(materializer: Materializer) -> None:
-    """Close the state; a storage error now cannot lose what was committed: warn only."""
+def close_materializer(materializer: Materializer, failing: BaseException | None = None) -> None:
+    """Close the state; a storage error now cannot lose what was committed: a warning — unless
+    the run is ``failing`` already (a full disk at a commit makes closing fail the same way):
+    then the error being raised is the one line said."""
     try:
         materializer.close()
     except StateError as error:
-        say(f"warning: closing the state failed ({error}); everything committed is safe")
+        if failing is None:
+            say(f"warning: closing the state failed ({error}); everything committed is safe")

@@ -5,16 +5,21 @@ whose emitted change is written to the output; a clock line (a watermark under `
 DO ERROR | NOTHING``, whose compaction output is written); a blank line — and a bad line into
 a :class:`~upsertmat.replay.jsonl.BadLine` (``--on-error fail``) or a dead letter (``skip``).
 A line that raises has applied nothing: the materializer rolls a failed input back, and a
-conflict at a watermark changes no state. Cost per line: the materializer's, plus O(length of
-the line) to parse and format.
+conflict at a watermark changes no state. A state restored as one instance of several (a
+:class:`~upsertmat.impls.lifecycle.Partition`) applies only the changes of the key groups it
+owns: the others are counted (``routed_elsewhere``) and not applied; clock lines apply to
+every instance. Cost per line: the materializer's, plus O(length of the line) to parse and
+format (and, for a partition, to hash its sink key).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from upsertmat.impls.conflict import Compacting
-from upsertmat.spec import Change, ConflictError, Materializer
+from upsertmat.impls.lifecycle import Partition
+from upsertmat.spec import Change, ConflictError, Keys, Materializer, Row
 
 from .jsonl import BadLine, ChangeLine, RowShape, format_change, parse_line
 from .messages import SHOWN_MESSAGES, say
@@ -36,6 +41,8 @@ class Counts:
     skipped: int = 0
     misses: int = 0
     """Rule-7 retractions that matched nothing (at compactions too)."""
+    routed_elsewhere: int = 0
+    """Changes of key groups another instance owns, not applied (a partition only)."""
 
 
 class LineProcessor:
@@ -43,7 +50,8 @@ class LineProcessor:
 
     ``fail``: a bad line (or a conflict at a watermark) raises BadLine; otherwise it goes to
     ``dead_letters``. ``need_ts``: every change must carry ``ts`` (event-time TTL). ``quiet``:
-    no warnings. ``now`` is the greatest clock line seen (0 before any).
+    no warnings. ``partition``: the key groups the state owns (None: all), with ``keys`` to
+    route a change by its sink key. ``now`` is the greatest clock line seen (0 before any).
     """
 
     def __init__(
@@ -57,6 +65,8 @@ class LineProcessor:
         fail: bool,
         need_ts: bool,
         quiet: bool,
+        partition: Partition | None = None,
+        keys: Keys | None = None,
     ) -> None:
         self.materializer = materializer
         self.shape = shape
@@ -68,6 +78,11 @@ class LineProcessor:
         self._fail = fail
         self._need_ts = need_ts
         self._quiet = quiet
+        self._routed: Callable[[Row], bool] | None = None
+        if partition is not None:
+            assert keys is not None, "a partition routes by the keys"
+            owns, context_key = partition.owns, keys.context_key
+            self._routed = lambda row: owns(context_key(row))
         self._compacting: Compacting | None = None
         if isinstance(materializer, Compacting):  # ON CONFLICT DO ERROR | NOTHING
             self._compacting = materializer
@@ -88,6 +103,10 @@ class LineProcessor:
                 self._check(change.row)
                 if self._need_ts and change.ts is None:
                     raise BadLine("event-time TTL needs a 'ts' on every change")
+                if self._routed is not None and not self._routed(change.row):
+                    self.counts.routed_elsewhere += 1
+                    self.counts.lines += 1
+                    return
                 materializer = self.materializer
                 misses = materializer.retract_misses
                 emitted = self._process(change)

@@ -41,6 +41,7 @@ from .failures import close_materializer, damage_behind, state_failure
 from .jsonl import BadLine, RowShape
 from .messages import PREFIX, say
 from .misses import MissReporter
+from .paths import check_distinct_files
 from .processing import ConflictAtWatermark, LineProcessor
 from .progress import Progress
 from .signals import SignalGuard
@@ -92,17 +93,31 @@ def _library_warnings_silenced() -> Iterator[None]:
         logger.setLevel(level)
 
 
-def _miss_reporter(path: Path | None) -> MissReporter:
-    try:
-        return MissReporter(path)
-    except OSError as error:
-        raise CliError(f"cannot open --misses file {path}: {error.strerror or error}") from None
+def dead_letter_path(options: ReplayOptions) -> Path:
+    """The dead-letter file of ``options``: ``--dead-letter``, else in the state directory,
+    else in the working directory."""
+    if options.dead_letter is not None:
+        return options.dead_letter
+    if options.state_dir is not None:
+        return options.state_dir / DEAD_LETTER_NAME
+    return Path(DEFAULT_DEAD_LETTER)
+
+
+def _written_files(options: ReplayOptions) -> list[tuple[str, Path]]:
+    """The files a run of ``options`` writes, each with the flag that names it."""
+    written = [("-o", Path(options.output))] if options.output != "-" else []
+    if options.misses is not None:
+        written.append(("--misses", options.misses))
+    if not options.fail:
+        written.append(("--dead-letter", dead_letter_path(options)))
+    return written
 
 
 def replay(options: ReplayOptions, create: Create) -> int:
     """Run ``options``; return the exit code. ``create`` builds the materializer (for the
     settings of the state directory, if any). Errors the caller reports in one line are
     :class:`~upsertmat.errors.CliError` and state-directory refusals."""
+    check_distinct_files(options.input, _written_files(options))
     with contextlib.ExitStack() as stack:
         settings = options.settings
         session: StateSession | None = None
@@ -112,7 +127,11 @@ def replay(options: ReplayOptions, create: Create) -> int:
             )
             settings = session.settings
         materializer = create(options.keys, settings)
-        stack.callback(close_materializer, materializer)
+
+        def close(kind: object, error: BaseException | None, traceback: object) -> None:
+            close_materializer(materializer, error)
+
+        stack.push(close)
         if session is not None:
             try:
                 session.attach(materializer)
@@ -168,7 +187,7 @@ class _Replay:
             interval = session.checkpoint_interval(options.checkpoint_every or settings.checkpoint_interval)
         # Changes reach a pipe's reader at once; a file's are flushed at commit points.
         flush_each = interval is None or not regular
-        self.dead_letters = DeadLetters(self._dead_letter_path(), flush_each=flush_each)
+        self.dead_letters = DeadLetters(dead_letter_path(options), flush_each=flush_each)
         stack.callback(self.dead_letters.close)
         resumed = start is not None and start.resumed
         if start is not None and resumed:
@@ -183,13 +202,16 @@ class _Replay:
         committed = start.output_bytes if start is not None else None
         self.output = Output.open(options.output, flush_each=flush_each, resumed=resumed, committed=committed)
         stack.callback(self.output.close)
-        self.misses = _miss_reporter(options.misses)
+        self.misses = MissReporter(
+            options.misses, resumed=resumed, committed=None if start is None else start.misses_bytes
+        )
         stack.callback(self.misses.close)
         shape = RowShape(options.keys, options.arity if session is None else session.arity)
         need_ts = settings.ttl.enabled and settings.ttl.time_domain is TimeDomain.EVENT_TIME
         self.processor = LineProcessor(
             materializer, shape, self.output, self.dead_letters, self.misses,
             fail=options.fail, need_ts=need_ts, quiet=options.quiet,
+            partition=None if session is None else session.partition, keys=options.keys,
         )  # fmt: skip
         self.commits = Commits(
             session,
@@ -202,13 +224,6 @@ class _Replay:
             interval,
         )
         self.stack = stack
-
-    def _dead_letter_path(self) -> Path:
-        if self.options.dead_letter is not None:
-            return self.options.dead_letter
-        if self.session is not None:
-            return self.session.path / DEAD_LETTER_NAME
-        return Path(DEFAULT_DEAD_LETTER)
 
     def run(self, lines: Iterable[bytes]) -> int:
         """The loop, and what each way of stopping means (module docstring)."""
@@ -328,6 +343,11 @@ class _Replay:
         counts = self.processor.counts
         if counts.skipped:
             say(f"skipped {counts.skipped} bad line(s); they are in {self.dead_letters.path}")
+        if counts.routed_elsewhere and self.session is not None:
+            say(
+                f"skipped {counts.routed_elsewhere} change(s) of key groups other instances own: "
+                f"{self.session.path} is {self.session.partition} (docs/operations.md, Rescaling)"
+            )
         if counts.misses and not self.options.quiet:
             for line in self.misses.lines():
                 say(line)
