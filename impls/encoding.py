@@ -51,6 +51,9 @@ __all__ = ["KeyEncoder", "fast_canonical", "row_token", "token_of"]
 
 _dumps = orjson.dumps
 _loads = orjson.loads
+_isascii: Final = str.isascii
+"""``str.isascii`` bound once: in the compiled build ``text.isascii()`` is a generic method call
+(a type lookup per call), the method descriptor is one vectorcall."""
 _FAST_TYPES = frozenset({str, int, bool, type(None)})
 _fast_types = _FAST_TYPES.issuperset
 
@@ -299,8 +302,7 @@ class KeyEncoder:
             for value in values:
                 kind = type(value)
                 if kind is str:
-                    text: str = value
-                    if not text.isascii():
+                    if not _isascii(value):
                         return row_token(row)
                 elif kind is int:
                     number: int = value
