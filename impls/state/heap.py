@@ -12,22 +12,31 @@ amortised), ``rollback`` replays it backwards (O(writes since the last commit)).
 and one list append per write is the whole price.
 
 A layout that changes a stored value in place instead of rewriting it (VALUE on heap:
-:mod:`upsertmat.impls.strategies.value_inplace`) reads it with :meth:`HeapValueState.stored`
+:mod:`upsertmat.impls.strategies.value_heap`) reads it with :meth:`HeapValueState.stored`
 (by reference) and first journals the inverse of each change with :meth:`HeapValueState.journal`:
 O(1) per change where a rewrite would copy the value.
 
 A layout may also write the dicts themselves (MAP's linked list on heap:
 :mod:`upsertmat.impls.strategies.linked_map_heap`), skipping a method call per access:
 :meth:`HeapValueState.table`, :meth:`HeapMapState.tables` and :attr:`HeapBackend.journal`.
-Each such write must first append the journal record the state's own ``put``/``delete``
-would append, ``(state, context, key or None, previous value or ABSENT)``, and must leave no
-empty entries dict behind (a map state drops an emptied context).
+Each such write must first append the :class:`UndoRecord` the state's own ``put``/``delete``
+would append, ``UndoRecord(state, context, key or None, previous value or ABSENT)``, and must
+leave no empty entries dict behind (a map state drops an emptied context).
+
+**The journal** (:data:`Journal`) is a list of :class:`UndoRecord`, oldest first; one record
+per write, appended *before* the write. ``rollback`` pops them newest first and calls
+``record.owner.undo(record.context, record.key, record.previous)``, which puts back what that
+one write replaced. The owners are the states themselves (``key`` None for a value state or a
+map state's whole-context ``clear``; ``previous`` :data:`ABSENT` where the write found
+nothing) and, for a change made in place to a stored value (:meth:`HeapValueState.journal`),
+an :class:`Undoer` of the layout's own with the stored value as ``context`` and the change as
+``key``. ``commit`` clears the list.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Any, Final, Protocol
+from typing import Any, Final, Protocol, final
 
 from mypy_extensions import mypyc_attr
 from sortedcontainers import SortedDict  # type: ignore[import-untyped]
@@ -37,14 +46,39 @@ from .named import NamedStates
 
 ABSENT: Final[Any] = object()  # undo record: the key had no value
 
-Journal = list[tuple[Any, Any, Any, Any]]  # (state, context, key or None, previous value)
-
 
 class Undoer(Protocol):
-    """Reverts one in-place change journaled with :meth:`HeapValueState.journal`."""
+    """The owner of an :class:`UndoRecord`: a heap state, or a layout's reverter of in-place
+    changes (:meth:`HeapValueState.journal`)."""
 
-    def undo(self, target: Any, change: Any, unused: Any, /) -> None:
-        """Revert ``change`` of ``target`` (rollback only)."""
+    def undo(self, context: Any, key: Any, previous: Any, /) -> None:
+        """Put back what one journaled write replaced (rollback only; not journaled)."""
+
+
+@final
+class UndoRecord:
+    """One heap write's inverse (module docstring, *The journal*): rollback calls
+    ``owner.undo(context, key, previous)``. Built once per write (in the compiled build a
+    native object, as cheap to build as a tuple); a layout that journals the same kind of
+    change per input may keep one record and refill it (``value_heap.RecordJournal``)."""
+
+    def __init__(self, owner: Undoer, context: Any, key: Any, previous: Any) -> None:
+        self.owner = owner
+        self.context = context
+        """The state's context key; for an in-place change, the stored value changed."""
+        self.key = key
+        """A map state's user key (None: a value state, or a whole context); for an in-place
+        change, the change."""
+        self.previous = previous
+        """What the write replaced (:data:`ABSENT`: nothing)."""
+
+    def undo(self) -> None:
+        """Revert the write (rollback only)."""
+        self.owner.undo(self.context, self.key, self.previous)
+
+
+Journal = list[UndoRecord]
+"""A heap backend's undo journal (module docstring, *The journal*)."""
 
 
 def _detached(value: Value) -> Value:
@@ -77,7 +111,7 @@ class HeapValueState:
     def journal(self, undoer: Undoer, target: Any, change: Any) -> None:
         """Record an in-place change of ``target`` (a stored value): a rollback calls
         ``undoer.undo(target, change, None)``, newest first among all writes. O(1)."""
-        self._journal.append((undoer, target, change, None))
+        self._journal.append(UndoRecord(undoer, target, change, None))
 
     def get_many(self, contexts: Sequence[bytes]) -> list[Value | None]:
         """``[get(c) for c in contexts]``: O(1) each."""
@@ -87,14 +121,14 @@ class HeapValueState:
     def put(self, context: bytes, value: Value) -> None:
         """O(1)."""
         values = self._values
-        self._journal.append((self, context, None, values.get(context, ABSENT)))
+        self._journal.append(UndoRecord(self, context, None, values.get(context, ABSENT)))
         values[context] = value
 
     def delete(self, context: bytes) -> None:
         """O(1)."""
         previous = self._values.pop(context, ABSENT)
         if previous is not ABSENT:
-            self._journal.append((self, context, None, previous))
+            self._journal.append(UndoRecord(self, context, None, previous))
 
     def undo(self, context: bytes, key: None, previous: Value) -> None:
         """Put back what one journal record replaced (rollback only; not journaled)."""
@@ -136,17 +170,17 @@ class HeapMapState:
         """O(1)."""
         entries = self._maps.get(context)
         if entries is None:
-            self._journal.append((self, context, key, ABSENT))
+            self._journal.append(UndoRecord(self, context, key, ABSENT))
             self._maps[context] = {key: value}
         else:
-            self._journal.append((self, context, key, entries.get(key, ABSENT)))
+            self._journal.append(UndoRecord(self, context, key, entries.get(key, ABSENT)))
             entries[key] = value
 
     def delete(self, context: bytes, key: UserKey) -> None:
         """O(1); an emptied context is dropped."""
         entries = self._maps.get(context)
         if entries is not None and key in entries:
-            self._journal.append((self, context, key, entries.pop(key)))
+            self._journal.append(UndoRecord(self, context, key, entries.pop(key)))
             if not entries:
                 del self._maps[context]
 
@@ -177,7 +211,7 @@ class HeapMapState:
         """O(1)."""
         previous = self._maps.pop(context, None)
         if previous is not None:
-            self._journal.append((self, context, None, previous))
+            self._journal.append(UndoRecord(self, context, None, previous))
 
     def contexts(self) -> Iterator[bytes]:
         """Context keys with at least one entry (a snapshot: O(contexts))."""
@@ -235,7 +269,7 @@ class HeapSortedMapState(HeapMapState):
         """O(1) amortised (ascending form), O(log n) (sorted form)."""
         entries = self._maps.get(context)
         if entries is None:
-            self._journal.append((self, context, key, ABSENT))
+            self._journal.append(UndoRecord(self, context, key, ABSENT))
             self._maps[context] = {key: value}
             self._orders[context] = [[key], 0]
             return
@@ -248,7 +282,7 @@ class HeapSortedMapState(HeapMapState):
                     keys.append(key)
                 else:
                     entries = self._to_sorted(context)
-        self._journal.append((self, context, key, previous))
+        self._journal.append(UndoRecord(self, context, key, previous))
         entries[key] = value
 
     def delete(self, context: bytes, key: UserKey) -> None:
@@ -256,7 +290,7 @@ class HeapSortedMapState(HeapMapState):
         entries = self._maps.get(context)
         if entries is None or key not in entries:
             return
-        self._journal.append((self, context, key, entries.pop(key)))
+        self._journal.append(UndoRecord(self, context, key, entries.pop(key)))
         if not entries:
             del self._maps[context]
             self._orders.pop(context, None)
@@ -422,8 +456,7 @@ class HeapBackend:
         """Undo every write since the last commit, newest first. O(writes undone)."""
         journal = self._journal
         while journal:
-            state, context, key, previous = journal.pop()
-            state.undo(context, key, previous)
+            journal.pop().undo()
 
     def close(self) -> None:
         """Nothing to release."""
