@@ -28,7 +28,7 @@ SETTINGS = Settings(threshold_high=4, threshold_low=2)  # ADAPTIVE converts ofte
 
 
 @pytest.mark.parametrize("keys", [NO_UPSERT_KEY, UPSERT_KEY], ids=["whole-row", "upsert-key"])
-@pytest.mark.parametrize("general", list(HEAP_VARIANTS), ids=lambda cls: cls.strategy_name)
+@pytest.mark.parametrize("general", list(HEAP_VARIANTS), ids=lambda cls: cls.__name__)
 def test_the_heap_specialisation_gives_the_general_layouts_results(
     general: type[StrategyBase], keys: Keys
 ) -> None:

@@ -12,15 +12,18 @@
   directory's files (what ``du --apparent-size`` would say of them, the sparse LMDB map
   counted by its pages in use, ``last_pgno + 1`` pages, not by its apparent size).
 * **Peak RSS**: ``ru_maxrss`` of the process (``getrusage``), in bytes: the high-water mark of
-  the whole process so far, not of one cell.
+  the whole process so far, not of one cell; for the pipeline, :class:`RssSampler` samples the
+  process and its descendants (Spark's JVM, its Python workers) by role.
 
 Every function is O(state) or O(changes); none is timed.
 """
 
 from __future__ import annotations
 
+import os
 import resource
 import sys
+import threading
 import tracemalloc
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -28,7 +31,14 @@ from typing import Any
 
 from ..spec import Change
 
-__all__ = ["directory_bytes", "lmdb_pages", "lmdb_pages_under", "peak_rss_bytes", "traced_state_bytes"]
+__all__ = [
+    "RssSampler",
+    "directory_bytes",
+    "lmdb_pages",
+    "lmdb_pages_under",
+    "peak_rss_bytes",
+    "traced_state_bytes",
+]
 
 
 def peak_rss_bytes() -> int:
@@ -105,3 +115,83 @@ def lmdb_pages(directory: Path) -> tuple[int, int] | None:
         return int(env.info()["last_pgno"]) + 1, int(env.stat()["psize"])
     finally:
         env.close()
+
+
+def _rss_of(pid: int) -> int:
+    """The resident set size of process ``pid`` in bytes (``/proc/PID/statm``), 0 if gone."""
+    try:
+        with open(f"/proc/{pid}/statm", encoding="ascii") as statm:
+            return int(statm.read().split()[1]) * resource.getpagesize()
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def _children() -> dict[int, list[int]]:
+    """Parent pid -> child pids of every process visible in ``/proc`` (Linux)."""
+    tree: dict[int, list[int]] = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", encoding="ascii", errors="replace") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        tree.setdefault(int(fields[1]), []).append(int(entry.name))
+    return tree
+
+
+def _command(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+            return cmdline.read().split(b"\0", 1)[0].decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+class RssSampler:
+    """The peak RSS of this process and of its descendants, by role, sampled every
+    ``interval`` seconds in a daemon thread while running (a ``with`` block): ``driver`` (this
+    Python process), ``jvm`` (descendant ``java`` processes: Spark's driver JVM and executors,
+    summed per sample) and ``workers`` (other descendant Python processes: Spark's Python
+    workers and their daemon, summed per sample). A process that lives less than one interval
+    may be missed; ``/proc`` only (Linux), elsewhere only ``driver`` is measured, from
+    ``getrusage``."""
+
+    def __init__(self, interval: float = 0.2) -> None:
+        self.interval = interval
+        self.peaks: dict[str, int] = {"driver": 0, "jvm": 0, "workers": 0}
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def sample(self) -> None:
+        """One sample of every role (also called by the thread)."""
+        me = os.getpid()
+        totals = {"driver": _rss_of(me), "jvm": 0, "workers": 0}
+        if os.path.isdir("/proc"):
+            tree = _children()
+            pending = list(tree.get(me, []))
+            while pending:
+                pid = pending.pop()
+                pending.extend(tree.get(pid, []))
+                role = "jvm" if os.path.basename(_command(pid)) == "java" else "workers"
+                totals[role] += _rss_of(pid)
+        for role, value in totals.items():
+            self.peaks[role] = max(self.peaks[role], value)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.sample()
+
+    def __enter__(self) -> RssSampler:
+        self.sample()
+        self._thread = threading.Thread(target=self._run, name="upsertmat-rss", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        self.sample()
+        self.peaks["driver"] = max(self.peaks["driver"], peak_rss_bytes())
