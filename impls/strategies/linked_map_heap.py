@@ -35,7 +35,7 @@ from mypy_extensions import mypyc_attr
 from ...spec import Change, Keys
 from ..rows import MatchKey, StoredRow
 from ..settings import Settings
-from ..state.heap import ABSENT, HeapBackend, HeapMapState, HeapValueState, Journal, UndoRecord
+from ..state.heap import ABSENT, HeapBackend, HeapMapState, HeapValueState, Journal
 from .common import DELETE, INSERT, UPDATE_AFTER, emit, missing
 from .linked_map import NEXT, PREV, ROW, SAME, STAMP, Entry, LinkedList, MapMaterializer, Meta
 
@@ -72,9 +72,9 @@ class HeapLinkedList(LinkedList):
     def insert_first(self, context: bytes, match: MatchKey, row: StoredRow, stamp: int) -> Meta:
         """The first row of an empty key (no index entry or node can exist); its meta."""
         journal = self._journal
-        journal.append(UndoRecord(self._nodes_state, context, 1, ABSENT))
+        journal.append((self._nodes_state, context, 1, ABSENT))
         self._node_tables[context] = {1: [row, 0, 0, 0, stamp]}
-        journal.append(UndoRecord(self._index_state, context, match, ABSENT))
+        journal.append((self._index_state, context, match, ABSENT))
         self._indexes[context] = {match: [1, 1]}
         return [1, 1, 1]
 
@@ -99,7 +99,7 @@ class HeapLinkedList(LinkedList):
             node = nodes.get(first)
             if node is None:
                 raise missing("nodes", context, first)
-            journal.append(UndoRecord(self._nodes_state, context, first, node))
+            journal.append((self._nodes_state, context, first, node))
             nodes[first] = [row, node[PREV], node[NEXT], node[SAME], stamp if restamp else node[STAMP]]
             return None
         size = meta[0]
@@ -111,12 +111,12 @@ class HeapLinkedList(LinkedList):
             last = nodes.get(last_seq)
             if last is None:
                 raise missing("nodes", context, last_seq)
-            journal.append(UndoRecord(self._nodes_state, context, last_seq, last))
+            journal.append((self._nodes_state, context, last_seq, last))
             nodes[last_seq] = [last[ROW], last[PREV], last[NEXT], seq, last[STAMP]]
             chain = [entry[0], seq]
-        journal.append(UndoRecord(self._nodes_state, context, seq, nodes.get(seq, ABSENT)))
+        journal.append((self._nodes_state, context, seq, nodes.get(seq, ABSENT)))
         nodes[seq] = [row, 0, 0, 0, stamp]
-        journal.append(UndoRecord(self._index_state, context, match, ABSENT if entry is None else entry))
+        journal.append((self._index_state, context, match, ABSENT if entry is None else entry))
         index[match] = chain
         return [size + 1, meta[1], seq]
 
@@ -139,12 +139,12 @@ class HeapLinkedList(LinkedList):
         node = nodes.get(first)
         if node is None:
             raise missing("nodes", context, first)
-        journal.append(UndoRecord(nodes_state, context, first, node))
+        journal.append((nodes_state, context, first, node))
         del nodes[first]
         size = meta[0]
         head = meta[1]
         tail = meta[2]
-        journal.append(UndoRecord(self._index_state, context, match, entry))
+        journal.append((self._index_state, context, match, entry))
         if size == 1:
             del index[match]
             if not index:
@@ -167,18 +167,18 @@ class HeapLinkedList(LinkedList):
             raise missing("nodes", context, prev)
         if first == tail:  # rule 9: the predecessor is the new tail, its next implicit
             if prev_node[NEXT] or restamp is not None:
-                journal.append(UndoRecord(nodes_state, context, prev, prev_node))
+                journal.append((nodes_state, context, prev, prev_node))
                 stamp = prev_node[STAMP] if restamp is None else restamp
                 nodes[prev] = [prev_node[ROW], prev_node[PREV], 0, prev_node[SAME], stamp]
             return True, [size - 1, head, prev], tuple(prev_node[ROW])
         following: int = node[NEXT]
         after = following or first + 1
-        journal.append(UndoRecord(nodes_state, context, prev, prev_node))
+        journal.append((nodes_state, context, prev, prev_node))
         nodes[prev] = [prev_node[ROW], prev_node[PREV], after, prev_node[SAME], prev_node[STAMP]]
         after_node = nodes.get(after)
         if after_node is None:
             raise missing("nodes", context, after)
-        journal.append(UndoRecord(nodes_state, context, after, after_node))
+        journal.append((nodes_state, context, after, after_node))
         nodes[after] = [after_node[ROW], prev, after_node[NEXT], after_node[SAME], after_node[STAMP]]
         return True, [size - 1, head, tail], None
 
@@ -203,14 +203,14 @@ class HeapMapMaterializer(MapMaterializer):
         metas = self._metas
         meta = metas.get(context)
         if meta is None:
-            self._meta_journal.append(UndoRecord(self._heap_meta, context, None, ABSENT))
+            self._meta_journal.append((self._heap_meta, context, None, ABSENT))
             metas[context] = self._heap_list.insert_first(context, match, row, stamp)
             return self._added(INSERT, row)
         added = self._heap_list.add_row(
             context, meta, match, row, stamp, self._upsert, self._restamp_replaced
         )
         if added is not None:
-            self._meta_journal.append(UndoRecord(self._heap_meta, context, None, meta))
+            self._meta_journal.append((self._heap_meta, context, None, meta))
             metas[context] = added
         return self._added(UPDATE_AFTER, row)
 
@@ -226,7 +226,7 @@ class HeapMapMaterializer(MapMaterializer):
         if not found:
             self._miss(context, change)
             return None
-        self._meta_journal.append(UndoRecord(self._heap_meta, context, None, meta))
+        self._meta_journal.append((self._heap_meta, context, None, meta))
         if after is None:
             del metas[context]
             return emit(DELETE, change.row)

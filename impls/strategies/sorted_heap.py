@@ -33,7 +33,6 @@ from ..state.heap import (
     HeapMapState,
     HeapSortedMapState,
     Journal,
-    UndoRecord,
     compact,
     live_tail,
 )
@@ -71,10 +70,10 @@ class HeapSortedMaterializer(SortedMaterializer):
         journal = self._journal
         entries: dict[Any, list[Any]] | None = self._node_maps.get(context)
         if entries is None:  # an empty key: no index entry can exist
-            journal.append(UndoRecord(self._heap_nodes, context, 1, ABSENT))
+            journal.append((self._heap_nodes, context, 1, ABSENT))
             self._node_maps[context] = {1: [row, 0, stamp]}
             self._orders[context] = [[1], 0]
-            journal.append(UndoRecord(self._heap_index, context, match, ABSENT))
+            journal.append((self._heap_index, context, match, ABSENT))
             self._index_maps[context] = {match: [1, 1]}
             return self._added(INSERT, row)
         order: list[Any] | None = self._orders.get(context)
@@ -87,7 +86,7 @@ class HeapSortedMaterializer(SortedMaterializer):
             node = entries.get(first)
             if node is None:
                 raise missing("nodes", context, first)
-            journal.append(UndoRecord(self._heap_nodes, context, first, node))
+            journal.append((self._heap_nodes, context, first, node))
             entries[first] = [row, node[SAME], stamp if self._restamp_replaced else node[STAMP]]
             return self._added(UPDATE_AFTER, row)
         keys: list[Any] = order[0]
@@ -100,13 +99,13 @@ class HeapSortedMaterializer(SortedMaterializer):
             last = entries.get(last_seq)
             if last is None:
                 raise missing("nodes", context, last_seq)
-            journal.append(UndoRecord(self._heap_nodes, context, last_seq, last))
+            journal.append((self._heap_nodes, context, last_seq, last))
             entries[last_seq] = [last[ROW], seq, last[STAMP]]
             chain = [entry[0], seq]
-        journal.append(UndoRecord(self._heap_nodes, context, seq, ABSENT))  # above the tail: none there
+        journal.append((self._heap_nodes, context, seq, ABSENT))  # above the tail: none there
         keys.append(seq)
         entries[seq] = [row, 0, stamp]
-        journal.append(UndoRecord(self._heap_index, context, match, ABSENT if entry is None else entry))
+        journal.append((self._heap_index, context, match, ABSENT if entry is None else entry))
         index[match] = chain
         return self._added(UPDATE_AFTER, row)
 
@@ -127,9 +126,9 @@ class HeapSortedMaterializer(SortedMaterializer):
         node = entries.get(first)
         if node is None:
             raise missing("nodes", context, first)
-        journal.append(UndoRecord(self._heap_nodes, context, first, node))
+        journal.append((self._heap_nodes, context, first, node))
         del entries[first]
-        journal.append(UndoRecord(self._heap_index, context, match, entry))
+        journal.append((self._heap_index, context, match, entry))
         same: int = 0 if first == last else node[SAME]
         if same:
             index[match] = [same, last]
@@ -146,6 +145,6 @@ class HeapSortedMaterializer(SortedMaterializer):
             return None
         tail_node = entries[tail]  # rule 9: the new tail is emitted
         if self._restamp_rollback:
-            journal.append(UndoRecord(self._heap_nodes, context, tail, tail_node))
+            journal.append((self._heap_nodes, context, tail, tail_node))
             entries[tail] = [tail_node[ROW], tail_node[SAME], stamp]
         return emit(UPDATE_AFTER, tuple(tail_node[ROW]))

@@ -33,7 +33,7 @@ from mypy_extensions import mypyc_attr
 from ...spec import Change, Keys, RowKind
 from ..rows import MatchKey, StoredRow
 from ..settings import Settings
-from ..state.heap import HeapBackend, HeapValueState, Journal, UndoRecord
+from ..state.heap import HeapBackend, HeapValueState, Journal
 from .common import DELETE, INSERT, UPDATE_AFTER, emit
 from .value import ValueMaterializer, count_matches
 
@@ -125,9 +125,11 @@ class RecordJournal:
     def __init__(self, journal: Journal) -> None:
         self._journal = journal
         self._append = _AppendUndo()
-        self._append_entry = UndoRecord(self._append, None, None, None)
+        # ``Any``, not the UndoRecord tuple type: compiled code keeps a typed tuple unboxed and
+        # would build a new tuple object at every append.
+        self._append_entry: Any = (self._append, None, None, None)
         self._remove = _RemoveUndo()
-        self._remove_entry = UndoRecord(self._remove, None, None, None)
+        self._remove_entry: Any = (self._remove, None, None, None)
 
     def appended(self, record: list[Any], size: int) -> None:
         """Journal an append to ``record``, whose lists have ``size`` elements now."""
