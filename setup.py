@@ -48,6 +48,7 @@ COMPILED: tuple[str, ...] = (
     "upsertmat.impls.state.spark",
     "upsertmat.impls.state.lmdb",
     "upsertmat.impls.strategies.adaptive",
+    "upsertmat.impls.strategies.adaptive_heap",
     "upsertmat.impls.strategies.common",
     "upsertmat.impls.strategies.legacy",
     "upsertmat.impls.strategies.legacy_heap",
@@ -58,7 +59,8 @@ COMPILED: tuple[str, ...] = (
     "upsertmat.impls.strategies.sorted_heap",
     "upsertmat.impls.strategies.timers",
     "upsertmat.impls.strategies.value",
-    "upsertmat.impls.strategies.value_inplace",
+    "upsertmat.impls.strategies.value_heap",
+    "upsertmat.impls.strategies.variants",
 )
 """The modules the compiled build compiles, by import name (docs/architecture.md)."""
 

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from operator import itemgetter
-from typing import Final
+from typing import Any, Final
 
 import orjson
 from mypy_extensions import mypyc_attr
@@ -47,9 +47,13 @@ from ..spec.encoding import JsonValue, canonical
 from ..spec.equalizer import CanonicalEqualizer
 from .rows import MatchKey, StoredRow
 
-__all__ = ["KeyEncoder", "fast_canonical", "token_of"]
+__all__ = ["KeyEncoder", "fast_canonical", "row_token", "token_of"]
 
 _dumps = orjson.dumps
+_loads = orjson.loads
+_isascii: Final = str.isascii
+"""``str.isascii`` bound once: in the compiled build ``text.isascii()`` is a generic method call
+(a type lookup per call), the method descriptor is one vectorcall."""
 _FAST_TYPES = frozenset({str, int, bool, type(None)})
 _fast_types = _FAST_TYPES.issuperset
 
@@ -59,14 +63,68 @@ KeysOf = Callable[[StoredRow], tuple[bytes, bytes]]
 def fast_canonical(values: Sequence[JsonValue]) -> bytes:
     """``canonical(values)``, byte for byte (and error for error), through orjson when exact.
 
-    O(size of the values).
+    The result owns no more memory than its contents: orjson hands out its output in a bytes
+    object that keeps its ~4 KB working buffer (a 108-byte result traces 4,489 bytes), so the
+    result is copied to an object of its own size (one small allocation; a stored key would
+    otherwise hold 4 KB). O(size of the values).
     """
     if _fast_types(map(type, values)):
         try:
-            return _dumps(values)
+            return b"%b" % _dumps(values)
         except TypeError:  # an integer beyond 64 bits, a lone surrogate, a non-list sequence
             pass
     return canonical(values)
+
+
+def _plain(value: object) -> bool:
+    """Whether ``value`` may stand for its own canonical encoding in a row token: exactly a
+    ``str`` of ASCII characters (its encoding cannot fail, and equal strings encode alike),
+    exactly an ``int`` of magnitude up to ``2**62 - 1`` (its decimal text), or None. Never a
+    bool or a float (``1 == True == 1.0`` in Python, but their encodings differ), nor a
+    subclass (which may compare in its own way)."""
+    kind = type(value)
+    if kind is str:
+        text: str = value  # type: ignore[assignment]
+        return text.isascii()
+    if kind is int:
+        number: int = value  # type: ignore[assignment]
+        return -_SHORT <= number <= _SHORT
+    return value is None
+
+
+def row_token(row: StoredRow) -> MatchKey:
+    """The token of a whole row's canonical match key (:data:`~.rows.MatchKey`, no upsert key,
+    the canonical equalizer): the row itself as a tuple when every value is :func:`_plain`, else
+    its canonical bytes, or, if those bytes decode to plain values only (a subclass of ``int``
+    or ``str`` encodes as its base does), the tuple of those values.
+
+    Exact by construction: the token is a function of the canonical bytes alone (plain values
+    round-trip through the encoding unchanged, and decoding gives the bytes' one tuple), and
+    two tuples of plain values are equal exactly when their encodings are (the JSON types
+    differ where the Python types do: ``1`` and ``"1"`` and ``null`` are distinct; a bool or
+    a float never takes the tuple road). A tuple is never equal to bytes. No bytes are formatted
+    and nothing is stored beside the row for the usual row: the token is the stored row object.
+    Raises what :func:`~upsertmat.spec.encoding.canonical` raises for a row it refuses.
+    O(number of columns) for plain rows; O(size of the row) otherwise."""
+    for value in row:
+        if not _plain(value):
+            return _decoded_token(fast_canonical(row))
+    return row if type(row) is tuple else tuple(row)
+
+
+def _decoded_token(encoded: bytes) -> MatchKey:
+    """:func:`row_token` of canonical bytes: the tuple of their values if all are plain."""
+    try:
+        values = _loads(encoded)
+    except ValueError:  # beyond what orjson reads (huge integers, deep nesting): not plain
+        return encoded
+    if type(values) is list:
+        decoded: list[object] = values
+        for value in decoded:
+            if not _plain(value):
+                return encoded
+        return tuple(decoded)
+    return encoded
 
 
 _SMALL: Final = 1 << 63
@@ -105,7 +163,7 @@ def _single(column: int) -> Callable[[StoredRow], bytes]:
                 return b"[%d]" % value
         elif type(value) in _FAST_TYPES:
             try:
-                return _dumps((value,))
+                return b"%b" % _dumps((value,))  # a copy: see fast_canonical
             except TypeError:
                 pass
         return canonical((value,))
@@ -158,6 +216,8 @@ class KeyEncoder:
         self._last_sink = 0
         self._last_context = b"[0]"
         self._tokens = False  # :meth:`use_tokens`
+        self._whole_row = not keys.upsert_key and canonical_match  # tokens: :func:`row_token`
+        self._one_sink = len(keys.pk) == 1
 
     def _build(self) -> KeysOf:
         width, context, match, keys = self._width, self._context, self._match, self.keys
@@ -197,7 +257,9 @@ class KeyEncoder:
         """From now on :meth:`pair` and :meth:`match_token` give match keys as tokens
         (:data:`~.rows.MatchKey`) where the match key is one column under the canonical
         equalizer: an int column's value is then its own match key, with no bytes formatted
-        or hashed. For layouts that never store match keys at rest (the heap variants)."""
+        or hashed; and where rows match whole (no upsert key, the canonical equalizer), the
+        token is :func:`row_token`'s, usually the row itself. For layouts that never store match
+        keys at rest (the heap variants)."""
         self._tokens = True
 
     def pair(self, row: StoredRow) -> tuple[bytes, MatchKey]:
@@ -225,10 +287,45 @@ class KeyEncoder:
                 self._last_sink = sink
                 self._last_context = context
                 return context, match
+        if self._tokens and self._whole_row:
+            return self._sink_context(row), self._row_token(row)
         context, encoded = self.keys_of(row)
         if self._tokens and self._one_column:
             return context, token_of(encoded)
         return context, encoded
+
+    def _row_token(self, row: StoredRow) -> MatchKey:
+        """:func:`row_token`, with the test of a tuple row's values written out (the usual
+        row: one call, no call per value)."""
+        if type(row) is tuple:
+            values: tuple[Any, ...] = row
+            for value in values:
+                kind = type(value)
+                if kind is str:
+                    if not _isascii(value):
+                        return row_token(row)
+                elif kind is int:
+                    number: int = value
+                    if number < -_SHORT or number > _SHORT:
+                        return row_token(row)
+                elif value is not None:
+                    return row_token(row)
+            return row
+        return row_token(row)
+
+    def _sink_context(self, row: StoredRow) -> bytes:
+        """:meth:`context_key`, formatted inline for one int sink-key column of a tuple row
+        (the last one's bytes object when the sink key repeats, as in :meth:`pair`)."""
+        if self._one_sink and type(row) is tuple and len(row) >= self._width:
+            sink = row[self._pk]
+            if type(sink) is int and -_SHORT <= sink <= _SHORT:
+                if sink == self._last_sink:
+                    return self._last_context
+                context = b"[%d]" % sink
+                self._last_sink = sink
+                self._last_context = context
+                return context
+        return self.context_key(row)
 
     def match_token(self, row: StoredRow) -> MatchKey:
         """:meth:`match_key` as a token after :meth:`use_tokens` (else the bytes)."""
@@ -238,6 +335,8 @@ class KeyEncoder:
                 if type(value) is int and -_SHORT <= value <= _SHORT:
                     return value
             return token_of(self.match_key(row))
+        if self._tokens and self._whole_row:
+            return self._row_token(row)
         return self.match_key(row)
 
     def match_key(self, row: StoredRow) -> bytes:

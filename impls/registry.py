@@ -135,8 +135,9 @@ def _built(strategy: StrategyEntry, backend: BackendEntry) -> Factory:
         cls = strategy_class(strategy.strategy)
         settings = replace(settings, strategy=strategy.strategy, backend=backend.backend)
         cls.check_settings(settings)  # refuse bad settings before opening any files
-        build = getattr(cls, "build", cls)  # StrategyBase.build may pick a subclass for the backend
-        materializer: Materializer = build(keys, backend.open(settings), settings)
+        from .strategies.variants import build  # the heap specialisation where it applies
+
+        materializer: Materializer = build(cls, keys, backend.open(settings), settings)
         return materializer
 
     return create

@@ -133,3 +133,20 @@ def test_side_by_side_plots_keep_the_legend_off_the_bars(ratios: tuple[float, ..
     assert_legend_outside_every_panel(figure)
     labels = labels_in_view(figure.axes[0], "x")
     assert len(labels) >= 2 and all(text.endswith("x") and "^" not in text for text in labels), labels
+
+
+@pytest.mark.parametrize(("low", "high"), [(200.0, 3700.0), (180.0, 4100.0), (3.0, 7000.0), (40.0, 900.0)])
+def test_a_value_axis_has_a_label_near_its_top_and_its_bottom(low: float, high: float) -> None:
+    """Issue #33: a panel reaching ~4,000 ops/ms had its last label at 2,000 (labels at 1-2-5):
+    the axis now reaches the next labelled value, so a point near the top can be read."""
+    from upsertmat.bench.figures import log_values, new_figure
+
+    figure = new_figure(4, 3)
+    axes = figure.add_subplot()
+    axes.plot([1, 2], [low, high])
+    log_values(axes)
+    drawn(figure)
+    bottom, top = axes.get_ylim()
+    values = [float(text) for text in labels_in_view(axes, "y")]
+    assert bottom <= low and top >= high
+    assert max(values) >= top / 1.6 and min(values) <= bottom * 1.6, (values, bottom, top)

@@ -19,6 +19,8 @@ from upsertmat.impls.state import CountingBackend, HeapBackend
 from upsertmat.impls.strategies import MapMaterializer, SortedMaterializer, StrategyBase
 from upsertmat.impls.strategies.adaptive import AdaptiveMaterializer
 from upsertmat.impls.strategies.legacy import LegacyMaterializer
+from upsertmat.impls.strategies.variants import HEAP_VARIANTS as TWINS
+from upsertmat.impls.strategies.variants import build
 from upsertmat.spec import (
     CanonicalEqualizer,
     Change,
@@ -177,8 +179,8 @@ def measure_heap_variant(strategy: str, size: int, upsert: bool) -> list[tuple[s
     keys = Keys(pk=(0,), upsert_key=(1,) if upsert else (), equalizer=equalizer)
     backend = JournalCountingHeap()
     cls, settings = HEAP_VARIANTS[strategy]
-    materializer = cls.build(keys, backend, settings)
-    assert type(materializer).__module__.endswith(("_heap", "_inplace")), type(materializer)
+    materializer = build(cls, keys, backend, settings)
+    assert type(materializer) is TWINS[cls], type(materializer)  # the table's specialisation
     materializer.load_histories([(keys.context_key((0,)), history(size))])
     counts = []
     for name, change in probes(size, upsert):

@@ -9,7 +9,16 @@ import pytest
 
 from upsertmat.commands.options import add_config_arguments, config_layers, settings_from_args
 from upsertmat.defaults import default_layer
-from upsertmat.impls import Backend, ConfigError, Settings, Strategy, TimeDomain, UpdateType, build_settings
+from upsertmat.impls import (
+    Backend,
+    ConfigError,
+    Settings,
+    Strategy,
+    TimeDomain,
+    UpdateType,
+    build_settings,
+    create_named,
+)
 from upsertmat.impls.config import (
     BACKEND,
     KNOWN_KEYS,
@@ -25,7 +34,6 @@ from upsertmat.impls.config import (
     parse_set_option,
 )
 from upsertmat.impls.settings import TtlSettings
-from upsertmat.impls.strategies.legacy import create_heap
 from upsertmat.spec import Keys
 
 
@@ -207,7 +215,8 @@ def test_flatten_joins_nested_keys() -> None:
 
 
 def test_legacy_heap_takes_ttl() -> None:
-    assert create_heap(Keys(pk=(0,)), settings_of("--ttl", "1 h")).retract_misses == 0
+    materializer = create_named("LEGACY/heap", Keys(pk=(0,)), settings_of("--ttl", "1 h"))
+    assert materializer.retract_misses == 0
 
 
 def test_a_negative_ttl_is_refused_on_the_command_line_and_in_the_library() -> None:

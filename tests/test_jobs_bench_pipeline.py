@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from upsertmat.bench.footprint import RssSampler
 from upsertmat.bench.pipeline import PipelineBench, PipelineFigures, report, write_workload
 from upsertmat.jobs.model import SourceFormat
 
@@ -53,14 +54,32 @@ def test_stages_and_report() -> None:
         changes=1000, keys=10, files=1, strategy="VALUE", source_format="jsonl", session_seconds=4.0,
         write_seconds=0.1,
         source_seconds=1.0, materializer_run_seconds=3.0, end_to_end_seconds=4.0, sink_timer_seconds=2.5,
-        batches=1,
+        batches=1, keyed_end_to_end_seconds=2.0, peak_rss_mb={"driver": 80.0, "jvm": 900.0, "workers": 210.0},
     )  # fmt: skip
     assert figures.stages() == {"source read": 1.0, "shuffle + materializer": 2.0, "sink write": 1.0}
     assert figures.end_to_end_rate == 250.0
+    assert figures.keyed_rate == 500.0
     assert figures.as_dict()["ratio_to_goal"] == pytest.approx(250 / 50_000)
+    assert figures.as_dict()["keyed_end_to_end_changes_per_second"] == 500.0
     text = report(figures)
-    assert "end to end: 4.0 s = 250 changes/s (goal 50,000: ratio 0.01)" in text
+    assert "end to end, whole rows (upsert-key: [], as the example job): 4.0 s = 250 changes/s" in text
+    assert "(goal 50,000: ratio 0.01)" in text
+    assert "end to end, upsert key id: 2.0 s = 500 changes/s" in text
+    assert "peak RSS: driver (Python) 80 MiB, Spark JVM 900 MiB, Python workers 210 MiB (summed)" in text
     assert "shuffle + materializer       2.0 s" in text
+
+
+def test_the_rss_sampler_sees_this_process_and_its_children() -> None:
+    """The pipeline's peak RSS per role (driver, JVM, Python workers) comes from /proc."""
+    import subprocess
+    import sys
+
+    with RssSampler(interval=0.05) as sampler:
+        child = "import time; block = bytearray(64 * 2**20); time.sleep(0.5)"
+        subprocess.run([sys.executable, "-c", child], check=True)
+    assert sampler.peaks["driver"] > 10 * 2**20
+    assert sampler.peaks["workers"] > 64 * 2**20  # a Python child: counted as a worker
+    assert sampler.peaks["jvm"] == 0
 
 
 def test_per_batch_timings_and_fixed_cost_in_the_report() -> None:

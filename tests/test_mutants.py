@@ -9,7 +9,7 @@ LEGACY passes the same three checks (so the checks fail because of the defect).
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 import pytest
 from hypothesis import Phase, given, settings
@@ -41,6 +41,19 @@ class MutantLegacy(LegacyMaterializer):
     def __init__(self, keys: Keys, defect: Defect) -> None:
         super().__init__(keys, open_backend(Settings()))
         self.defect = defect
+
+    def process(self, change: Change) -> Change | None:
+        """The defective rules on the stored list, committed per input."""
+        emitted = self._apply(change)
+        self.backend.commit()
+        return emitted
+
+    def process_many(
+        self, changes: Iterable[Change], out: list[Change | None] | None = None
+    ) -> list[Change | None]:
+        out = [] if out is None else out
+        out.extend(self.process(change) for change in changes)
+        return out
 
     def _apply(self, change: Change, stamp: int = 0) -> Change | None:
         context = self.keys.context_key(change.row)

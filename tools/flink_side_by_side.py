@@ -3,16 +3,19 @@ r"""Real Apache Flink 2.3 and upsertmat on the same workload, alternated in one 
 Runs, per round, a Flink benchmark script (its ``SinkUpsertMaterializer`` in a PyFlink
 MiniCluster, parallelism 1; see that script's docstring for how the operator's own busy time is
 isolated) and ``upsertmat bench`` on the FLIP-544 workload (one sink key, 250-byte payload,
-upsert key on, 100% retraction), alternating which goes first from round to round so a slow
-spell of a shared machine hits both alike; then prints one table per cell: the median ops/ms
-of every repetition of every round for each side, and the ratio upsertmat / Flink.
+100% retraction) in both matching modes: with the upsert key (``--upsert-key on``; Flink's
+``--upsert-key true``) and matching whole rows (``off``; Flink's ``false``), alternating which
+goes first from round to round so a slow spell of a shared machine hits both alike; then prints
+one table row per cell: the median ops/ms of every repetition of every round for each side,
+and the ratio upsertmat / Flink. ``--upsert-key on`` or ``off`` runs one mode only.
 
 Flink's workload deletes row ``i - (1 + delay) // 2``: its delay 2 holds ~1 live row and its
 delay 2000 ~1,000, the histories of ``upsertmat bench --retract-delay 2`` and ``1000``; Flink's
 ``hashmap`` backend is compared with ``heap``. upsertmat runs at its ``bench`` default commit
 interval (1000) unless ``--checkpoint-interval`` says otherwise.
 
-Usage (7-25 minutes for 2 rounds of 3 repetitions on 2 cores, quiet to loaded)::
+Usage (15-50 minutes for 2 rounds of 3 repetitions of both modes on 2 cores, quiet to loaded;
+about half for one mode)::
 
     python tools/flink_side_by_side.py --flink-python FLINK_VENV/bin/python \\
         --flink-bench PATH/flink_sum_bench.py --upsertmat VENV/bin/upsertmat --output-dir flink-vs
@@ -39,6 +42,20 @@ HISTORIES = {2: 2, 1000: 2000}
 BACKENDS = {"heap": "hashmap", "rocksdb": "rocksdb"}
 
 
+def strategy_rank(strategy: str) -> int:
+    """The table's order of strategies: Flink's, then SORTED."""
+    order = [*STRATEGIES, "SORTED"]
+    return order.index(strategy) if strategy in order else len(order)
+
+
+def modes(text: str) -> tuple[str, ...]:
+    """``on``, ``off`` or ``on,off`` (argparse type)."""
+    found = tuple(dict.fromkeys(part.strip() for part in text.split(",")))
+    if not found or any(mode not in ("on", "off") for mode in found):
+        raise argparse.ArgumentTypeError(f"expected on, off or on,off, got {text!r}")
+    return found
+
+
 def flink_argv(args: argparse.Namespace, out: Path) -> list[str]:
     """The Flink benchmark's command line for one round."""
     return [
@@ -49,7 +66,7 @@ def flink_argv(args: argparse.Namespace, out: Path) -> list[str]:
         "--backends",
         ",".join(BACKENDS.values()),
         "--upsert-key",
-        "true",
+        ",".join("true" if mode == "on" else "false" for mode in args.upsert_key),
         "--pcts",
         "100",
         "--delays",
@@ -64,7 +81,8 @@ def flink_argv(args: argparse.Namespace, out: Path) -> list[str]:
 def upsertmat_argv(args: argparse.Namespace, out: Path) -> list[str]:
     """``upsertmat bench``'s command line for one round."""
     argv = [args.upsertmat, "bench", "--workload", "flip544", "--strategy", ",".join([*STRATEGIES, "SORTED"])]
-    argv += ["--backend", "heap,rocksdb,lmdb", "--upsert-key", "on", "--retract-percentage", "100"]
+    argv += ["--backend", "heap,rocksdb,lmdb", "--upsert-key", ",".join(args.upsert_key)]
+    argv += ["--retract-percentage", "100"]
     argv += ["--retract-delay", ",".join(str(delay) for delay in HISTORIES), "--repetitions", str(args.reps)]
     argv += [
         "--max-seconds-per-cell",
@@ -80,41 +98,49 @@ def upsertmat_argv(args: argparse.Namespace, out: Path) -> list[str]:
     return argv
 
 
-def flink_samples(path: Path) -> dict[tuple[str, str, int], list[float]]:
-    """(strategy, upsertmat backend, upsertmat delay) -> Flink's ops/ms of every repetition."""
+Cell = tuple[str, str, str, int]
+"""(strategy, upsertmat backend, upsert key ``on``/``off``, upsertmat delay)."""
+
+
+def flink_samples(path: Path) -> dict[Cell, list[float]]:
+    """Cell -> Flink's ops/ms of every repetition."""
     flink_delay = {flink: ours for ours, flink in HISTORIES.items()}
     backend = {flink: ours for ours, flink in BACKENDS.items()}
-    found: dict[tuple[str, str, int], list[float]] = {}
+    found: dict[Cell, list[float]] = {}
     for result in json.loads(path.read_text(encoding="utf-8"))["results"]:
-        if result.get("retract_delay") not in flink_delay or not result.get("has_upsert_key"):
+        if result.get("retract_delay") not in flink_delay:
             continue
-        key = (result["strategy"], backend[result["backend"]], flink_delay[result["retract_delay"]])
+        mode = "on" if result.get("has_upsert_key") else "off"
+        key = (result["strategy"], backend[result["backend"]], mode, flink_delay[result["retract_delay"]])
         runs = [run["ops_per_ms"] for run in result.get("runs", []) if run.get("ops_per_ms")]
         found.setdefault(key, []).extend(runs or [result["ops_per_ms_median"]])
     return found
 
 
-def upsertmat_samples(document: dict[str, Any]) -> dict[tuple[str, str, int], list[float]]:
-    """(strategy, backend, delay) -> upsertmat's ops/ms of every repetition (wall clock)."""
-    found: dict[tuple[str, str, int], list[float]] = {}
+def upsertmat_samples(document: dict[str, Any]) -> dict[Cell, list[float]]:
+    """Cell -> upsertmat's ops/ms of every repetition (wall clock)."""
+    found: dict[Cell, list[float]] = {}
     for result in document["results"]:
-        key = (result["strategy"], result["backend"], result["retract_delay"])
+        mode = "on" if result["upsert_key"] else "off"
+        key = (result["strategy"], result["backend"], mode, result["retract_delay"])
         found.setdefault(key, []).extend(result["wall_throughputs_ops_per_ms"])
     return found
 
 
-def table(
-    flink: dict[tuple[str, str, int], list[float]], ours: dict[tuple[str, str, int], list[float]]
-) -> str:
-    """The markdown table: per cell Flink's and upsertmat's medians and the ratio."""
-    lines = ["| cell | Flink 2.3 | upsertmat | ratio |", "|---|---:|---:|---:|"]
-    for key in sorted(ours, key=lambda k: (k[1] != "heap", k[1], k[0], k[2])):
-        strategy, backend, delay = key
+def table(flink: dict[Cell, list[float]], ours: dict[Cell, list[float]]) -> str:
+    """The markdown table: per cell Flink's and upsertmat's medians (ops/ms) and the ratio."""
+    lines = [
+        "| cell | upsert key | Flink 2.3 ops/ms | upsertmat ops/ms | ratio |",
+        "|---|---|---:|---:|---:|",
+    ]
+    for key in sorted(ours, key=lambda k: (k[2] != "on", k[1] != "heap", k[1], strategy_rank(k[0]), k[3])):
+        strategy, backend, mode, delay = key
         mine = statistics.median(ours[key])
         theirs = statistics.median(flink[key]) if flink.get(key) else None
-        flink_text = "-" if theirs is None else f"{theirs:,.4g}"
+        flink_text = "-" if theirs is None else f"{theirs:,.0f}"
         ratio = "-" if theirs is None else f"{mine / theirs:.2f}"
-        lines.append(f"| {strategy} {backend}, history {delay:,} | {flink_text} | {mine:,.4g} | {ratio} |")
+        cell = f"{strategy} {backend}, history {delay:,}"
+        lines.append(f"| {cell} | {mode} | {flink_text} | {mine:,.0f} | {ratio} |")
     return "\n".join(lines)
 
 
@@ -131,10 +157,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=2, help="alternated rounds (default 2)")
     parser.add_argument("--reps", type=int, default=3, help="repetitions per cell and round (default 3)")
     parser.add_argument("--checkpoint-interval", type=int, help="upsertmat's commit interval (default 1000)")
+    parser.add_argument(
+        "--upsert-key",
+        type=modes,
+        default=("on", "off"),
+        help="matching modes: on (the upsert key), off (whole rows) or on,off (default)",
+    )
     parser.add_argument("--output-dir", type=Path, default=Path("flink-vs-upsertmat"))
     args = parser.parse_args(argv)
-    flink: dict[tuple[str, str, int], list[float]] = {}
-    ours: dict[tuple[str, str, int], list[float]] = {}
+    flink: dict[Cell, list[float]] = {}
+    ours: dict[Cell, list[float]] = {}
     for number in range(args.rounds):
         out = args.output_dir / f"round-{number + 1}"
         out.mkdir(parents=True, exist_ok=True)

@@ -67,6 +67,7 @@ import os
 import struct
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import lmdb
 import msgpack
@@ -83,7 +84,7 @@ from .codec import (
     state_prefix,
     successor,
 )
-from .deferred import DeferredCommits
+from .deferred import ABSENT, DeferredCommits
 from .directory import StateDirectory
 from .errors import CorruptStateError, StateError, StorageError, StorageFullError
 from .named import NamedStates
@@ -191,6 +192,9 @@ class LmdbBackend(DeferredCommits):
         self._states = NamedStates(lambda kind, name: kind(self, name))
         self._dirty = False
         self._closed = False
+        # Value states holding pending writes (:class:`LmdbValueState`, *Overlay*), written
+        # into the transaction at the durable commit.
+        self._overlaid: list[LmdbValueState] = []
 
     def _create(self, directory: Path) -> None:
         """A new environment in ``directory`` holding the format marker. Written through
@@ -345,17 +349,27 @@ class LmdbBackend(DeferredCommits):
         """The sorted map state ``name``."""
         return self._states.get(name, LmdbSortedMapState)
 
+    def overlaid(self, state: LmdbValueState) -> None:
+        """Called by a value state on its first pending write since the last durable commit."""
+        self._overlaid.append(state)
+        self._dirty = True
+
     def _write(self) -> None:
-        """Commit the open write transaction and begin the next (no-op if nothing changed)."""
+        """Write the value states' pending writes into the open write transaction, commit it
+        and begin the next (no-op if nothing changed)."""
         if not self._dirty:
             return
         self._cursor = None
         try:
+            overlaid, self._overlaid = self._overlaid, []
+            for state in overlaid:
+                state.flush()
             self.txn.commit()
         except lmdb.Error as error:
             failure = self.classify(error)
             assert failure is not None
             self._cursor = None
+            self.txn.abort()  # a no-op if the commit ended it
             self.txn = self.env.begin(write=True)  # the failed transaction is gone
             self._dirty = False
             raise failure from error
@@ -416,6 +430,9 @@ class LmdbBackend(DeferredCommits):
 
     def _discard(self) -> None:
         """Abort the open write transaction (every write since the last commit) and begin anew."""
+        for state in self._overlaid:
+            state.discard()
+        self._overlaid = []
         self._cursor = None
         self.txn.abort()
         self._dirty = False
@@ -444,6 +461,9 @@ class LmdbBackend(DeferredCommits):
             return
         self._closed = True
         self._cursor = None
+        for state in self._overlaid:
+            state.discard()
+        self._overlaid = []
         try:
             self.txn.abort()
             self.env.sync(True)
@@ -456,6 +476,10 @@ class LmdbBackend(DeferredCommits):
                 self.env.close()
             finally:
                 self._dir.close()
+
+
+_DELETED: Any = object()  # overlay mark of a pending deletion (LmdbValueState)
+_MISSING: Any = object()
 
 
 def _digest(data: bytes) -> bytes:
@@ -501,6 +525,19 @@ class LmdbValueState:
     called directly — no Python call besides the state method itself. (The transaction is
     read from the backend at every access, not bound once per transaction: binding costs
     more at every durable commit than it saves per access with a commit per input.)
+
+    **Overlay.** While units are deferred (a commit interval > 1, or held commits: the
+    backend's journal is on), puts and deletes of keys that fit stay in ``_pending`` (context
+    -> value, or a deletion mark) until the durable commit writes them into the transaction,
+    as RocksDB's overlay does. Without it every input of LEGACY or VALUE packed its key's
+    whole history (~270 KB at 1,000 rows of 250 bytes), copied it into LMDB's pages and
+    unpacked it again at the next input's read, where RocksDB's overlay hands the Python value
+    back: measured at history 1,000, interval 1,000, compiled, 2.3-2.6 ops/ms against RocksDB's
+    13.6 (LEGACY) and 85 (VALUE); with the overlay 11.9 and 85.7. A key rewritten by N inputs of
+    a batch is packed and written once. Reads consult the overlay first (a list value is handed out as a
+    shallow copy, as heap state hands it out); each overlay write journals the entry it
+    replaces, so a rollback undoes the failed unit only. With interval 1 the overlay stays
+    empty: one dict test per access.
     """
 
     def __init__(self, backend: LmdbBackend, name: str) -> None:
@@ -511,12 +548,20 @@ class LmdbValueState:
         self._limit = backend.max_key_size
         self._pack = backend.codec.pack
         self._unpack = backend.codec.unpack
+        self._pending: dict[bytes, Any] = {}  # the overlay (class docstring)
 
     def get(self, context: bytes) -> Value | None:
-        """One B-tree lookup in the open transaction."""
+        """The overlay, else one B-tree lookup in the open transaction."""
         key = self._prefix + context
         if len(key) > self._limit:
             return self._get_long(context)
+        pending = self._pending
+        if pending:
+            value = pending.get(context, _MISSING)
+            if value is not _MISSING:
+                if value is _DELETED:
+                    return None
+                return value.copy() if type(value) is list else value
         data = self._backend.txn.get(key)
         if data is None:
             return None
@@ -548,6 +593,9 @@ class LmdbValueState:
             if len(key) > limit:
                 found[position] = self._get_long(context)
                 continue
+            if self._pending and context in self._pending:
+                found[position] = self.get(context)
+                continue
             data = txn_get(key)
             if data is not None:
                 found[position] = unpack(data, name, context)
@@ -561,12 +609,11 @@ class LmdbValueState:
             header = _frame(context)
             backend.replace_long(self.name, self._long_prefix + _digest(context), header, self._pack(value))
             return
-        journal = backend.journal  # LmdbBackend.put, inline
-        try:
-            if journal is None:
-                backend.txn.put(key, self._pack(value))
-            else:
-                journal.append((backend, key, None, backend.txn.replace(key, self._pack(value))))
+        if backend.journal is not None or self._pending:  # units deferred: the overlay
+            self._defer(context, value)
+            return
+        try:  # LmdbBackend.put, inline
+            backend.txn.put(key, self._pack(value))
         except (lmdb.BadValsizeError, lmdb.MapFullError) as error:
             raise backend.put_error(error, key) from None
         backend._dirty = True
@@ -578,23 +625,61 @@ class LmdbValueState:
         if len(key) > self._limit:
             backend.pop_long(self.name, self._long_prefix + _digest(context), _frame(context))
             return
-        journal = backend.journal  # LmdbBackend.delete, inline
-        if journal is None:
-            if backend.txn.delete(key):
-                backend._dirty = True
+        if backend.journal is not None or self._pending:  # units deferred: the overlay
+            self._defer(context, _DELETED)
+            return
+        if backend.txn.delete(key):  # LmdbBackend.delete, inline
+            backend._dirty = True
+
+    def _defer(self, context: bytes, value: Any) -> None:
+        """A put (or, with the deletion mark, a delete) into the overlay, journaled."""
+        pending = self._pending
+        journal = self._backend.journal
+        if not pending:
+            self._backend.overlaid(self)
+        if journal is not None:
+            journal.append((self, context, None, pending.get(context, ABSENT)))
+        pending[context] = value
+
+    def undo(self, context: bytes, key: None, previous: Any) -> None:
+        """Put back the overlay entry one journaled write replaced (rollback of a unit)."""
+        if previous is ABSENT:
+            self._pending.pop(context, None)
         else:
-            previous = backend.txn.pop(key)
-            if previous is not None:
-                journal.append((backend, key, None, previous))
-                backend._dirty = True
+            self._pending[context] = previous
+
+    def flush(self) -> None:
+        """Write the overlay into the open transaction (the backend's durable commit)."""
+        pending, self._pending = self._pending, {}
+        txn, prefix, pack = self._backend.txn, self._prefix, self._pack
+        for context, value in pending.items():
+            key = prefix + context
+            if value is _DELETED:
+                txn.delete(key)
+            else:
+                txn.put(key, pack(value))
+
+    def discard(self) -> None:
+        """Forget the overlay (the transaction is aborted)."""
+        self._pending = {}
 
     def contexts(self) -> Iterator[bytes]:
-        """Every context with a value, in ascending byte order: prefix scans (snapshot)."""
+        """Every context with a value, in ascending byte order: prefix scans merged with the
+        overlay (snapshot)."""
         found = [key[len(self._prefix) :] for key, _ in self._backend.scan(self._prefix, values=False)]
         long = [
             self._backend.framed_context(self.name, key, data, 0)
             for key, data in self._backend.scan(self._long_prefix)
         ]
+        if self._pending:
+            merged = set(found)
+            for context, value in self._pending.items():
+                if value is _DELETED:
+                    merged.discard(context)
+                else:
+                    merged.add(context)
+            found = list(merged)
+            return iter(sorted(found + long))
         return iter(sorted(found + long) if long else found)
 
 

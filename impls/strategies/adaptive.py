@@ -28,7 +28,7 @@ from ...spec import Change, Keys
 from ..config import UnsupportedSetting
 from ..rows import MatchKey, StoredRow
 from ..settings import Backend, Settings
-from ..state import StateBackend, open_backend
+from ..state import StateBackend
 from .common import DELETE, INSERT, UPDATE_AFTER, StrategyBase, emit, missing, require
 from .linked_map import ROW, SIZE, STAMP, TAIL, LinkedList, Meta
 from .value import (
@@ -76,8 +76,6 @@ class AdaptiveMaterializer(StrategyBase):
     def check_settings(cls, settings: Settings) -> None:
         """Refuse thresholds unless ``high > low >= 0`` (:func:`thresholds`)."""
         thresholds(settings)
-
-    heap_variant = ".value_inplace:HeapAdaptiveMaterializer"
 
     def __init__(self, keys: Keys, backend: StateBackend, settings: Settings | None = None) -> None:
         settings = settings or Settings()
@@ -302,9 +300,3 @@ class AdaptiveMaterializer(StrategyBase):
             self._records.put(context, record)
             for stamp in set(stamps):
                 self._stamped(context, 0, stamp)
-
-
-def create(keys: Keys, settings: Settings) -> StrategyBase:
-    """ADAPTIVE on ``settings.backend`` (registry factory)."""
-    thresholds(settings)  # refuse bad thresholds before opening any files
-    return AdaptiveMaterializer.build(keys, open_backend(settings), settings)

@@ -9,11 +9,10 @@ misses, and commits the backend once per input so each input's state change is a
 
 from __future__ import annotations
 
-import importlib
 import logging
 from abc import abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any, ClassVar, Final, NoReturn, TypeGuard
+from typing import Any, Final, NoReturn, TypeGuard
 
 from mypy_extensions import mypyc_attr
 
@@ -79,7 +78,7 @@ _CHANGE: Final = Change  # a C global when compiled (an imported name is a dict 
 
 
 def in_place_on_heap(backend: StateBackend, settings: Settings) -> TypeGuard[HeapBackend]:
-    """Whether a strategy's heap variant (:attr:`StrategyBase.heap_variant`) runs: on a heap
+    """Whether a strategy's heap specialisation (:data:`.variants.HEAP_VARIANTS`) runs: on a heap
     backend with TTL off (expiry and trimming take the general paths) and async state off
     (its prefetched copies would miss direct writes; it gains nothing on heap)."""
     return isinstance(backend, HeapBackend) and not settings.ttl.enabled and not settings.async_state
@@ -219,23 +218,6 @@ class StrategyBase:
         registry opens any state. Nothing to refuse here; subclasses extend it."""
         return
 
-    heap_variant: ClassVar[str | None] = None
-    """``"module:Class"`` (relative to this package) of a variant of the strategy that writes
-    a heap backend's dicts directly, used by :meth:`build` where :func:`in_place_on_heap`."""
-
-    @classmethod
-    def build(cls, keys: Keys, backend: StateBackend, settings: Settings) -> StrategyBase:
-        """The instance the registry builds on an opened ``backend``: the class's own
-        :attr:`heap_variant` (not an inherited one) where :func:`in_place_on_heap`, else
-        ``cls(keys, backend, settings)``."""
-        variant = vars(cls).get("heap_variant")
-        if variant and in_place_on_heap(backend, settings):
-            module, name = variant.split(":")
-            factory = getattr(importlib.import_module(module, __package__), name)
-            built: StrategyBase = factory(keys, backend, settings)
-            return built
-        return cls(keys, backend, settings)
-
     def __init__(self, keys: Keys, backend: StateBackend, settings: Settings | None = None) -> None:
         settings = settings or Settings()
         self.keys = keys
@@ -320,24 +302,31 @@ class StrategyBase:
         stamp = self._now if self._stamp_is_now else self._ttl.stamp_of(change.ts, self._now)
         misses = self.retract_misses
         try:
-            row = change.row
-            context, match = self._encoder.pair(row)
-            kind = change.kind
-            self._input, self._input_kind, self._input_row = change, kind, row
-            timers = self._timers
-            lazy = self._lazy = timers is not None and timers.has_due(self._now)
-            emitted: Change | None
-            if kind is _INSERT or kind is _UPDATE_AFTER:
-                emitted = self._add(context, match, row, stamp)
-            else:
-                emitted = self._retract(context, match, change, stamp)
-            # The sweep lags, or this late record's own timer is due: continue the sweep. (With
-            # no timer due before the input, only a late stamp can make one due.)
-            if lazy or (timers is not None and stamp + self._ttl_ms <= self._now):
-                self._expire_due()
-            self.backend.commit()
+            context, match = self._encoder.pair(change.row)
+            emitted = self._step(change, context, match, stamp)
         except BaseException as error:
             self._fail(misses, error)
+        return emitted
+
+    def _step(self, change: Change, context: bytes, match: MatchKey, stamp: int) -> Change | None:
+        """The per-input shell (docs/architecture.md, *The per-input shell*): apply one input
+        whose keys and stamp are computed, run the expiry the input made due, end the unit
+        (``backend.commit()``); the caller rolls back and raises if this raises."""
+        kind = change.kind
+        row = change.row
+        self._input, self._input_kind, self._input_row = change, kind, row
+        timers = self._timers
+        lazy = self._lazy = timers is not None and timers.has_due(self._now)
+        emitted: Change | None
+        if kind is _INSERT or kind is _UPDATE_AFTER:
+            emitted = self._add(context, match, row, stamp)
+        else:
+            emitted = self._retract(context, match, change, stamp)
+        # The sweep lags, or this late record's own timer is due: continue the sweep. (With
+        # no timer due before the input, only a late stamp can make one due.)
+        if lazy or (timers is not None and stamp + self._ttl_ms <= self._now):
+            self._expire_due()
+        self.backend.commit()
         return emitted
 
     def _fail(self, misses: int, error: BaseException) -> NoReturn:
@@ -373,36 +362,22 @@ class StrategyBase:
             return self._process_async(changes, out)
         if self._timers is None:
             return self._process_without_ttl(changes, out)
-        append = out.append
-        encoder, add, retract, commit = self._encoder, self._add, self._retract, self.backend.commit
-        timers, ttl_ms, stamp_of = self._timers, self._ttl_ms, self._ttl.stamp_of
-        stamp_is_now = self._stamp_is_now
-        emitted: Change | None
-        for change in changes:
-            stamp = self._now if stamp_is_now else stamp_of(change.ts, self._now)
-            misses = self.retract_misses
-            try:
-                row = change.row
-                context, match = encoder.pair(row)
-                kind = change.kind
-                self._input, self._input_kind, self._input_row = change, kind, row
-                lazy = self._lazy = timers is not None and timers.has_due(self._now)
-                if kind is _INSERT or kind is _UPDATE_AFTER:
-                    emitted = add(context, match, row, stamp)
-                else:
-                    emitted = retract(context, match, change, stamp)
-                if lazy or (timers is not None and stamp + ttl_ms <= self._now):
-                    self._expire_due()
-                commit()
-            except BaseException as error:
-                self._fail(misses, error)
-            append(emitted)
+        append, process = out.append, self.process
+        for change in changes:  # TTL: the expiry sweep dominates; the shell as it is
+            append(process(change))
         return out
 
     def _process_without_ttl(
         self, changes: Iterable[Change], out: list[Change | None]
     ) -> list[Change | None]:
         """:meth:`process_many`'s loop with TTL off: no timer, so no expiry bookkeeping per input.
+
+        The one copy of the per-input shell (:meth:`_step`, written out here): with TTL off it
+        is the hot path of every strategy, and in the compiled build the call to ``_step`` per
+        input and its timer tests cost more than the 5% a heap cell may lose (measured:
+        docs/architecture.md, *The per-input shell*). It must do what :meth:`process` does,
+        input for input; tests/strategies/test_process_many.py runs both on every
+        implementation and compares outputs, state, misses and rollback.
 
         The keys come from :meth:`~upsertmat.impls.encoding.KeyEncoder.pair`, the layout's
         methods are called through ``self`` (a direct native call in the compiled build;
@@ -475,23 +450,13 @@ class StrategyBase:
         self, batch: Sequence[Change], pairs: list[tuple[bytes, MatchKey]], out: list[Change | None]
     ) -> None:
         """:meth:`process` for ``batch[:len(pairs)]`` with the keys already computed."""
-        add, retract, commit, stamp_of = self._add, self._retract, self.backend.commit, self._ttl.stamp_of
-        timers, ttl_ms, stamp_is_now = self._timers, self._ttl_ms, self._stamp_is_now
+        stamp_of, stamp_is_now = self._ttl.stamp_of, self._stamp_is_now
         emitted: Change | None
         for change, (context, match) in zip(batch, pairs, strict=False):
             stamp = self._now if stamp_is_now else stamp_of(change.ts, self._now)
             misses = self.retract_misses
             try:
-                kind = change.kind
-                self._input, self._input_kind, self._input_row = change, kind, change.row
-                lazy = self._lazy = timers is not None and timers.has_due(self._now)
-                if kind is _INSERT or kind is _UPDATE_AFTER:
-                    emitted = add(context, match, self._input_row, stamp)
-                else:
-                    emitted = retract(context, match, change, stamp)
-                if lazy or (timers is not None and stamp + ttl_ms <= self._now):
-                    self._expire_due()
-                commit()
+                emitted = self._step(change, context, match, stamp)
             except BaseException as error:
                 self._fail(misses, error)
             out.append(emitted)

@@ -8,15 +8,14 @@ is what existing state looks like before a migration.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
-from dataclasses import replace
+from collections.abc import Iterator
 
 from mypy_extensions import mypyc_attr
 
 from ...spec import Change, Element, Granularity, Keys, UpdateType
 from ..rows import MatchKey, StoredRow
-from ..settings import Backend, Settings
-from ..state import StateBackend, open_backend
+from ..settings import Settings
+from ..state import StateBackend
 from .common import DELETE, INSERT, UPDATE_AFTER, StrategyBase, emit, require
 
 
@@ -38,15 +37,13 @@ class LegacyMaterializer(StrategyBase):
     exports skip expired keys, so outputs are those of an eager sweep. +1 write and +1 timer
     write per event (+1 read while the sweep lags).
 
-    The shell (clock, stamps, timers, histories, transfer, stats, misses, close) is
-    :class:`~.strategies.common.StrategyBase`'s; the per-input seam is :meth:`_apply` (the
-    whole change against the whole list), which :meth:`process` calls.
+    The shell (per input, clock, stamps, timers, histories, transfer, stats, misses, close)
+    is :class:`~.strategies.common.StrategyBase`'s; the layout is ``_add``/``_retract`` on the
+    whole list.
     """
 
     strategy_name = "LEGACY"
     granularity = Granularity.PER_KEY
-
-    heap_variant = ".legacy_heap:HeapLegacyMaterializer"
 
     def __init__(self, keys: Keys, backend: StateBackend, settings: Settings | None = None) -> None:
         settings = settings or Settings()
@@ -54,43 +51,6 @@ class LegacyMaterializer(StrategyBase):
         self._state = self._value_state("legacy")
         self._on_create = settings.ttl.update_type is UpdateType.ON_CREATE
         self._stamps = backend.value_state("legacy_ttl") if settings.ttl.enabled else None
-
-    def process(self, change: Change) -> Change | None:
-        """Rules 1-11 on the key's stored list, committed as one unit."""
-        # The stamp may raise (event time without ts): before any state change.
-        stamp = self._now if self._stamp_is_now else self._ttl.stamp_of(change.ts, self._now)
-        misses = self.retract_misses
-        try:
-            timers = self._timers
-            lazy = self._lazy = timers is not None and timers.has_due(self._now)
-            emitted = self._apply(change, stamp)
-            if lazy or (timers is not None and stamp + self._ttl_ms <= self._now):
-                self._expire_due()  # the sweep lags, or this late record's timer is due
-            self.backend.commit()
-        except BaseException as error:
-            self._fail(misses, error)
-        return emitted
-
-    def process_many(
-        self, changes: Iterable[Change], out: list[Change | None] | None = None
-    ) -> list[Change | None]:
-        """:meth:`process` for each change, in order (see ``StrategyBase.process_many``);
-        with async state, the batched path of ``StrategyBase``."""
-        out = [] if out is None else out
-        if self._async:
-            return self._process_async(changes, out)
-        append, process = out.append, self.process
-        for change in changes:
-            append(process(change))
-        return out
-
-    def _apply(self, change: Change, stamp: int) -> Change | None:
-        """Rules 1-11 for one input on the stored list (no commit)."""
-        context, match = self._keys_of(change.row)
-        kind = change.kind
-        if kind is INSERT or kind is UPDATE_AFTER:
-            return self._add(context, match, change.row, stamp)
-        return self._retract(context, match, change, stamp)
 
     def _written(self, context: bytes, created: bool, stamp: int) -> None:
         """A successful write to a non-empty key: set its stamp per the update policy."""
@@ -203,23 +163,3 @@ class LegacyMaterializer(StrategyBase):
             rows = self._rows(context)
             if rows:
                 yield context, rows
-
-
-def _create(keys: Keys, settings: Settings) -> StrategyBase:
-    """LEGACY on ``settings.backend`` (per-key TTL when ``settings.ttl`` is on)."""
-    return LegacyMaterializer.build(keys, open_backend(settings), settings)
-
-
-def create_heap(keys: Keys, settings: Settings) -> StrategyBase:
-    """LEGACY on the heap backend."""
-    return _create(keys, replace(settings, backend=Backend.HEAP))
-
-
-def create_rocksdb(keys: Keys, settings: Settings) -> StrategyBase:
-    """LEGACY on RocksDB (``settings.state_dir``, or a temporary database)."""
-    return _create(keys, replace(settings, backend=Backend.ROCKSDB))
-
-
-def create_lmdb(keys: Keys, settings: Settings) -> StrategyBase:
-    """LEGACY on LMDB (``settings.state_dir``, or a temporary environment)."""
-    return _create(keys, replace(settings, backend=Backend.LMDB))

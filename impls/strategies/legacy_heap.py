@@ -10,7 +10,7 @@ async state off, the value is instead a record that never leaves memory::
                counts[m]  how many stored rows have match key m (absent: none)
 
 and each event changes it in place, journaling the inverse first (as VALUE's heap records do,
-:mod:`.value_inplace`): an ADD of a new match key appends without scanning, a retraction
+:mod:`.value_heap`): an ADD of a new match key appends without scanning, a retraction
 whose match key is not stored is a miss without scanning, and otherwise ``list.index`` finds
 the first match over the stored bytes (no row re-encoded) and that one row is replaced or
 deleted. Per event: 1 read, 0 or 1 state write (creating or emptying the key), one match key
@@ -32,7 +32,7 @@ from ...spec import Change, Element, Keys
 from ..rows import MatchKey, StoredRow
 from ..settings import Settings
 from ..state.heap import HeapBackend, HeapValueState
-from .common import DELETE, INSERT, UPDATE_AFTER, StrategyBase, emit, require
+from .common import DELETE, INSERT, UPDATE_AFTER, emit, require
 from .legacy import LegacyMaterializer
 from .value import count_matches
 
@@ -44,7 +44,7 @@ class _LegacyUndo:
 
     The change is an ``int`` (an append to lists of that many rows), ``(position, row)`` (a
     rule-4 replacement) or ``(size, position, row, match)`` (a removal from lists of ``size``
-    rows). Idempotent per list, like :class:`~.value_inplace._RecordUndo`, so a change
+    rows). Idempotent per list, like :class:`~.value_heap._RecordUndo`, so a change
     interrupted between its list operations is reverted exactly; ``counts`` is recounted
     (O(n), on the failure path only).
     """
@@ -71,21 +71,12 @@ _UNDO: Final = _LegacyUndo()
 
 @mypyc_attr(allow_interpreted_subclasses=True)
 class HeapLegacyMaterializer(LegacyMaterializer):
-    """LEGACY on heap with TTL and async state off (module docstring). Per input it runs
-    :class:`~.common.StrategyBase`'s shell (the same steps as LEGACY's own ``process``)."""
+    """LEGACY on heap with TTL and async state off (module docstring)."""
 
     def __init__(self, keys: Keys, backend: HeapBackend, settings: Settings | None = None) -> None:
         super().__init__(keys, backend, settings)
         self._use_match_tokens()
         self._records: HeapValueState = backend.value_state("legacy")  # LEGACY's ``_state``
-
-    def process(self, change: Change) -> Change | None:
-        """Rules 1-11 for one input, committed (:meth:`~.common.StrategyBase.process`)."""
-        return StrategyBase.process(self, change)
-
-    def process_many(self, changes: Any, out: list[Change | None] | None = None) -> list[Change | None]:
-        """:meth:`process` for each change, in order (:meth:`~.common.StrategyBase.process_many`)."""
-        return StrategyBase.process_many(self, changes, out)
 
     def _add(self, context: bytes, match: MatchKey, row: StoredRow, stamp: int) -> Change:
         """Rules 3-5 in place: 1 read (a new key: 1 write). O(1), or a scan to the first match."""

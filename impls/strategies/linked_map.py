@@ -54,7 +54,7 @@ from mypy_extensions import mypyc_attr
 from ...spec import Change, Keys
 from ..rows import MatchKey, StoredRow
 from ..settings import Settings
-from ..state import MapState, StateBackend, ValueState, open_backend
+from ..state import MapState, StateBackend, ValueState
 from .common import (
     DELETE,
     INSERT,
@@ -430,8 +430,6 @@ class MapMaterializer(StrategyBase):
 
     strategy_name = "MAP"
 
-    heap_variant = ".linked_map_heap:HeapMapMaterializer"
-
     def __init__(self, keys: Keys, backend: StateBackend, settings: Settings | None = None) -> None:
         super().__init__(keys, backend, settings)
         self._meta: ValueState = self._value_state("meta")
@@ -538,8 +536,3 @@ class MapMaterializer(StrategyBase):
         self._meta.put(context, self._list.build(context, rows, stamps, matches))
         for seq, stamp in enumerate(stamps, start=1):
             self._stamped(context, seq, stamp)
-
-
-def create(keys: Keys, settings: Settings) -> StrategyBase:
-    """MAP on ``settings.backend`` (registry factory)."""
-    return MapMaterializer.build(keys, open_backend(settings), settings)

@@ -23,7 +23,7 @@ the docstring of :mod:`.linked_map`.
 
 Used on a :class:`~..state.heap.HeapBackend` with TTL and async state off (with TTL, trimming
 and timers take the general path) by MAP (:class:`HeapMapMaterializer`) and by ADAPTIVE in MAP
-mode (:class:`~.value_inplace.HeapAdaptiveMaterializer`).
+mode (:class:`~.adaptive_heap.HeapAdaptiveMaterializer`).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from mypy_extensions import mypyc_attr
 from ...spec import Change, Keys
 from ..rows import MatchKey, StoredRow
 from ..settings import Settings
-from ..state.heap import ABSENT, HeapBackend, HeapMapState, Journal
+from ..state.heap import ABSENT, HeapBackend, HeapMapState, HeapValueState, Journal
 from .common import DELETE, INSERT, UPDATE_AFTER, emit, missing
 from .linked_map import NEXT, PREV, ROW, SAME, STAMP, Entry, LinkedList, MapMaterializer, Meta
 
@@ -192,7 +192,8 @@ class HeapMapMaterializer(MapMaterializer):
     def __init__(self, keys: Keys, backend: HeapBackend, settings: Settings | None = None) -> None:
         super().__init__(keys, backend, settings)
         self._use_match_tokens()
-        self._metas: dict[bytes, Any] = backend.value_state("meta").table()  # the dict of ``self._meta``
+        self._heap_meta: HeapValueState = backend.value_state("meta")  # ``self._meta``, typed as heap's
+        self._metas: dict[bytes, Any] = self._heap_meta.table()
         self._meta_journal: Journal = backend.journal
         self._heap_list = HeapLinkedList(backend)
         self._list = self._heap_list
@@ -202,14 +203,14 @@ class HeapMapMaterializer(MapMaterializer):
         metas = self._metas
         meta = metas.get(context)
         if meta is None:
-            self._meta_journal.append((self._meta, context, None, ABSENT))
+            self._meta_journal.append((self._heap_meta, context, None, ABSENT))
             metas[context] = self._heap_list.insert_first(context, match, row, stamp)
             return self._added(INSERT, row)
         added = self._heap_list.add_row(
             context, meta, match, row, stamp, self._upsert, self._restamp_replaced
         )
         if added is not None:
-            self._meta_journal.append((self._meta, context, None, meta))
+            self._meta_journal.append((self._heap_meta, context, None, meta))
             metas[context] = added
         return self._added(UPDATE_AFTER, row)
 
@@ -225,7 +226,7 @@ class HeapMapMaterializer(MapMaterializer):
         if not found:
             self._miss(context, change)
             return None
-        self._meta_journal.append((self._meta, context, None, meta))
+        self._meta_journal.append((self._heap_meta, context, None, meta))
         if after is None:
             del metas[context]
             return emit(DELETE, change.row)

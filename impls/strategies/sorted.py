@@ -37,7 +37,7 @@ from ...spec import Change, Keys
 from ..config import UnsupportedSetting
 from ..rows import MatchKey, StoredRow
 from ..settings import Settings
-from ..state import StateBackend, open_backend
+from ..state import StateBackend
 from .common import (
     DELETE,
     INSERT,
@@ -65,8 +65,6 @@ class SortedMaterializer(StrategyBase):
     """SORTED on a backend with ordered iteration."""
 
     strategy_name = "SORTED"
-
-    heap_variant = ".sorted_heap:HeapSortedMaterializer"
 
     def __init__(self, keys: Keys, backend: StateBackend, settings: Settings | None = None) -> None:
         if not backend.supports_ordered:
@@ -277,8 +275,3 @@ class SortedMaterializer(StrategyBase):
             self._stamped(context, position + 1, stamp)
         for match, entry in entries.items():
             self._index.put(context, match, entry)
-
-
-def create(keys: Keys, settings: Settings) -> StrategyBase:
-    """SORTED on ``settings.backend`` (registry factory); refuses unordered backends."""
-    return SortedMaterializer.build(keys, open_backend(settings), settings)

@@ -27,7 +27,15 @@ from mypy_extensions import mypyc_attr
 from ...spec import Change, Keys
 from ..rows import MatchKey, StoredRow
 from ..settings import Settings
-from ..state.heap import ABSENT, HeapBackend, Journal, compact, live_tail
+from ..state.heap import (
+    ABSENT,
+    HeapBackend,
+    HeapMapState,
+    HeapSortedMapState,
+    Journal,
+    compact,
+    live_tail,
+)
 from .common import DELETE, INSERT, UPDATE_AFTER, emit, missing
 from .sorted import ROW, SAME, STAMP, SortedMaterializer
 
@@ -42,6 +50,8 @@ class HeapSortedMaterializer(SortedMaterializer):
         # SortedMaterializer's ``_nodes`` and ``_index`` are these heap states (async state is
         # off): the journal records name them, the dicts below are theirs.
         nodes = backend.sorted_map_state("nodes")
+        self._heap_nodes: HeapSortedMapState = nodes  # the owners of the undo records
+        self._heap_index: HeapMapState = backend.map_state("index")
         self._node_maps: dict[bytes, Any] = nodes.tables()
         self._orders: dict[bytes, list[Any]] = nodes.orders()
         self._index_maps: dict[bytes, dict[Any, Any]] = backend.map_state("index").tables()
@@ -60,10 +70,10 @@ class HeapSortedMaterializer(SortedMaterializer):
         journal = self._journal
         entries: dict[Any, list[Any]] | None = self._node_maps.get(context)
         if entries is None:  # an empty key: no index entry can exist
-            journal.append((self._nodes, context, 1, ABSENT))
+            journal.append((self._heap_nodes, context, 1, ABSENT))
             self._node_maps[context] = {1: [row, 0, stamp]}
             self._orders[context] = [[1], 0]
-            journal.append((self._index, context, match, ABSENT))
+            journal.append((self._heap_index, context, match, ABSENT))
             self._index_maps[context] = {match: [1, 1]}
             return self._added(INSERT, row)
         order: list[Any] | None = self._orders.get(context)
@@ -76,7 +86,7 @@ class HeapSortedMaterializer(SortedMaterializer):
             node = entries.get(first)
             if node is None:
                 raise missing("nodes", context, first)
-            journal.append((self._nodes, context, first, node))
+            journal.append((self._heap_nodes, context, first, node))
             entries[first] = [row, node[SAME], stamp if self._restamp_replaced else node[STAMP]]
             return self._added(UPDATE_AFTER, row)
         keys: list[Any] = order[0]
@@ -89,13 +99,13 @@ class HeapSortedMaterializer(SortedMaterializer):
             last = entries.get(last_seq)
             if last is None:
                 raise missing("nodes", context, last_seq)
-            journal.append((self._nodes, context, last_seq, last))
+            journal.append((self._heap_nodes, context, last_seq, last))
             entries[last_seq] = [last[ROW], seq, last[STAMP]]
             chain = [entry[0], seq]
-        journal.append((self._nodes, context, seq, ABSENT))  # above the tail: none there
+        journal.append((self._heap_nodes, context, seq, ABSENT))  # above the tail: none there
         keys.append(seq)
         entries[seq] = [row, 0, stamp]
-        journal.append((self._index, context, match, ABSENT if entry is None else entry))
+        journal.append((self._heap_index, context, match, ABSENT if entry is None else entry))
         index[match] = chain
         return self._added(UPDATE_AFTER, row)
 
@@ -116,9 +126,9 @@ class HeapSortedMaterializer(SortedMaterializer):
         node = entries.get(first)
         if node is None:
             raise missing("nodes", context, first)
-        journal.append((self._nodes, context, first, node))
+        journal.append((self._heap_nodes, context, first, node))
         del entries[first]
-        journal.append((self._index, context, match, entry))
+        journal.append((self._heap_index, context, match, entry))
         same: int = 0 if first == last else node[SAME]
         if same:
             index[match] = [same, last]
@@ -135,6 +145,6 @@ class HeapSortedMaterializer(SortedMaterializer):
             return None
         tail_node = entries[tail]  # rule 9: the new tail is emitted
         if self._restamp_rollback:
-            journal.append((self._nodes, context, tail, tail_node))
+            journal.append((self._heap_nodes, context, tail, tail_node))
             entries[tail] = [tail_node[ROW], tail_node[SAME], stamp]
         return emit(UPDATE_AFTER, tuple(tail_node[ROW]))

@@ -27,7 +27,7 @@ from mypy_extensions import mypyc_attr
 from ...spec import Change, Keys
 from ..rows import MatchKey, StoredRow
 from ..settings import Settings
-from ..state import StateBackend, open_backend
+from ..state import StateBackend
 from .common import DELETE, INSERT, UPDATE_AFTER, StrategyBase, emit, require
 
 ValueRecord = list[Any]  # [rows, stamps, matches]
@@ -157,7 +157,7 @@ def check_record(
     require(len(rows) >= 1, context, "an empty record is stored")
     expected = [match_key(tuple(row)) for row in rows]
     require(list(matches) == expected, context, "a stored match key is not its row's")
-    if record is not None and len(record) == 4:  # an in-place heap record (value_inplace.py)
+    if record is not None and len(record) == 4:  # an in-place heap record (value_heap.py)
         require(record[3] == count_matches(matches), context, "counts differ from the stored match keys")
     return len(rows)
 
@@ -172,8 +172,6 @@ class ValueMaterializer(StrategyBase):
     """VALUE on any backend: ``ValueState`` ``"value"`` holds :data:`ValueRecord` per key."""
 
     strategy_name = "VALUE"
-
-    heap_variant = ".value_inplace:HeapValueMaterializer"
 
     def __init__(self, keys: Keys, backend: StateBackend, settings: Settings | None = None) -> None:
         super().__init__(keys, backend, settings)
@@ -251,8 +249,3 @@ class ValueMaterializer(StrategyBase):
         self._values.put(context, self._new_record(rows, stamps, matches))
         for stamp in set(stamps):
             self._stamped(context, 0, stamp)
-
-
-def create(keys: Keys, settings: Settings) -> StrategyBase:
-    """VALUE on ``settings.backend`` (registry factory)."""
-    return ValueMaterializer.build(keys, open_backend(settings), settings)

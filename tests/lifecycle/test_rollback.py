@@ -16,7 +16,6 @@ what was committed is the model's state after the whole stream.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -26,11 +25,13 @@ import pytest
 from upsertmat.impls import Settings, Strategy
 from upsertmat.impls.conflict import CompactingMaterializer
 from upsertmat.impls.settings import Backend
-from upsertmat.impls.state import StateBackend, open_backend
+from upsertmat.impls.state import open_backend
 from upsertmat.impls.state.counting import Counters, CountingBackend
 from upsertmat.impls.state.heap import HeapBackend
-from upsertmat.impls.strategies import legacy_heap, value_inplace
+from upsertmat.impls.strategies import legacy_heap, value_heap
 from upsertmat.impls.strategies.adaptive import AdaptiveMaterializer
+from upsertmat.impls.strategies.adaptive_heap import HeapAdaptiveMaterializer
+from upsertmat.impls.strategies.common import StrategyBase
 from upsertmat.impls.strategies.legacy import LegacyMaterializer
 from upsertmat.impls.strategies.legacy_heap import HeapLegacyMaterializer
 from upsertmat.impls.strategies.linked_map import MapMaterializer
@@ -38,7 +39,8 @@ from upsertmat.impls.strategies.linked_map_heap import HeapMapMaterializer
 from upsertmat.impls.strategies.sorted import SortedMaterializer
 from upsertmat.impls.strategies.sorted_heap import HeapSortedMaterializer
 from upsertmat.impls.strategies.value import ValueMaterializer
-from upsertmat.impls.strategies.value_inplace import HeapAdaptiveMaterializer, HeapValueMaterializer
+from upsertmat.impls.strategies.value_heap import HeapValueMaterializer
+from upsertmat.impls.strategies.variants import build
 from upsertmat.spec import (
     Change,
     ConflictBehavior,
@@ -76,8 +78,7 @@ class FailingCounters(Counters):
             raise InjectedFailure(f"injected at step {self.accesses + self.commits} ({name})")
 
 
-Build = Callable[[Keys, StateBackend, Settings], Any]
-STRATEGIES: dict[str, Build] = {
+STRATEGIES: dict[str, type[StrategyBase]] = {
     "LEGACY": LegacyMaterializer,
     "VALUE": ValueMaterializer,
     "MAP": MapMaterializer,
@@ -233,7 +234,7 @@ def test_in_place_records_on_heap_roll_back_a_failed_input(
     strategy: str, thresholds: tuple[int, int], upsert: bool, update: UpdateType
 ) -> None:
     """LEGACY, VALUE and ADAPTIVE (VALUE mode) on heap change records in place (legacy_heap.py,
-    value_inplace.py), MAP, ADAPTIVE (MAP mode) and SORTED write the heap dicts directly
+    value_heap.py, adaptive_heap.py), MAP, ADAPTIVE (MAP mode) and SORTED write the heap dicts directly
     (linked_map_heap.py, sorted_heap.py), each journaling the inverse: an input that fails
     after all its changes (ADAPTIVE's conversions to MAP and back included; with threshold
     high 1 a new key's first row converts it) leaves state, clock and misses as before."""
@@ -241,7 +242,7 @@ def test_in_place_records_on_heap_roll_back_a_failed_input(
     ttl = TtlSettings(0, TimeDomain.PROCESSING_TIME, update)  # TTL off: the in-place path
     backend = FailingCommitHeap()
     settings = Settings(ttl=ttl, threshold_high=thresholds[0], threshold_low=thresholds[1])
-    materializer = STRATEGIES[strategy].build(keys, backend, settings)  # type: ignore[attr-defined]
+    materializer = build(STRATEGIES[strategy], keys, backend, settings)
     direct = (
         HeapLegacyMaterializer
         | HeapValueMaterializer
@@ -268,7 +269,7 @@ def test_in_place_records_on_heap_roll_back_a_failed_input(
 def test_in_place_undo_reverts_a_change_interrupted_between_its_lists() -> None:
     """An interrupt can land between two list operations of one change: undo still restores
     exactly the record before the change."""
-    undo = value_inplace._RecordUndo()
+    undo = value_heap._RecordUndo()
     original = [[("a",), ("b",), ("c",)], [1, 2, 3], [b"a", b"b", b"c"], {b"a": 1, b"b": 1, b"c": 1}]
     for done in range(4):  # a removal of element 1 interrupted after ``done`` of its 3 deletes
         record = [list(part) for part in original[:3]] + [dict(original[3])]  # type: ignore[call-overload]

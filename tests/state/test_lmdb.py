@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -383,3 +384,45 @@ def test_a_put_beyond_the_map_is_the_backends_full_error(tmp_path: Path, kind: s
                 backend.sorted_map_state("s").put(b"c", b"k", big)
     finally:
         backend.close()
+
+
+def test_a_value_rewritten_within_a_batch_is_written_once(tmp_path: Path) -> None:
+    """Issue #30: with a commit interval, a value state's writes wait in an overlay until the
+    durable commit, so a history rewritten by every input of a batch is encoded and written
+    once per batch, not once per input (LEGACY and VALUE at history 1,000 ran at 0.03-0.2x
+    RocksDB without it). Counted in encodings; reads, deletes and a unit's rollback see the
+    overlay."""
+    backend = LmdbBackend(tmp_path / "db")
+    try:
+        backend.commit_interval = 1000
+        state = backend.value_state("legacy")
+        packed: list[object] = []
+        pack = state._pack
+
+        def counting_pack(obj: Any) -> bytes:
+            packed.append(obj)
+            return pack(obj)
+
+        state._pack = counting_pack
+        for n in range(400):
+            state.put(b"[0]", [[n, "x" * 100]] * 40)
+            assert state.get(b"[0]") == [[n, "x" * 100]] * 40
+            backend.commit()
+        assert list(state.contexts()) == [b"[0]"]
+        assert packed == []
+        backend.checkpoint()
+        assert len(packed) == 1
+        state.delete(b"[0]")
+        assert state.get(b"[0]") is None and list(state.contexts()) == []
+        backend.rollback()  # the unit's delete is undone in the overlay
+        assert state.get(b"[0]") == [[399, "x" * 100]] * 40
+        state.put(b"[1]", [1])
+        backend.commit()
+    finally:
+        backend.close()
+    reopened = LmdbBackend(tmp_path / "db")
+    try:  # close wrote nothing the materializer had not committed: [1] was never durable
+        assert reopened.value_state("legacy").get(b"[0]") == [[399, "x" * 100]] * 40
+        assert reopened.value_state("legacy").get(b"[1]") is None
+    finally:
+        reopened.close()

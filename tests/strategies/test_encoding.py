@@ -7,6 +7,7 @@ would orphan stored state: every case compares against ``upsertmat.spec`` direct
 from __future__ import annotations
 
 import math
+import tracemalloc
 from collections.abc import Callable
 from enum import IntEnum
 
@@ -14,7 +15,7 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from upsertmat.impls.encoding import KeyEncoder, fast_canonical, token_of
+from upsertmat.impls.encoding import KeyEncoder, fast_canonical, row_token, token_of
 from upsertmat.spec import JsonValue, Keys, Row
 from upsertmat.spec.encoding import canonical
 from upsertmat.spec.equalizer import (
@@ -176,3 +177,69 @@ def test_tokens_are_equal_exactly_when_the_match_keys_are(first: JsonValue, seco
 def test_token_of(encoded: bytes, token: object) -> None:
     assert token_of(encoded) == token
     assert type(token_of(encoded)) is type(token)
+
+
+class Word(str):
+    """A str subclass: canonically the string it holds, so it matches the str (rule 2)."""
+
+    __slots__ = ()
+
+
+ROW_TOKEN_VALUES = st.one_of(
+    SCALARS, st.sampled_from([Small.FIVE, 5, 2**62 - 1, 2**62, "5", 5.0, True, 1, Word("a"), "a", "\u00e9"])
+)
+
+
+@given(first=st.lists(ROW_TOKEN_VALUES, max_size=3), second=st.lists(ROW_TOKEN_VALUES, max_size=3))
+@example(first=[Small.FIVE], second=[5])
+@example(first=[Word("a")], second=["a"])
+@example(first=[True], second=[1])
+@example(first=[1.0], second=[1])
+@example(first=[None], second=["null"])
+@example(first=["\u00e9"], second=["\u00e9"])
+@example(first=[2**62], second=[2**62])
+@example(first=["\ud800"], second=["\ud800"])
+def test_row_tokens_are_equal_exactly_when_the_match_keys_are(
+    first: list[JsonValue], second: list[JsonValue]
+) -> None:
+    """Whole-row tokens (no upsert key, ``use_tokens``): the row itself when its values are
+    plain, else a function of the canonical bytes, so two rows match exactly as their
+    canonical keys do; a row the encoding refuses raises the spec's error."""
+    keys = Keys(pk=(0,))
+    encoder = KeyEncoder(keys)
+    encoder.use_tokens()
+    rows = [(0, *first), (0, *second)]
+    matches = [outcome(lambda: keys.match_key(row)) for row in rows]  # noqa: B023
+    tokens = [outcome(lambda: encoder.pair(row)[1]) for row in rows]  # noqa: B023
+    for match, token, row in zip(matches, tokens, rows, strict=True):
+        if not isinstance(match, bytes):
+            assert token == match  # the same error type
+            continue
+        assert token == encoder.match_token(row) == encoder.match_token(list(row)) == row_token(list(row))
+        assert type(token) in (tuple, bytes)
+    if all(isinstance(match, bytes) for match in matches):
+        assert (tokens[0] == tokens[1]) == (matches[0] == matches[1])
+
+
+def test_a_plain_row_is_its_own_token() -> None:
+    """No bytes formatted and nothing stored beside the row for the usual whole row."""
+    encoder = KeyEncoder(Keys(pk=(0,)))
+    encoder.use_tokens()
+    row = (0, 1, "payload", None)
+    assert encoder.pair(row)[1] is row
+    assert encoder.match_token(row) is row
+
+
+def test_fast_canonical_keeps_no_larger_buffer() -> None:
+    """orjson's output keeps its ~4 KB working buffer; the bytes returned are a copy of their
+    own size (a stored key would otherwise hold 4 KB: issue #30). Counted with tracemalloc."""
+    assert fast_canonical((1, 2, "x" * 100)) == canonical((1, 2, "x" * 100))
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        kept = [fast_canonical((1, index, "x" * 100)) for index in range(100)]
+        kept += [KeyEncoder(Keys(pk=(1,), upsert_key=(2,))).context_key((0, "x" * 100, 1))]
+        per_key = (tracemalloc.get_traced_memory()[0] - before) / len(kept)
+    finally:
+        tracemalloc.stop()
+    assert per_key < 400, per_key

@@ -65,6 +65,23 @@ def test_a_failing_input_keeps_the_outputs_before_it(name: str) -> None:
         assert dict(materializer.histories()) == dict(model.histories())
 
 
+@pytest.mark.parametrize("name", ALL)
+@BOTH_KEYS
+def test_the_two_copies_of_the_shell_agree(name: str, keys: Keys) -> None:
+    """``process`` (``StrategyBase._step``) and ``process_many``'s TTL-free loop (the one
+    written-out copy of the shell, ``_process_without_ttl``) give the same outputs, stored
+    elements and miss counts, input for input, on every implementation (docs/architecture.md,
+    *The per-input shell*)."""
+    changes = tolerated(random.Random(11), 120)
+    with opened(name, keys) as one, opened(name, keys) as many:
+        assert isinstance(one, HistoryAccess) and isinstance(many, HistoryAccess)
+        for start in range(0, len(changes), 7):
+            batch = changes[start : start + 7]
+            assert [one.process(change) for change in batch] == many.process_many(batch)  # type: ignore[attr-defined]
+            assert dict(one.histories()) == dict(many.histories()), f"after input {start + len(batch)}"
+            assert one.retract_misses == many.retract_misses
+
+
 def test_process_many_without_the_method_loops_over_process() -> None:
     class OnlyProcess:
         def __init__(self) -> None:

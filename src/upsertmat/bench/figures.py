@@ -3,8 +3,9 @@
 - Log axes are labelled with plain numbers (``20``, ``0.5``, never ``2x10^1``): an axis of
   measured positions (delays, intervals) has a tick at each of them, and a value axis has a
   labelled tick at 1, 2 and 5 times each power of ten, or at every integer multiple when the
-  data spans less than a factor of 20, with its range widened to at least a factor of 2.5, so
-  every panel has several labelled values to read a point against.
+  data spans less than a factor of 20, with its range widened to at least a factor of 2.5 and,
+  where its top or bottom part would carry no label, to the next labelled value, so every
+  panel has labelled values near its top and bottom to read a point against.
 - Legends sit outside the plotting area, below the panels (one legend for the whole figure,
   every label once), so no legend hides a data point. Figures use matplotlib's constrained
   layout, which makes room for the legend and the titles.
@@ -14,6 +15,7 @@ Needs matplotlib (the ``bench`` extra); import this module only when plotting.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -52,10 +54,34 @@ def log_values(axes: Any) -> None:
         low, high = center / 1.6, center * 1.6
         axes.set_ylim(low, high)
     subs = (1.0, 2.0, 5.0) if high >= 20 * low else ALL_SUBS
+    if subs != ALL_SUBS:  # (a narrower range is labelled densely by matplotlib already)
+        low, high = _labelled_ends(low, high, subs)
+        axes.set_ylim(low, high)
     axes.yaxis.set_major_locator(LogLocator(base=10, subs=subs))
     axes.yaxis.set_major_formatter(PLAIN)
     axes.yaxis.set_minor_locator(LogLocator(base=10, subs=ALL_SUBS))
     axes.yaxis.set_minor_formatter(NullFormatter())
+
+
+def _labelled_ends(low: float, high: float, subs: Sequence[float]) -> tuple[float, float]:
+    """``(low, high)`` widened, where needed, to the next labelled tick (``subs`` times a power
+    of ten), so that the top and the bottom part of the axis (a factor of 1.6 from each end)
+    each carry a label: a panel reaching 4,100 with labels at 2,000 and 5,000 shows up to 5,000
+    instead of leaving its top part unlabelled."""
+
+    def ticks_between(lower: float, upper: float) -> list[float]:
+        found = []
+        for exponent in range(math.floor(math.log10(lower)) - 1, math.ceil(math.log10(upper)) + 2):
+            found += [sub * 10.0**exponent for sub in subs if lower <= sub * 10.0**exponent <= upper]
+        return found
+
+    if low <= 0 or high <= low:
+        return low, high
+    if not ticks_between(high / 1.6, high):
+        high = min(ticks_between(high, high * 10.0))
+    if not ticks_between(low, low * 1.6):
+        low = max(ticks_between(low / 10.0, low))
+    return low, high
 
 
 def legend_below(figure: Figure, panels: Sequence[Any], extra: Sequence[Any] = (), columns: int = 4) -> None:

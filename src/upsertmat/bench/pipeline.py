@@ -17,6 +17,12 @@ Stage times: source = run 1; shuffle + materializer = run 2 - run 1; sink = run 
 reported: the sink's own timer, which includes computing the batch because Spark is lazy).
 Throughput = changes / seconds. Session start-up is excluded and reported separately.
 
+Matching modes: runs 2 and 3 match whole rows (``upsert-key: []``, as the shipped example job
+and every sink without an upsert key do); run 4 is run 3 again on a fresh checkpoint and sink
+with the upsert key ``id`` (:data:`KEYED`), reported next to it. Memory: the peak RSS of the
+driver's Python process, of Spark's JVM and of the Python workers (summed per sample), sampled
+every 0.2 s over the whole benchmark (:class:`~.footprint.RssSampler`).
+
 Per micro-batch (run 3, Spark's progress reports): the batch's time (min / median / max), its
 parts outside running the batch (source listing, planning, offsets and commit logs), the state
 store commit and the sink transaction. *Fixed cost per batch*: after run 3, ``FIXED_BATCHES``
@@ -42,6 +48,7 @@ from typing import Any
 
 from ..impls.settings import Backend, Settings, Strategy
 from ..jobs.model import Column, JobSpec, SinkSpec, SourceFormat, SourceSpec, SparkOptions
+from .footprint import RssSampler
 
 COLUMNS = (Column("id", "long"), Column("version", "long"), Column("payload", "string"))
 GOAL_CHANGES_PER_SECOND = 50_000.0
@@ -51,6 +58,8 @@ FIXED_BATCHES = 4  # one-change micro-batches after the timed runs (the first, a
 # it, 256 buckets ~0.1 s; a bucket's state is one blob read and written once per batch
 # (docs/benchmarks.md, Pipeline).
 DEFAULT_KEY_BUCKETS = 256
+KEYED = ("id",)
+"""The upsert key of the keyed end-to-end run (run 4; runs 2 and 3 match whole rows)."""
 
 
 @dataclass(frozen=True)
@@ -91,11 +100,20 @@ class PipelineFigures:
     state_commit_ms: tuple[int, ...] = ()
     sink_write_ms: tuple[int, ...] = ()
     fixed_batch_ms: tuple[int, ...] = ()
+    keyed_end_to_end_seconds: float | None = None
+    """Run 4: the end-to-end run with the upsert key :data:`KEYED` (None: not run)."""
+    peak_rss_mb: dict[str, float] | None = None
+    """Peak RSS in MiB of ``driver`` (the Python process), ``jvm`` and ``workers``."""
 
     @property
     def end_to_end_rate(self) -> float:
-        """Changes per second through the whole pipeline."""
+        """Changes per second through the whole pipeline (whole-row matching)."""
         return self.changes / self.end_to_end_seconds
+
+    @property
+    def keyed_rate(self) -> float | None:
+        """Changes per second through the whole pipeline with the upsert key (run 4)."""
+        return None if not self.keyed_end_to_end_seconds else self.changes / self.keyed_end_to_end_seconds
 
     def stages(self) -> dict[str, float]:
         """Seconds per stage: the source read; the noop run minus the source read; the sink's
@@ -137,6 +155,7 @@ class PipelineFigures:
         data["per_batch_ms"] = self.batch_summary()
         data["fixed_cost_ms"] = self.fixed_cost_ms
         data["end_to_end_changes_per_second"] = self.end_to_end_rate
+        data["keyed_end_to_end_changes_per_second"] = self.keyed_rate
         data["stages_seconds"] = self.stages()
         data["goal_changes_per_second"] = GOAL_CHANGES_PER_SECOND
         data["ratio_to_goal"] = self.end_to_end_rate / GOAL_CHANGES_PER_SECOND
@@ -194,15 +213,19 @@ def _write_file(
         out.writelines(json.dumps(record) + "\n" for record in records)
 
 
-def bench_job(directory: Path, bench: PipelineBench, source: Path) -> JobSpec:
-    """The end-to-end job of the benchmark (SQLite sink in ``directory``)."""
+def bench_job(
+    directory: Path, bench: PipelineBench, source: Path, upsert_key: tuple[str, ...] = ()
+) -> JobSpec:
+    """The end-to-end job of the benchmark (SQLite sink in ``directory``): whole-row matching,
+    or with ``upsert_key`` (then on a checkpoint and sink table of its own)."""
+    suffix = "-keyed" if upsert_key else ""
     return JobSpec(
-        name="bench",
+        name="bench" + suffix,
         source=SourceSpec(source, bench.source_format, COLUMNS),
-        sink=SinkSpec(url=str(directory / "bench.db"), table="bench"),
+        sink=SinkSpec(url=str(directory / f"bench{suffix}.db"), table="bench"),
         primary_key=("id",),
-        upsert_key=(),
-        checkpoint=directory / "checkpoint",
+        upsert_key=upsert_key,
+        checkpoint=directory / f"checkpoint{suffix}",
         settings=replace(Settings(), strategy=bench.strategy, backend=Backend.SPARK),
         spark=SparkOptions(
             master="local[2]",
@@ -225,7 +248,7 @@ def run_pipeline_bench(
     from ..spark.sources import read_changelog
 
     say = log or (lambda _line: None)
-    with tempfile.TemporaryDirectory(prefix="upsertmat-bench-", dir=tmp_root) as name:
+    with RssSampler() as rss, tempfile.TemporaryDirectory(prefix="upsertmat-bench-", dir=tmp_root) as name:
         directory = Path(name)
         source = directory / "source"
         started = time.monotonic()
@@ -274,6 +297,12 @@ def run_pipeline_bench(
         say(f"end to end into SQLite: {end_to_end:.1f} s ({len(result.batches)} micro-batches)")
         fixed = fixed_cost_batches(job, source, changes)
         say(f"fixed cost: {len(fixed)} one-change micro-batches, median {statistics.median(fixed):.0f} ms")
+        started = time.monotonic()
+        keyed = run_job(bench_job(directory, bench, source, KEYED))
+        keyed_seconds = time.monotonic() - started
+        key = ",".join(KEYED)
+        say(f"end to end with upsert key {key}: {keyed_seconds:.1f} s ({len(keyed.batches)} micro-batches)")
+        rss.sample()
         return PipelineFigures(
             changes=changes,
             keys=bench.keys,
@@ -294,6 +323,8 @@ def run_pipeline_bench(
             state_commit_ms=tuple(timing.state_commit_ms for timing in result.timings),
             sink_write_ms=tuple(round(batch.write_seconds * 1000) for batch in result.batches),
             fixed_batch_ms=fixed,
+            keyed_end_to_end_seconds=keyed_seconds,
+            peak_rss_mb={role: round(peak / 2**20, 1) for role, peak in rss.peaks.items()},
         )
 
 
@@ -321,10 +352,22 @@ def report(figures: PipelineFigures) -> str:
         f"({figures.batches} micro-batches, {figures.source_format}), strategy {figures.strategy}, local[2], "
         f"{figures.shuffle_partitions} shuffle partitions, "
         f"key buckets {figures.key_buckets or 'none (one group per key)'}",
-        f"end to end: {figures.end_to_end_seconds:.1f} s = {rate:,.0f} changes/s "
+        f"end to end, whole rows (upsert-key: [], as the example job): {figures.end_to_end_seconds:.1f} s "
+        f"= {rate:,.0f} changes/s "
         f"(goal {GOAL_CHANGES_PER_SECOND:,.0f}: ratio {rate / GOAL_CHANGES_PER_SECOND:.2f})",
-        "stages:",
     ]
+    keyed = figures.keyed_rate
+    if keyed is not None and figures.keyed_end_to_end_seconds is not None:
+        seconds = figures.keyed_end_to_end_seconds
+        lines.append(f"end to end, upsert key {','.join(KEYED)}: {seconds:.1f} s = {keyed:,.0f} changes/s")
+    if figures.peak_rss_mb:
+        peaks = figures.peak_rss_mb
+        lines.append(
+            f"peak RSS: driver (Python) {peaks.get('driver', 0):,.0f} MiB, "
+            f"Spark JVM {peaks.get('jvm', 0):,.0f} MiB, "
+            f"Python workers {peaks.get('workers', 0):,.0f} MiB (summed)"
+        )
+    lines.append("stages (whole rows):")
     for stage, seconds in figures.stages().items():
         stage_rate = figures.changes / seconds if seconds > 0 else float("inf")
         lines.append(f"  {stage:<24} {seconds:7.1f} s  {stage_rate:>12,.0f} changes/s")

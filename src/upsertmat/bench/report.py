@@ -5,7 +5,10 @@ The JSON document (``results.json``, or stdout with ``--format json``) holds ``m
 ``throughputs``), ``goals`` and ``unavailable`` (requested implementations the registry
 cannot build). Throughputs are records per millisecond (ops/ms); ``median_*``, ``min_*``...
 and the goals are on the run's ``clock`` (``wall`` by default), and both clocks' medians and
-per-repetition values are always included.
+per-repetition values are always included. Memory: ``state_bytes_per_row`` (the state's bytes
+per live row at the end of the workload: ``state_bytes_method`` ``traced`` on heap, ``disk``
+on rocksdb and lmdb, with ``lmdb_pages``), ``live_rows`` and ``peak_rss_mb`` (the process's
+peak RSS when the cell ended, MiB).
 """
 
 from __future__ import annotations
@@ -21,8 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from ..impls.build import build_name
-from .goals import GoalCheck
+from .goals import NOT_RUN, GoalCheck
 from .runner import FLIP544, MANY_KEYS, CellResult
+from .stats import Summary
 
 CSV_COLUMNS = (
     "strategy",
@@ -49,6 +53,11 @@ CSV_COLUMNS = (
     "elapsed_s",
     "note",
     "workload",
+    "state_bytes_per_row",
+    "state_bytes_method",
+    "live_rows",
+    "lmdb_pages",
+    "peak_rss_mb",
 )
 
 
@@ -138,6 +147,13 @@ def result_row(result: CellResult) -> dict[str, Any]:
         "elapsed_s": round(result.elapsed_s, 2),
         "note": result.note,
         "workload": cell.workload,
+        "state_bytes_per_row": None
+        if result.state_bytes_per_row is None
+        else round(result.state_bytes_per_row, 1),
+        "state_bytes_method": result.state_bytes_method,
+        "live_rows": result.live_rows,
+        "lmdb_pages": result.lmdb_pages,
+        "peak_rss_mb": round(result.peak_rss_bytes / 2**20, 1),
     }
 
 
@@ -192,28 +208,50 @@ def write_csv(path: Path, results: Iterable[CellResult]) -> None:
 
 
 def _number(value: float | None) -> str:
-    return "-" if value is None else f"{value:.3g}"
+    """A throughput as people read it: ``3,070``, ``127``, ``12.7``, ``0.512`` (three significant
+    digits below 1,000, whole numbers with thousands separators above), ``-`` for None."""
+    if value is None:
+        return "-"
+    if abs(value) >= 999.5:
+        return f"{value:,.0f}"
+    return f"{value:.3g}"
+
+
+def _spread(summary: Summary) -> str:
+    """``min..max`` of a sample, or ``-`` for a single repetition (no spread to show)."""
+    if summary.n < 2:
+        return "-"
+    return f"{_number(summary.minimum)}..{_number(summary.maximum)}"
+
+
+def _bytes_per_row(result: CellResult) -> str:
+    return "-" if result.state_bytes_per_row is None else f"{result.state_bytes_per_row:,.0f}"
 
 
 def results_table(results: Iterable[CellResult]) -> str:
-    """A fixed-width text table: one line per cell, median and spread in ops/ms.
+    """A fixed-width text table: one line per cell, throughput in ops/ms (records per
+    millisecond), state bytes per live row and the process's peak RSS (MiB).
 
-    ``median``, ``min-max`` and ``IQR`` are on the run's clock; ``history`` is the history
-    length at the start and end of the timed part; ``wall/cpu`` the medians on both clocks
-    (close to each other when the machine was not busy).
+    ``median``, ``min..max`` and ``IQR`` (the interquartile range ``q3 - q1``, one number;
+    ``-`` for a single repetition) are on the run's clock; ``history`` is the history length at
+    the start and end of the timed part; ``wall/cpu`` the medians on both clocks (close to each
+    other when the machine was not busy); ``B/row`` the state's bytes per live row at the end
+    (heap: traced; rocksdb, lmdb: on disk).
     """
     header = (
         f"{'implementation':<18} {'ukey':<4} {'pct':>3} {'delay':>5} {'history':>11} "
-        f"{'median':>8} {'min-max':>15} {'IQR':>15} {'wall/cpu':>13} {'reps':>4}  status"
+        f"{'median':>8} {'min..max':>17} {'IQR':>7} {'wall/cpu':>15} {'reps':>4} "
+        f"{'B/row':>7} {'RSS MiB':>7}  status"
     )
-    lines = [header, "-" * len(header)]
+    lines = ["throughput in ops/ms (records per millisecond); B/row: state bytes per live row", header]
+    lines.append("-" * len(header))
     for result in results:
         cell, summary = result.cell, result.summary
         history = f"{result.history.start}->{result.history.end}"
         if summary is not None:
             median = _number(summary.median)
-            spread = f"{_number(summary.minimum)}-{_number(summary.maximum)}"
-            iqr = f"{_number(summary.q1)}-{_number(summary.q3)}"
+            spread = _spread(summary)
+            iqr = _number(summary.iqr) if summary.n >= 2 else "-"
         else:
             median = "~" + _number(result.partial_throughput) if result.partial_throughput else "-"
             spread = iqr = "-"
@@ -223,44 +261,64 @@ def results_table(results: Iterable[CellResult]) -> str:
             pct, delay = "-", "-"
         else:
             pct, delay = str(cell.retract_percentage), str(cell.retract_delay)
+        clocks = _number(result.median_on("wall")) + "/" + _number(result.median_on("cpu"))
+        rss = f"{result.peak_rss_bytes / 2**20:,.0f}" if result.peak_rss_bytes else "-"
         lines.append(
             f"{cell.implementation:<18} {'on' if cell.upsert_key else 'off':<4} {pct:>3} "
-            f"{delay:>5} {history:>11} {median:>8} {spread:>15} {iqr:>15} "
-            f"{_number(result.median_on('wall')) + '/' + _number(result.median_on('cpu')):>13} "
-            f"{len(result.throughputs):>4}  {status}"
+            f"{delay:>5} {history:>11} {median:>8} {spread:>17} {iqr:>7} "
+            f"{clocks:>15} {len(result.throughputs):>4} {_bytes_per_row(result):>7} {rss:>7}  {status}"
         )
     return "\n".join(lines)
 
 
+def _not_run_line(checks: Sequence[GoalCheck]) -> str | None:
+    """One line naming the goals whose cells this run did not include (a smaller grid), or None."""
+    names = [check.goal for check in checks if check.status == NOT_RUN]
+    if not names:
+        return None
+    return f"goals not checked (this run has none of their cells): {', '.join(names)}"
+
+
 def goals_table(checks: Iterable[GoalCheck]) -> str:
-    """The goal checks, one per line: goal, subject, measured vs target, status, margin."""
+    """The goal checks, one per line: goal, subject, measured vs target, status, margin; the
+    goals whose cells were not run are named on one last line."""
+    checks = list(checks)
     lines = []
     for check in checks:
+        if check.status == NOT_RUN:
+            continue
         if check.measured is None:
             lines.append(f"{check.status:<12} {check.goal:<9} {check.detail}")
             continue
         bound = {"upper": "<=", "lower": ">=", "unknown": "~"}.get(check.bound, "")
         margin = f"{check.margin:+.0%}" if check.margin is not None else ""
         lines.append(
-            f"{check.status:<12} {check.goal:<9} {check.subject}: {bound}{check.measured:.3g} "
+            f"{check.status:<12} {check.goal:<9} {check.subject}: {bound}{_number(check.measured)} "
             f"(target >= {check.target:g}, margin {margin}) {check.detail}"
         )
+    skipped = _not_run_line(checks)
+    if skipped:
+        lines.append(skipped)
     return "\n".join(lines)
 
 
 def _md_cell(result: CellResult) -> str:
     summary = result.summary
     if summary is not None:
-        return f"{_number(summary.median)} ({_number(summary.minimum)}-{_number(summary.maximum)})"
+        spread = _spread(summary)
+        return _number(summary.median) if spread == "-" else f"{_number(summary.median)} ({spread})"
     if result.partial_throughput:
         return f"<= {_number(result.partial_throughput)} (partial)"
     return result.status
 
 
 def markdown_report(results: Sequence[CellResult], checks: Iterable[GoalCheck]) -> str:
-    """Markdown: per backend, a table of median (min-max) ops/ms, one row per strategy,
+    """Markdown: per backend, a table of median (min..max) ops/ms, one row per strategy,
     upsert key and percentage, one column per retract_delay; then the many-keys workload (one
-    row per strategy and upsert key, one column per backend); then the goal checks."""
+    row per strategy and upsert key, one column per backend); then the memory of every
+    measured cell (state bytes per live row, peak RSS); then the goal checks (those whose cells
+    were not run named on one line)."""
+    checks = list(checks)
     lines: list[str] = []
     flip = [result for result in results if result.cell.workload == FLIP544]
     backends = list(dict.fromkeys(result.cell.backend for result in flip))
@@ -298,13 +356,34 @@ def markdown_report(results: Sequence[CellResult], checks: Iterable[GoalCheck]) 
             values = " | ".join(by_backend.get(backend.value, "") for backend in backends)
             lines.append(f"| {strategy} | {'on' if upsert_key else 'off'} | {values} |")
         lines.append("")
+    measured = [result for result in results if result.state_bytes_per_row is not None]
+    if measured:
+        lines += [
+            "#### memory",
+            "",
+            "| cell | live rows | state bytes / live row | method | peak RSS (MiB) |",
+            "|---|---:|---:|---|---:|",
+        ]
+        for result in measured:
+            label = result.cell.label()
+            rss = f"{result.peak_rss_bytes / 2**20:,.0f}"
+            method = result.state_bytes_method
+            if result.lmdb_pages is not None:
+                method += f", {result.lmdb_pages:,} pages"
+            lines.append(f"| {label} | {result.live_rows:,} | {_bytes_per_row(result)} | {method} | {rss} |")
+        lines.append("")
     lines += ["| goal | subject | measured | target | status | margin |", "|---|---|---:|---:|---|---:|"]
     for check in checks:
-        measured = "-" if check.measured is None else f"{check.measured:.3g}"
+        if check.status == NOT_RUN:
+            continue
+        value = _number(check.measured)
         if check.bound in ("upper", "lower"):
-            measured = ("<= " if check.bound == "upper" else ">= ") + measured
+            value = ("<= " if check.bound == "upper" else ">= ") + value
         margin = "-" if check.margin is None else f"{check.margin:+.0%}"
         lines.append(
-            f"| {check.goal} | {check.subject} | {measured} | {check.target:g} | {check.status} | {margin} |"
+            f"| {check.goal} | {check.subject} | {value} | {check.target:g} | {check.status} | {margin} |"
         )
+    skipped = _not_run_line(checks)
+    if skipped:
+        lines += ["", skipped]
     return "\n".join(lines)

@@ -15,6 +15,13 @@ abandoned: if it was the cell's first and timing had begun, the cell is ``partia
 throughput is the rate over the records done; if no timing had begun it is ``skipped``.
 Further repetitions start only while the cell's elapsed time plus the slowest repetition so
 far fits in the budget (at least one is always tried).
+
+Memory (:mod:`.footprint`, never timed): per cell the state's bytes per live row at the end
+of the workload. Heap: one extra, untimed pass of the whole workload under tracemalloc after
+the repetitions (the rows themselves not counted). RocksDB and LMDB: the state directory's
+bytes on disk after the last repetition is closed (LMDB: its pages in use), less those of an
+empty state of the same cell (the engine's fixed files and pages). And the process's
+peak RSS when the cell ends (the high-water mark of the run so far).
 """
 
 from __future__ import annotations
@@ -27,9 +34,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from ..impls import Backend, Settings, Strategy, create
+from ..impls import Backend, Settings, Strategy, create, registry
 from ..impls.settings import DEFAULT_CHECKPOINT_INTERVAL
 from ..spec import BatchProcessing, Change, Materializer, process_many
+from .footprint import directory_bytes, lmdb_pages_under, peak_rss_bytes, traced_state_bytes
 from .manykeys import NAME, ManyKeysSpec, generate_many_keys
 from .stats import Summary, summarize
 from .workload import HistoryShape, Workload, WorkloadSpec, generate, keys_for
@@ -108,6 +116,16 @@ class CellResult:
     partial_records: int = 0
     elapsed_s: float = 0.0
     note: str = ""
+    state_bytes_per_row: float | None = None
+    """State bytes per live row at the end of the workload (module docstring), or None."""
+    state_bytes_method: str = "-"
+    """``traced`` (heap, tracemalloc), ``disk`` (rocksdb, lmdb) or ``-`` (not measured)."""
+    lmdb_pages: int | None = None
+    """LMDB pages in use at the end (lmdb cells)."""
+    live_rows: int = 0
+    """Rows held at the end of the workload (what ``state_bytes_per_row`` divides by)."""
+    peak_rss_bytes: int = 0
+    """The process's peak RSS when the cell ended (bytes)."""
 
     @property
     def throughputs(self) -> list[float]:
@@ -244,11 +262,14 @@ def run_repetition(
     tmp_root: Path | None = None,
     async_state: bool = False,
     checkpoint_interval: int = DEFAULT_CHECKPOINT_INTERVAL,
+    footprint: list[int] | None = None,
 ) -> tuple[int, int, int]:
     """One fresh materializer through the workload: (timed records, wall ns, process CPU ns).
 
     The byte backends commit once per ``checkpoint_interval`` inputs; the prefix is committed
     before the timing starts, the timed inputs by a ``commit()`` inside the timed region.
+    ``footprint`` (byte backends): filled with ``[live rows, bytes on disk, LMDB pages]`` once
+    the materializer is closed (untimed).
 
     Raises :class:`_OutOfBudget` past ``deadline_ns`` and RuntimeError if the implementation
     missed a retraction (its output would be wrong, so its speed is meaningless).
@@ -282,11 +303,34 @@ def run_repetition(
             if done < timed_len:
                 raise _OutOfBudget(timed=True, done=done, elapsed_ns=elapsed, cpu_ns=cpu)
             misses = materializer.retract_misses
+            if footprint is not None:
+                footprint[:] = [_live_rows(materializer)]
         finally:
             materializer.close()
+        if footprint and state_dir is not None:
+            pages = lmdb_pages_under(state_dir) if cell.backend is Backend.LMDB else None
+            footprint += [directory_bytes(state_dir), -1 if pages is None else pages]
     if misses:
         raise RuntimeError(f"{misses} retractions matched no row: the implementation is wrong here")
     return done, elapsed, cpu
+
+
+def _live_rows(materializer: object) -> int:
+    """The rows ``materializer`` holds (its ``stats()``: a full scan, untimed), 0 if unknown."""
+    stats: Callable[[], dict[str, int]] | None = getattr(materializer, "stats", None)
+    return 0 if stats is None else stats().get("elements", 0)
+
+
+def heap_footprint(cell: Cell, changes: list[Change], async_state: bool = False) -> tuple[int, int]:
+    """``(bytes, live rows)`` of a heap cell's state after ``changes`` (tracemalloc: the
+    bytes allocated and still held, the rows themselves not counted). Untimed."""
+    settings = Settings(strategy=cell.strategy, backend=cell.backend, async_state=async_state)
+    keys = keys_for(cell.upsert_key)
+    held, materializer = traced_state_bytes(lambda: registry.create(keys, settings), changes)
+    try:
+        return held, _live_rows(materializer)
+    finally:
+        materializer.close()
 
 
 def _feed_of(materializer: Materializer) -> Callable[[list[Change]], object]:
@@ -331,6 +375,7 @@ def run_cell(plan: Plan, cell: Cell, workload: Workload, progress: ProgressSink 
     cell_start = time.perf_counter_ns()
     deadline = cell_start + int(plan.max_seconds_per_cell * 1e9)
     slowest = 0
+    footprint: list[int] = []
     for repetition in range(plan.repetitions):
         started = time.perf_counter_ns()
         if repetition and started + slowest > deadline:
@@ -340,7 +385,14 @@ def run_cell(plan: Plan, cell: Cell, workload: Workload, progress: ProgressSink 
             progress.repetition_started(repetition + 1, plan.repetitions)
         try:
             records, elapsed, cpu = run_repetition(
-                cell, prefix, timed, deadline, plan.tmp_root, plan.async_state, plan.checkpoint_interval
+                cell,
+                prefix,
+                timed,
+                deadline,
+                plan.tmp_root,
+                plan.async_state,
+                plan.checkpoint_interval,
+                None if cell.backend is Backend.HEAP else footprint,
             )
         except _OutOfBudget as stop:
             if repetition:
@@ -366,7 +418,57 @@ def run_cell(plan: Plan, cell: Cell, workload: Workload, progress: ProgressSink 
         result.cpu_throughputs.append(ops_per_ms(records, cpu))
         slowest = max(slowest, time.perf_counter_ns() - started)
     result.elapsed_s = (time.perf_counter_ns() - cell_start) / 1e9
+    if result.status == OK:
+        _measure_footprint(plan, cell, workload, footprint, result)
+    result.peak_rss_bytes = peak_rss_bytes()
     return result
+
+
+_EMPTY_DISK: dict[tuple[Backend, Strategy, bool], int] = {}
+
+
+def _empty_disk_bytes(cell: Cell, plan: Plan) -> int:
+    """The bytes on disk of the cell's state holding nothing (the engine's fixed files and
+    pages), measured once per run and subtracted, so bytes per live row count the rows."""
+    key = (cell.backend, cell.strategy, cell.upsert_key)
+    if key not in _EMPTY_DISK:
+        with tempfile.TemporaryDirectory(prefix="upsertmat-bench-", dir=plan.tmp_root) as tmp:
+            settings = Settings(
+                strategy=cell.strategy,
+                backend=cell.backend,
+                state_dir=Path(tmp),
+                checkpoint_interval=plan.checkpoint_interval,
+            )
+            materializer = registry.create(keys_for(cell.upsert_key), settings)
+            _commit_of(materializer)()
+            materializer.close()
+            _EMPTY_DISK[key] = directory_bytes(Path(tmp))
+    return _EMPTY_DISK[key]
+
+
+def _measure_footprint(
+    plan: Plan, cell: Cell, workload: Workload, footprint: list[int], result: CellResult
+) -> None:
+    """Fill ``result``'s state bytes per live row (module docstring); a failure only leaves
+    them unmeasured (the cell's throughput stands)."""
+    try:
+        if cell.backend is Backend.HEAP:
+            held, live = heap_footprint(cell, [*workload.prefix, *workload.timed], plan.async_state)
+            method = "traced"
+        elif len(footprint) == 3:
+            live, held, pages = footprint
+            held = max(0, held - _empty_disk_bytes(cell, plan))
+            method = "disk"
+            result.lmdb_pages = None if pages < 0 else pages
+        else:
+            return
+    except Exception as error:  # report, go on: memory is a diagnostic here
+        result.note = (result.note + "; " if result.note else "") + f"footprint not measured: {error}"
+        return
+    result.live_rows = live
+    if live > 0:
+        result.state_bytes_per_row = held / live
+        result.state_bytes_method = method
 
 
 def run_plan(plan: Plan, progress: ProgressSink | None = None) -> list[CellResult]:

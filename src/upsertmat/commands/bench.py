@@ -86,8 +86,14 @@ by default the first retract_delay adds are an untimed warm-up (--no-warmup to t
 workload many-keys: --changes changes over --keys sink keys (default 1,000,000 over
 100,000; --quick: 20,000 over 2,000): every key inserted once (untimed warm-up), then
 -U/+U update pairs of random keys, half of them arriving out of order (+U first).
-throughput = timed records / ms, median and spread over --repetitions fresh materializers.
-see docs/benchmarks.md.
+throughput = timed records / ms (ops/ms), median and spread over --repetitions fresh
+materializers; memory per cell: state bytes per live row (heap: traced allocations; rocksdb,
+lmdb: bytes on disk above an empty state) and the process's peak RSS. see docs/benchmarks.md.
+
+exit codes: 0 ok (a cell that failed is reported in the table, not by the exit code),
+  2 usage error (a bad option or value, nothing registered to benchmark),
+  4 I/O error (the output directory cannot be written), 70 internal error,
+  130/143 interrupted by SIGINT/SIGTERM, 141 stdout's reader went away.
 
 examples:
   upsertmat bench                                    # the full grid (tens of minutes)

@@ -20,7 +20,7 @@ shared with the byte backends, must not change a value the state hands out).
 Used on a :class:`~upsertmat.impls.state.heap.HeapBackend` with TTL and async state off
 (with TTL, expiry rewrites whole records: the general path) by VALUE
 (:class:`HeapValueMaterializer`) and by ADAPTIVE in VALUE mode
-(:class:`HeapAdaptiveMaterializer`). Snapshots, savepoints and migration see only elements
+(:class:`~.adaptive_heap.HeapAdaptiveMaterializer`). Snapshots, savepoints and migration see only elements
 (:meth:`~.common.StrategyBase.export_elements`), so ``counts`` is rebuilt on import.
 """
 
@@ -34,10 +34,7 @@ from ...spec import Change, Keys, RowKind
 from ..rows import MatchKey, StoredRow
 from ..settings import Settings
 from ..state.heap import HeapBackend, HeapValueState, Journal
-from .adaptive import AdaptiveMaterializer
-from .common import DELETE, INSERT, UPDATE_AFTER, StrategyBase, emit
-from .linked_map import Meta
-from .linked_map_heap import HeapLinkedList
+from .common import DELETE, INSERT, UPDATE_AFTER, emit
 from .value import ValueMaterializer, count_matches
 
 _APPEND: Final = 0
@@ -128,8 +125,8 @@ class RecordJournal:
     def __init__(self, journal: Journal) -> None:
         self._journal = journal
         self._append = _AppendUndo()
-        # ``Any``, not a tuple type: compiled code keeps a typed tuple unboxed and would
-        # build a new tuple object at every append.
+        # ``Any``, not the UndoRecord tuple type: compiled code keeps a typed tuple unboxed and
+        # would build a new tuple object at every append.
         self._append_entry: Any = (self._append, None, None, None)
         self._remove = _RemoveUndo()
         self._remove_entry: Any = (self._remove, None, None, None)
@@ -247,12 +244,11 @@ class HeapValueMaterializer(ValueMaterializer):
     """VALUE on heap with TTL off, records changed in place (module docstring)."""
 
     def __init__(self, keys: Keys, backend: HeapBackend, settings: Settings | None = None) -> None:
-        StrategyBase.__init__(self, keys, backend, settings)
+        super().__init__(keys, backend, settings)
         self._use_match_tokens()
-        # ValueMaterializer's ``_values`` (async state is off), typed as the heap state.
+        # ValueMaterializer's ``_values`` (async state is off: the same state), typed as heap's.
         self._heap_values: HeapValueState = backend.value_state("value")
         self._record_journal = RecordJournal(backend.journal)
-        self._values = self._heap_values
 
     def _add(self, context: bytes, match: MatchKey, row: StoredRow, stamp: int) -> Change:
         """1 read; a new key 1 write. O(1), or a scan to the first match (rule 4)."""
@@ -271,81 +267,6 @@ class HeapValueMaterializer(ValueMaterializer):
             (False, None)
             if record is None
             else retract_in_place(values, self._record_journal, context, record, match, restamp, change)
-        )
-        if not found:
-            self._miss(context, change)
-        return output
-
-    def _new_record(self, rows: list[StoredRow], stamps: list[int], matches: list[MatchKey]) -> list[Any]:
-        return counted_record(rows, stamps, matches)
-
-
-@mypyc_attr(allow_interpreted_subclasses=True)
-class HeapAdaptiveMaterializer(AdaptiveMaterializer):
-    """ADAPTIVE on heap with TTL off: VALUE-mode records changed in place (module docstring);
-    MAP-mode events through :class:`~.linked_map_heap.HeapLinkedList` (a MAP meta is never
-    changed in place, so it is read by reference too); the conversions are ADAPTIVE's."""
-
-    def __init__(self, keys: Keys, backend: HeapBackend, settings: Settings | None = None) -> None:
-        super().__init__(keys, backend, settings)
-        self._use_match_tokens()
-        self._heap_records: HeapValueState = backend.value_state("adaptive")
-        self._record_journal = RecordJournal(backend.journal)
-        self._heap_list = HeapLinkedList(backend)
-        self._list = self._heap_list
-
-    def _add_map_mode(
-        self, context: bytes, meta: Meta, match: MatchKey, row: StoredRow, stamp: int
-    ) -> Change:
-        """Rules 3-5 on a key in MAP mode: O(1) dict operations."""
-        added = self._heap_list.add_row(
-            context, meta, match, row, stamp, self._upsert, self._restamp_replaced
-        )
-        if added is not None:
-            self._heap_records.put(context, added)
-        return self._added(UPDATE_AFTER, row)
-
-    def _retract_map_mode(
-        self, context: bytes, meta: Meta, match: MatchKey, change: Change, restamp: int | None
-    ) -> Change | None:
-        """Rules 6-10 on a key in MAP mode; a key left with ``low`` rows turns VALUE again."""
-        found, after, rollback = self._heap_list.retract_first(context, meta, match, restamp)
-        if not found:
-            self._miss(context, change)
-            return None
-        if after is None:
-            self._heap_records.delete(context)
-            return emit(DELETE, change.row)
-        self._store_meta(context, after)
-        return None if rollback is None else emit(UPDATE_AFTER, rollback)
-
-    def _add(self, context: bytes, match: MatchKey, row: StoredRow, stamp: int) -> Change:
-        records = self._heap_records
-        record: list[Any] | None = records.stored(context)
-        if record is not None and type(record[0]) is int:  # MAP mode
-            return self._add_map_mode(context, record, match, row, stamp)
-        upsert, restamp = self._upsert, self._restamp_replaced
-        kind = add_in_place(
-            records, self._record_journal, context, record, match, row, stamp, upsert, restamp
-        )
-        if record is None:  # the new key's record: one element already reaches high = 1
-            record = records.stored(context)
-            assert record is not None
-        if len(record[0]) >= self.high:
-            records.put(context, self._to_map(context, record))
-        return self._added(kind, row)
-
-    def _retract(self, context: bytes, match: MatchKey, change: Change, stamp: int) -> Change | None:
-        records = self._heap_records
-        record: list[Any] | None = records.stored(context)
-        if record is None:
-            self._miss(context, change)
-            return None
-        restamp = stamp if self._restamp_rollback else None
-        if type(record[0]) is int:  # MAP mode
-            return self._retract_map_mode(context, record, match, change, restamp)
-        found, output = retract_in_place(
-            records, self._record_journal, context, record, match, restamp, change
         )
         if not found:
             self._miss(context, change)
