@@ -133,7 +133,7 @@ def _dispatch(client: Any, args: argparse.Namespace) -> int:
 def _result(client: Any, args: argparse.Namespace) -> int:
     from upsertmat.client.follow import follow_changelog, watch_table
     from upsertmat.client.render import PageKeys, TableScreen, make_renderer
-    from upsertmat.jobs.interrupt import StopSignals
+    from upsertmat.interrupt import StopSignals
 
     client.job(args.job)  # 404 before drawing anything
     title = f"upsertmat client: job {args.job}"

@@ -15,16 +15,18 @@ from pathlib import Path
 
 from upsertmat.commands.options import add_config_arguments
 from upsertmat.commands.run import (
+    JOB_LAYER,
+    STOPPING,
     add_job_arguments,
     add_run_arguments,
     cli_layers,
     execute,
     job_from_args,
     options_of,
+    overridden,
 )
 from upsertmat.errors import CliError, ExitCode
 from upsertmat.impls.config import ConfigError
-from upsertmat.jobs.loader import with_overrides
 from upsertmat.jobs.model import JobSpec
 from upsertmat.plan.codec import plan_to_json, read_plan, write_plan
 from upsertmat.plan.compiler import compile_job, job_of_plan
@@ -32,6 +34,15 @@ from upsertmat.plan.explain import explain
 from upsertmat.plan.model import Plan, PlanError
 
 COMPILE, EXPLAIN, EXECUTE = "compile-plan", "explain-plan", "execute-plan"
+PLAN_LAYERS = "the plan's configuration < its materializer node's strategy and state TTL"
+COMPILE_EPILOG = """\
+exit codes: 0 written, 2 usage or configuration error (the job file, an option, a strategy the
+  pipeline does not run), 4 the plan file cannot be written.
+"""
+EXECUTE_EPILOG = STOPPING
+EXPLAIN_EPILOG = """\
+exit codes: 0 a valid plan (described on stdout), 2 not a valid plan (one line naming what is wrong).
+"""
 
 
 def load_plan(path: Path) -> tuple[Plan, JobSpec]:
@@ -69,14 +80,7 @@ def run_execute(args: argparse.Namespace) -> int:
     plan = read_or_fail(args.plan)
     try:
         job = job_of_plan(plan, args.plan.resolve().parent, f"plan {args.plan}", cli_layers(args))
-        job = with_overrides(
-            job,
-            sink_url=args.sink,
-            table=args.table,
-            checkpoint=args.checkpoint,
-            source_path=args.source,
-            materialize=None,
-        )
+        job = overridden(job, args)
     except (PlanError, ConfigError) as error:
         raise CliError(str(error), ExitCode.USAGE) from None
     return execute(job, options_of(args), f"upsertmat {EXECUTE}")
@@ -97,13 +101,15 @@ def add_compile_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentP
         help="compile a job file into a JSON plan with per-operator state TTL",
         description="Resolve a job file and write its operators as a JSON plan; edit a state entry's "
         "ttl, then run it with execute-plan.",
+        epilog=COMPILE_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("job", type=Path, metavar="JOB", help="the job file (YAML)")
     parser.add_argument(
         "-o", "--output", type=Path, required=True, metavar="PLAN", help="plan file ('-': stdout)"
     )
     add_job_arguments(parser)
-    add_config_arguments(parser)
+    add_config_arguments(parser, JOB_LAYER)
     parser.set_defaults(run=run_compile)
 
 
@@ -113,6 +119,8 @@ def add_explain_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentP
         EXPLAIN,
         help="validate a JSON plan and print its operators, keys, strategy and TTLs",
         description="Validate a compiled plan and print its operators, keys, strategy and state TTLs.",
+        epilog=EXPLAIN_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("plan", type=Path, metavar="PLAN", help="the plan file (JSON)")
     parser.set_defaults(run=run_explain)
@@ -124,18 +132,12 @@ def add_execute_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentP
         EXECUTE,
         help="run a JSON plan on the PySpark pipeline",
         description="Run a compiled plan: its TTLs per operator, the command line's layers on top.",
+        epilog=EXECUTE_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("plan", type=Path, metavar="PLAN", help="the plan file (JSON)")
-    group = parser.add_argument_group("overrides")
-    group.add_argument(
-        "--sink",
-        metavar="URL",
-        help="sink database: a SQLite file, sqlite:///relative.db, sqlite:////absolute.db, postgresql://…",
-    )
-    group.add_argument("--table", metavar="NAME", help="sink table")
-    group.add_argument("--checkpoint", metavar="DIR", type=Path, help="Spark checkpoint directory")
-    group.add_argument("--source", metavar="PATH", type=Path, help="the changelog files")
+    add_job_arguments(parser, materialize=False)
     add_run_arguments(parser)
-    add_config_arguments(parser)
+    add_config_arguments(parser, PLAN_LAYERS)
     parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     parser.set_defaults(run=run_execute)
