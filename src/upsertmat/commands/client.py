@@ -138,7 +138,7 @@ def _result(client: Any, args: argparse.Namespace) -> int:
     client.job(args.job)  # 404 before drawing anything
     title = f"upsertmat client: job {args.job}"
     prefix = "upsertmat client"
-    with StopSignals(prefix) as signals:
+    with StopSignals(prefix, busy=True, force=True) as signals:  # stops at its next poll; again: at once
         renderer = make_renderer(
             args.mode,
             title,
