@@ -255,7 +255,11 @@ def test_execute_plan_interrupted_while_the_jvm_starts(tmp_path: Path) -> None:
     ]
 
 
-@pytest.mark.parametrize(("moment", "number"), [(at_jvm, signal.SIGTERM), (at_context, signal.SIGINT)])
+@pytest.mark.parametrize(
+    ("moment", "number"),
+    [(at_jvm, signal.SIGTERM), (at_context, signal.SIGINT)],
+    ids=["jvm-SIGTERM", "context-SIGINT"],
+)
 def test_gateway_interrupted_while_starting(
     tmp_path: Path, moment: Callable[..., Callable[[], bool]], number: signal.Signals
 ) -> None:
