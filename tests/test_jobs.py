@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import json
+import re
 import textwrap
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from upsertmat.cli import build_parser, main
 from upsertmat.commands.run import job_from_args
-from upsertmat.impls.settings import Backend, Strategy
+from upsertmat.impls.settings import Backend, ConflictBehavior, Strategy, TimeDomain, TtlSettings
 from upsertmat.jobs.loader import JobError, load_job, with_overrides
 from upsertmat.jobs.model import INTERNAL_URL, SourceFormat
 
@@ -170,3 +174,109 @@ def test_cli_reports_job_errors_with_exit_2(tmp_path: Path, capsys: pytest.Captu
     assert "must be spark, got rocksdb (from --backend rocksdb)" in capsys.readouterr().err
     assert main(["run", str(tmp_path / "missing.yaml")]) == 2
     assert "cannot read job file" in capsys.readouterr().err
+
+
+def _one_line(err: str) -> str:
+    lines = err.splitlines()
+    assert len(lines) == 1, lines
+    return lines[0]
+
+
+def test_what_the_pipeline_cannot_run_is_refused_before_spark(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SORTED (any layer), event-time TTL: one line, exit 2, when the job is loaded (no "starting
+    Spark" line, nothing written) by run, compile-plan, execute-plan and demo."""
+    monkeypatch.chdir(tmp_path)
+    job_file = write_job(tmp_path, MINIMAL)
+    sorted_job = write_job(
+        tmp_path / "sorted", MINIMAL + "config: {table.exec.sink.upsert-materialize-strategy.type: sorted}\n"
+    )
+    cases = [
+        (["run", str(job_file), "--strategy", "SORTED"], "(from --strategy SORTED)"),
+        (
+            ["run", str(job_file), "--set", "table.exec.sink.upsert-materialize-strategy.type=SORTED"],
+            "(from --set",
+        ),
+        (["run", str(sorted_job)], f"(from job file {sorted_job})"),
+        (
+            ["compile-plan", str(job_file), "-o", "plan.json", "--strategy", "sorted"],
+            "(from --strategy sorted)",
+        ),
+        (["demo", "--strategy", "SORTED"], "(from --strategy SORTED)"),
+    ]
+    for argv, source in cases:
+        assert main(argv) == 2
+        line = _one_line(capsys.readouterr().err)
+        assert line.startswith(f"upsertmat {argv[0]}: strategy SORTED does not run on the pipeline"), line
+        assert "must be one of LEGACY, VALUE, MAP, ADAPTIVE" in line and source in line, line
+    assert (
+        main(["run", str(job_file), "--set", "upsertmat.state.ttl.time-domain=event_time", "--ttl", "1 s"])
+        == 2
+    )
+    line = _one_line(capsys.readouterr().err)
+    assert "processing-time state TTL only" in line and "got event_time (from --set" in line, line
+    # A plan edited to SORTED is refused by execute-plan (and explain-plan) the same way.
+    assert main(["compile-plan", str(job_file), "-o", "plan.json"]) == 0
+    plan = json.loads((tmp_path / "plan.json").read_text())
+    (materializer,) = [node for node in plan["nodes"] if node["type"] == "sink-materializer"]
+    materializer["strategy"] = "SORTED"
+    (tmp_path / "plan.json").write_text(json.dumps(plan))
+    capsys.readouterr()
+    for command in ("execute-plan", "explain-plan"):
+        assert main([command, "plan.json"]) == 2
+        line = _one_line(capsys.readouterr().err)
+        assert "strategy SORTED does not run on the pipeline" in line and "node" in line, line
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["job.yaml", "plan.json", "sorted"]
+
+
+@pytest.mark.parametrize("command", ["run", "demo", "compile-plan", "execute-plan"])
+def test_pipeline_commands_offer_only_what_they_accept(
+    command: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit):
+        build_parser().parse_args([command, "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    strategy = text[text.index("--strategy NAME shortcut") :].split("--backend NAME")[0]
+    backend = text[text.index("--backend NAME shortcut") :].split("--ttl")[0]
+    assert "SORTED" not in strategy and "LEGACY, VALUE, MAP, ADAPTIVE" in strategy
+    assert "spark" in backend and not any(name in backend for name in ("heap", "rocksdb", "lmdb"))
+    assert "exit codes" in text
+    assert text.count("Layers, lowest first") == 1 and "configuration layers" not in text
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"strategy": Strategy.SORTED}, "strategy SORTED does not run on the pipeline"),
+        ({"sink_url": "sqlite://two.db"}, "sink_url: unsupported SQLite URL 'sqlite://two.db'"),
+        ({"sink_url": "mysql://db"}, "sink_url: unsupported database URL"),
+        ({"source_format": "xml"}, "unknown source format 'xml'"),
+        ({"pk": ()}, "pk) needs at least one column"),
+        ({"trigger_interval": "soon"}, "trigger_interval: not a duration: 'soon'"),
+        ({"ttl": TtlSettings(ttl_ms=5, time_domain=TimeDomain.EVENT_TIME)}, "processing-time state TTL only"),
+        ({"conflict": ConflictBehavior.ERROR}, "set ts_column"),
+        ({"shuffle_partitions": 0}, "shuffle_partitions must be >= 1"),
+        ({"key_buckets": 0}, "key_buckets must be >= 1"),
+        ({"max_files_per_trigger": 0}, "max_files_per_trigger must be >= 1"),
+    ],
+)
+def test_a_pipeline_config_is_checked_when_made(overrides: dict[str, Any], message: str) -> None:
+    from upsertmat.spark.config import PipelineConfig, PipelineConfigError
+
+    fields: dict[str, Any] = {
+        "source_path": Path("in"),
+        "schema": "seq LONG, op STRING, id LONG",
+        "pk": ("id",),
+        "checkpoint_dir": Path("ck"),
+        "sink_url": "sqlite:///sink.db",
+    }
+    good = PipelineConfig(**fields)
+    with pytest.raises(PipelineConfigError, match=re.escape(message)):
+        PipelineConfig(**{**fields, **overrides})
+    with pytest.raises(PipelineConfigError, match=re.escape(message)):
+        replace(good, **overrides)
+    if "sink_url" in overrides:  # and a config read back from JSON
+        data = {**json.loads(good.to_json()), "sink_url": overrides["sink_url"]}
+        with pytest.raises(PipelineConfigError, match=re.escape(message)):
+            PipelineConfig.from_json(json.dumps(data))

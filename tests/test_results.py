@@ -1,12 +1,10 @@
 """Results without Spark: the sink's recorded changelog, snapshots, the gateway's registry rules,
-path confinement, the renderers, and the stop signals. Real SQLite files, real signals."""
+path confinement, the renderers. Real SQLite files (the stop signals: tests/test_interrupt.py)."""
 
 from __future__ import annotations
 
 import io
 import json
-import os
-import signal
 import sqlite3
 from pathlib import Path
 
@@ -18,7 +16,6 @@ from upsertmat.gateway.confine import OutsideRoot, confine
 from upsertmat.gateway.registry import Registry
 from upsertmat.gateway.service import RequestError, _split_token, concise
 from upsertmat.gateway.settings import GatewaySettings, is_loopback
-from upsertmat.jobs.interrupt import StopSignals
 from upsertmat.spark.results import last_position, read_changes, read_snapshot
 from upsertmat.spark.sink import BATCHES_TABLE, CHANGES_TABLE, Column, open_sink
 from upsertmat.spark.sinkurl import SinkUrlError, resolve_sink_url, sqlite_path
@@ -140,14 +137,6 @@ def test_tableau_lines_are_exact(tmp_path: Path) -> None:
         stream = io.StringIO()
         Tableau(stream, format).add_changes([ResultChange(7, 3, "+U", (1, 1.0, True, None, "x"))], 0.0)
         assert stream.getvalue() == expected
-
-
-def test_signals_become_a_stop_request() -> None:
-    with StopSignals("test") as signals:
-        assert not signals()
-        os.kill(os.getpid(), signal.SIGTERM)
-        assert signals() and signals.exit_code == 143 and signals.name == "SIGTERM"
-    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
 
 
 def test_submitted_yaml_refuses_aliases_and_deep_nesting() -> None:

@@ -34,6 +34,7 @@ from upsertmat.commands import (
 )
 from upsertmat.errors import CliError, ExitCode, StateDirError, exit_code_of
 from upsertmat.impls.build import build_name
+from upsertmat.interrupt import StopSignals, interrupted
 
 SubcommandAdder = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], None]
 SUBCOMMANDS: tuple[SubcommandAdder, ...] = (
@@ -111,7 +112,19 @@ def _flushed(code: int) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line on ``argv`` (default: ``sys.argv[1:]``); return the exit code."""
+    """Run the command line on ``argv`` (default: ``sys.argv[1:]``); return the exit code.
+
+    SIGINT and SIGTERM end any command with one line and 130 / 143 (:mod:`upsertmat.interrupt`;
+    commands that stop at a boundary say more)."""
+    signals = StopSignals("upsertmat")
+    try:
+        with signals:
+            return _main(argv, signals)
+    except KeyboardInterrupt as stop:
+        return interrupted(signals.prefix, stop)
+
+
+def _main(argv: Sequence[str] | None, signals: StopSignals) -> int:
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
@@ -121,6 +134,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help(sys.stderr)
         return ExitCode.USAGE
+    signals.prefix = f"upsertmat {args.command}"
     try:
         return _flushed(int(args.run(args)))
     except CliError as error:

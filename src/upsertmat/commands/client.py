@@ -133,12 +133,12 @@ def _dispatch(client: Any, args: argparse.Namespace) -> int:
 def _result(client: Any, args: argparse.Namespace) -> int:
     from upsertmat.client.follow import follow_changelog, watch_table
     from upsertmat.client.render import PageKeys, TableScreen, make_renderer
-    from upsertmat.jobs.interrupt import StopSignals
+    from upsertmat.interrupt import StopSignals
 
     client.job(args.job)  # 404 before drawing anything
     title = f"upsertmat client: job {args.job}"
     prefix = "upsertmat client"
-    with StopSignals(prefix) as signals:
+    with StopSignals(prefix, busy=True, force=True) as signals:  # stops at its next poll; again: at once
         renderer = make_renderer(
             args.mode,
             title,

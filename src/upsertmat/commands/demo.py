@@ -16,16 +16,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from upsertmat.commands.options import add_config_arguments, positive_int
-from upsertmat.commands.run import cli_layers
+from upsertmat.commands.run import BOUNDARY_NOTICE, cli_layers
 from upsertmat.demo.report import absent_keys, row_count_note, side_by_side, summary
 from upsertmat.demo.runner import DemoOutcome, run_demo
 from upsertmat.demo.tables import disagreements
 from upsertmat.demo.workload import DemoShape
 from upsertmat.errors import CliError, ExitCode
 from upsertmat.impls.config import ConfigError
-from upsertmat.jobs.interrupt import StopSignals
+from upsertmat.interrupt import Interrupted, StopSignals, interrupted
 from upsertmat.jobs.loader import config_strings, resolve_settings, settings_layers
-from upsertmat.jobs.runner import announce_spark_log, batch_line
+from upsertmat.jobs.runner import announce_spark_log, batch_line, spark_log_note
 
 if TYPE_CHECKING:
     from upsertmat.spark.config import BatchProgress
@@ -36,6 +36,13 @@ the data: SELECT u.id, u.level, l.badge FROM users u JOIN levels l ON u.level = 
   run by --channels parallel tasks partitioned by level, into a sink keyed by id. A user
   changing level yields -U(old level) and +U(new level) on two channels: they can arrive in
   either order, and a sink without the materializer then deletes the user.
+
+Ctrl-C / SIGTERM: while Spark starts, the demo ends at once; then at a micro-batch boundary
+  (again: at once). Either way one line.
+
+exit codes: 0 the materialized table agrees with the expected one, 2 usage or configuration
+  error (before Spark starts) or Spark did not start, 4 I/O error, 70 the materialized table
+  disagrees (a bug) or an internal error, 130/143 interrupted by SIGINT/SIGTERM.
 
 examples:
   upsertmat demo
@@ -109,15 +116,22 @@ def run(args: argparse.Namespace) -> int:
     kept = None if args.dir is None else args.dir.resolve()
     if not args.quiet:  # the JVM and the first stateful query take 10-20 s: say so at once
         print("upsertmat demo: starting Spark (local[2]; about 15 s) ...", file=sys.stderr, flush=True)
-    with StopSignals("upsertmat demo") as signals:
-        if kept is not None:
-            kept.mkdir(parents=True, exist_ok=True)
-            outcome = run_demo(kept, settings, config, shape, _progress(args.quiet), signals)
-        else:
-            with tempfile.TemporaryDirectory(prefix="upsertmat-demo-") as directory:
-                outcome = run_demo(Path(directory), settings, config, shape, _progress(args.quiet), signals)
+    # Until Spark runs, a signal ends the demo at once; then at a micro-batch boundary.
+    signals = StopSignals("upsertmat demo", notice=BOUNDARY_NOTICE, force=True)
+    try:
+        with signals:
+            if kept is not None:
+                kept.mkdir(parents=True, exist_ok=True)
+                outcome = run_demo(kept, settings, config, shape, _progress(args.quiet), signals)
+            else:
+                with tempfile.TemporaryDirectory(prefix="upsertmat-demo-") as directory:
+                    outcome = run_demo(
+                        Path(directory), settings, config, shape, _progress(args.quiet), signals
+                    )
+    except Interrupted as stop:
+        return interrupted("upsertmat demo", stop, spark_log_note())
     if outcome is None or signals():
-        print(f"upsertmat demo: interrupted ({signals.name})", file=sys.stderr, flush=True)
+        signals.say(f"interrupted ({signals.name}){spark_log_note()}")
         return signals.exit_code
     print(render(outcome, shape, kept))
     announce_spark_log(args.quiet, "upsertmat demo")
@@ -161,6 +175,6 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     parser.add_argument(
         "--dir", type=Path, help="keep the data, checkpoints and database here (default: a temp dir)"
     )
-    add_config_arguments(parser)
+    add_config_arguments(parser, "")
     parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     parser.set_defaults(run=run)

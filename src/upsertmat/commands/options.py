@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import textwrap
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -27,8 +28,9 @@ from upsertmat.impls.config import (
     parse_set_option,
 )
 from upsertmat.impls.registry import UnknownImplementation, create
-from upsertmat.impls.settings import Settings
+from upsertmat.impls.settings import Backend, Settings, Strategy
 from upsertmat.impls.state.errors import BackendUnavailableError, StateError, StorageError
+from upsertmat.spark.config import PIPELINE_STRATEGIES
 from upsertmat.spec import Keys, Materializer
 
 _SHORTCUTS = (("strategy", STRATEGY), ("backend", BACKEND), ("ttl", TTL))
@@ -83,13 +85,26 @@ def apply_max_int_digits(args: argparse.Namespace) -> None:
         sys.set_int_max_str_digits(args.max_int_digits)
 
 
-def add_config_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add ``--config``, ``--set``, ``--strategy``, ``--backend``, ``--ttl`` to ``parser``."""
-    group = parser.add_argument_group(
-        "configuration",
-        "Layers, lowest first: built-in defaults < --config FILE < --set KEY=VALUE < "
-        "--strategy/--backend/--ttl.",
-    )
+def add_config_arguments(parser: argparse.ArgumentParser, pipeline: str | None = None) -> None:
+    """Add ``--config``, ``--set``, ``--strategy``, ``--backend``, ``--ttl`` to ``parser``.
+
+    ``pipeline`` (not None): the command runs on the PySpark pipeline, and this names its own
+    layers between the pipeline's defaults and the command line's (``"the job file's config"``;
+    may be empty): ``--strategy`` and ``--backend`` then offer only what the pipeline runs (no
+    SORTED; the spark backend).
+    """
+    if pipeline is None:
+        layers = "built-in defaults"
+        strategies = ", ".join(strategy.value for strategy in Strategy)
+        backends = ", ".join(backend.value for backend in Backend if backend is not Backend.SPARK)
+    else:
+        layers = "built-in defaults < the pipeline's defaults (backend spark, strategy VALUE)"
+        layers += f" < {pipeline}" if pipeline else ""
+        strategies = ", ".join(strategy.value for strategy in PIPELINE_STRATEGIES)
+        backends = f"{Backend.SPARK.value} (the pipeline keeps its state in Spark's state store)"
+    text = f"Layers, lowest first: {layers} < --config FILE < --set KEY=VALUE < --strategy/--backend/--ttl."
+    # Filled here: a command with a raw-description formatter (for its epilog) keeps it as given.
+    group = parser.add_argument_group("configuration", textwrap.fill(text, 78))
     group.add_argument("--config", metavar="FILE", type=Path, help="YAML file of keys (flat or nested)")
     group.add_argument(
         "--set",
@@ -99,12 +114,8 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> None:
         dest="settings",
         help="set one configuration key (repeatable)",
     )
-    group.add_argument(
-        "--strategy",
-        metavar="NAME",
-        help=f"shortcut for {STRATEGY}: LEGACY, VALUE, MAP, SORTED or ADAPTIVE (any case)",
-    )
-    group.add_argument("--backend", metavar="NAME", help=f"shortcut for {BACKEND}: heap, rocksdb, lmdb")
+    group.add_argument("--strategy", metavar="NAME", help=f"shortcut for {STRATEGY}: {strategies} (any case)")
+    group.add_argument("--backend", metavar="NAME", help=f"shortcut for {BACKEND}: {backends}")
     group.add_argument("--ttl", metavar="DURATION", help=f"shortcut for {TTL}, e.g. 0, 1000, '10 s', '1 h'")
 
 

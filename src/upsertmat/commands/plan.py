@@ -15,16 +15,18 @@ from pathlib import Path
 
 from upsertmat.commands.options import add_config_arguments
 from upsertmat.commands.run import (
+    JOB_LAYER,
+    STOPPING,
     add_job_arguments,
     add_run_arguments,
     cli_layers,
     execute,
     job_from_args,
     options_of,
+    overridden,
 )
 from upsertmat.errors import CliError, ExitCode
 from upsertmat.impls.config import ConfigError
-from upsertmat.jobs.loader import with_overrides
 from upsertmat.jobs.model import JobSpec
 from upsertmat.plan.codec import plan_to_json, read_plan, write_plan
 from upsertmat.plan.compiler import compile_job, job_of_plan
@@ -34,11 +36,19 @@ from upsertmat.replay.failures import io_exit_code
 from upsertmat.stdout import cut_short, write_data
 
 COMPILE, EXPLAIN, EXECUTE = "compile-plan", "explain-plan", "execute-plan"
-EXIT_CODES = (
-    "exit codes: 0 ok, 2 usage error (bad flags, a job file or plan that cannot be used), 4 I/O error\n"
-    "  (the plan or stdout cannot be written: a full disk, a device error), 70 internal error,\n"
-    "  141 stdout's reader went away."
-)
+PLAN_LAYERS = "the plan's configuration < its materializer node's strategy and state TTL"
+COMPILE_EPILOG = """\
+example: upsertmat compile-plan examples/jobs/users-levels.yaml -o plan.json
+exit codes: 0 written, 2 usage or configuration error (the job file, an option, a strategy the
+  pipeline does not run), 4 I/O error (the plan or stdout cannot be written: a full disk, a
+  device error), 70 internal error, 141 stdout's reader went away.
+"""
+EXECUTE_EPILOG = STOPPING
+EXPLAIN_EPILOG = """\
+example: upsertmat explain-plan plan.json
+exit codes: 0 a valid plan (described on stdout), 2 not a valid plan (one line naming what is
+  wrong), 4 I/O error (stdout cannot be written), 70 internal error, 141 stdout's reader went away.
+"""
 
 
 def load_plan(path: Path) -> tuple[Plan, JobSpec]:
@@ -78,14 +88,7 @@ def run_execute(args: argparse.Namespace) -> int:
     plan = read_or_fail(args.plan)
     try:
         job = job_of_plan(plan, args.plan.resolve().parent, f"plan {args.plan}", cli_layers(args))
-        job = with_overrides(
-            job,
-            sink_url=args.sink,
-            table=args.table,
-            checkpoint=args.checkpoint,
-            source_path=args.source,
-            materialize=None,
-        )
+        job = overridden(job, args)
     except (PlanError, ConfigError) as error:
         raise CliError(str(error), ExitCode.USAGE) from None
     return execute(job, options_of(args), f"upsertmat {EXECUTE}")
@@ -106,7 +109,7 @@ def add_compile_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentP
         help="compile a job file into a JSON plan with per-operator state TTL",
         description="Resolve a job file and write its operators as a JSON plan; edit a state entry's "
         "ttl, then run it with execute-plan.",
-        epilog=f"example: upsertmat compile-plan examples/jobs/users-levels.yaml -o plan.json\n{EXIT_CODES}",
+        epilog=COMPILE_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("job", type=Path, metavar="JOB", help="the job file (YAML)")
@@ -114,7 +117,7 @@ def add_compile_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentP
         "-o", "--output", type=Path, required=True, metavar="PLAN", help="plan file ('-': stdout)"
     )
     add_job_arguments(parser)
-    add_config_arguments(parser)
+    add_config_arguments(parser, JOB_LAYER)
     parser.set_defaults(run=run_compile)
 
 
@@ -124,7 +127,7 @@ def add_explain_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentP
         EXPLAIN,
         help="validate a JSON plan and print its operators, keys, strategy and TTLs",
         description="Validate a compiled plan and print its operators, keys, strategy and state TTLs.",
-        epilog=f"example: upsertmat explain-plan plan.json\n{EXIT_CODES}",
+        epilog=EXPLAIN_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("plan", type=Path, metavar="PLAN", help="the plan file (JSON)")
@@ -137,18 +140,12 @@ def add_execute_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentP
         EXECUTE,
         help="run a JSON plan on the PySpark pipeline",
         description="Run a compiled plan: its TTLs per operator, the command line's layers on top.",
+        epilog=EXECUTE_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("plan", type=Path, metavar="PLAN", help="the plan file (JSON)")
-    group = parser.add_argument_group("overrides")
-    group.add_argument(
-        "--sink",
-        metavar="URL",
-        help="sink database: a SQLite file, sqlite:///relative.db, sqlite:////absolute.db, postgresql://…",
-    )
-    group.add_argument("--table", metavar="NAME", help="sink table")
-    group.add_argument("--checkpoint", metavar="DIR", type=Path, help="Spark checkpoint directory")
-    group.add_argument("--source", metavar="PATH", type=Path, help="the changelog files")
+    add_job_arguments(parser, materialize=False)
     add_run_arguments(parser)
-    add_config_arguments(parser)
+    add_config_arguments(parser, PLAN_LAYERS)
     parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     parser.set_defaults(run=run_execute)

@@ -1,9 +1,10 @@
 """``upsertmat run JOB``: run a job file on the PySpark pipeline, a progress line per micro-batch.
 
-Configuration layers, lowest first: built-in defaults < the job file's ``config`` < ``--config
-FILE`` < ``--set KEY=VALUE`` < ``--strategy/--backend/--ttl`` (the same keys as ``upsertmat
-replay``). ``--sink``, ``--table``, ``--checkpoint``, ``--source`` and ``--no-materialize``
-override the job file's fields. Progress goes to stderr, the summary to stdout.
+Configuration layers, lowest first: built-in defaults < the pipeline's defaults < the job file's
+``config`` < ``--config FILE`` < ``--set KEY=VALUE`` < ``--strategy/--backend/--ttl`` (the same
+keys as ``upsertmat replay``; what the pipeline cannot run is refused before Spark starts).
+``--sink``, ``--table``, ``--checkpoint``, ``--source`` and ``--no-materialize`` override the job
+file's fields. Progress goes to stderr, the summary to stdout.
 """
 
 from __future__ import annotations
@@ -21,8 +22,8 @@ from upsertmat.client.modes import RESULT_MODES, TABLEAU_FORMATS
 from upsertmat.commands.options import add_config_arguments, config_layers, positive_int
 from upsertmat.errors import CliError, ExitCode
 from upsertmat.impls.config import ConfigError, parse_duration_ms
+from upsertmat.interrupt import Interrupted, StopSignals, interrupted
 from upsertmat.jobs.embedded import ResultFollower, embedded_session
-from upsertmat.jobs.interrupt import StopSignals
 from upsertmat.jobs.loader import Layer, load_job, with_overrides
 from upsertmat.jobs.model import JobSpec
 from upsertmat.jobs.runner import (
@@ -32,6 +33,7 @@ from upsertmat.jobs.runner import (
     require_pyspark,
     run_job,
     source_files,
+    spark_log_note,
     start_spark,
 )
 
@@ -39,15 +41,27 @@ if TYPE_CHECKING:
     from upsertmat.spark.config import BatchProgress, PipelineResult
 
 NAME = "run"
-EPILOG = """\
-configuration layers, lowest first: built-in defaults < the job file's config <
-  --config FILE < --set KEY=VALUE < --strategy/--backend/--ttl.
+JOB_LAYER = "the job file's config"
+STOPPING = """\
+Ctrl-C / SIGTERM: while Spark starts, the run ends at once; once the query runs, at a
+  micro-batch boundary (again: at once). Either way one line; every committed batch is kept.
+
+exit codes:
+  0        the input is processed (--follow: --until-idle reached)
+  2        usage or configuration error (before Spark starts), or Spark did not start
+  4        I/O error: the sink cannot be written, or Spark's log cannot
+  70       internal error (a bug; please report it)
+  130/143  interrupted by SIGINT/SIGTERM; run the same command again to continue
+  141      stdout's reader went away (--result-mode tableau | head)
+"""
+"""How ``run`` and ``execute-plan`` stop, and their exit codes (the end of their --help)."""
+EPILOG = f"""\
 job file format and examples: docs/plans.md, examples/jobs/.
 
 paths: the source is relative to the job file; the sink file and the checkpoint to the
-  working directory. Ctrl-C / SIGTERM stop at a micro-batch boundary (exit 130 / 143);
-  a rerun on the same checkpoint continues exactly once.
+  working directory. A rerun on the same checkpoint continues exactly once.
 
+{STOPPING}
 examples:
   upsertmat run examples/jobs/users-levels.yaml
   upsertmat run examples/jobs/users-levels.yaml --follow --result-mode table
@@ -56,8 +70,9 @@ examples:
 """
 
 
-def add_job_arguments(parser: argparse.ArgumentParser) -> None:
-    """The options that override a job file's fields."""
+def add_job_arguments(parser: argparse.ArgumentParser, materialize: bool = True) -> None:
+    """The options that override a job's fields (``run``, ``compile-plan``, ``execute-plan``;
+    ``materialize``: offer ``--no-materialize`` too, which a compiled plan fixes)."""
     group = parser.add_argument_group("job overrides")
     group.add_argument(
         "--sink",
@@ -67,12 +82,25 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--table", metavar="NAME", help="sink table")
     group.add_argument("--checkpoint", metavar="DIR", type=Path, help="Spark checkpoint directory")
     group.add_argument("--source", metavar="PATH", type=Path, help="the changelog files")
-    group.add_argument(
-        "--no-materialize",
-        dest="materialize",
-        action="store_false",
-        default=None,
-        help="write the raw changelog to the sink (no materializer: shows the wrong result)",
+    if materialize:
+        group.add_argument(
+            "--no-materialize",
+            dest="materialize",
+            action="store_false",
+            default=None,
+            help="write the raw changelog to the sink (no materializer: shows the wrong result)",
+        )
+
+
+def overridden(job: JobSpec, args: argparse.Namespace) -> JobSpec:
+    """``job`` with the overrides :func:`add_job_arguments` declared (JobError if one is bad)."""
+    return with_overrides(
+        job,
+        sink_url=args.sink,
+        table=args.table,
+        checkpoint=args.checkpoint,
+        source_path=args.source,
+        materialize=getattr(args, "materialize", None),
     )
 
 
@@ -87,15 +115,7 @@ def cli_layers(args: argparse.Namespace) -> list[Layer]:
 def job_from_args(args: argparse.Namespace) -> JobSpec:
     """The job file of ``args.job`` resolved with every command-line layer and override."""
     try:
-        job = load_job(args.job, cli_layers(args))
-        return with_overrides(
-            job,
-            sink_url=args.sink,
-            table=args.table,
-            checkpoint=args.checkpoint,
-            source_path=args.source,
-            materialize=args.materialize,
-        )
+        return overridden(load_job(args.job, cli_layers(args)), args)
     except ConfigError as error:
         raise CliError(str(error), ExitCode.USAGE) from None
 
@@ -140,21 +160,38 @@ def options_of(args: argparse.Namespace) -> RunOptions:
     )
 
 
-def execute(job: JobSpec, quiet: bool | RunOptions, prefix: str) -> int:
+BOUNDARY_NOTICE = "stopping at the next micro-batch boundary (press Ctrl-C again to exit at once)"
+
+
+def execute(job: JobSpec, options: RunOptions, prefix: str) -> int:
     """Run ``job`` in this process (the embedded client): progress on stderr unless quiet, the
     result mode's output, the summary on stderr for a result mode (stdout otherwise).
 
-    Ctrl-C / SIGTERM stop at a micro-batch boundary: one ``interrupted`` line, exit 130 / 143;
-    ``until_idle`` stops with exit 0 once no batch has run for that many seconds.
+    Ctrl-C / SIGTERM while Spark starts end the run at once; once the query runs, at a
+    micro-batch boundary (a second signal: at once). Either way one ``interrupted`` line, exit
+    130 / 143. ``until_idle`` stops with exit 0 once no batch has run for that many seconds.
     """
-    options = quiet if isinstance(quiet, RunOptions) else RunOptions(quiet=quiet)
     require_pyspark()
+    signals = StopSignals(prefix, busy=True, notice=BOUNDARY_NOTICE, force=True)
+    try:
+        with signals, embedded_session(job, options.session_dir) as running:
+            return _execute(running, options, prefix, signals)
+    except Interrupted as stop:  # while Spark was starting: no query ran
+        return interrupted(
+            prefix, stop, f" while Spark was starting: this run wrote nothing{spark_log_note()}"
+        )
+
+
+def _execute(job: JobSpec, options: RunOptions, prefix: str, signals: StopSignals) -> int:
+    """:func:`execute` inside its signal frame, which starts ``busy``: signals are looked at once
+    the set-up is done; the frame is not busy while Spark starts, busy again while the query runs."""
     from upsertmat.spark.config import PipelineConfigError
     from upsertmat.spark.sink import SinkError
 
-    with embedded_session(job, options.session_dir) as running, StopSignals(prefix) as signals:
-        resumed = committed_batches(running.checkpoint)
-        follower = _follower(running, options, prefix)
+    resumed = committed_batches(job.checkpoint)
+    follower = None
+    try:
+        follower = _follower(job, options, prefix)
         report = (
             None
             if options.quiet or options.result_mode in ("table", "changelog")
@@ -167,40 +204,43 @@ def execute(job: JobSpec, quiet: bool | RunOptions, prefix: str) -> int:
             if follower is not None:
                 follower.on_batch(batch)
 
-        if not options.quiet:
-            print(f"{prefix}: starting Spark ({running.spark.master}) ...", file=sys.stderr, flush=True)
-        if signals():
-            return _interrupted(prefix, signals, None)
-        try:
-            with _page_keys(follower):
-                if follower is not None:
-                    follower.show()  # what earlier runs committed, before the first new batch
-                start_spark(running)
-                signals.reinstall()
-                if signals():
-                    return _interrupted(prefix, signals, None)
-                result = run_job(
-                    running,
-                    progress,
-                    stop=lambda: signals() or (follower is not None and follower.closed),
-                    follow=options.follow,
-                    changelog=options.result_mode in ("changelog", "tableau"),
-                    until_idle=options.until_idle,
-                )
-        except PipelineConfigError as error:
-            raise CliError(str(error), ExitCode.USAGE) from None
-        except SinkError as error:
-            raise CliError(str(error), ExitCode.IO) from None
-        finally:
-            if follower is not None and not follower.closed:
-                follower.renderer.close()
-        if follower is not None and follower.closed:
-            return _closed_pipe()
-        if signals():
-            return _interrupted(prefix, signals, result)
-        _summary(running, result, resumed, options, prefix)
-        announce_spark_log(options.quiet, prefix)
-        return int(ExitCode.OK)
+        with _page_keys(follower):
+            if follower is not None:
+                follower.show()  # what earlier runs committed, before the first new batch
+            if not options.quiet:
+                print(f"{prefix}: starting Spark ({job.spark.master}) ...", file=sys.stderr, flush=True)
+            signals.busy = False
+            signals.check()
+            start_spark(job)  # a signal now ends the run at once (Interrupted)
+            signals.busy = True
+            result = run_job(
+                job,
+                progress,
+                stop=lambda: signals() or (follower is not None and follower.closed),
+                follow=options.follow,
+                changelog=options.result_mode in ("changelog", "tableau"),
+                until_idle=options.until_idle,
+            )
+    except PipelineConfigError as error:
+        raise CliError(str(error), ExitCode.USAGE) from None
+    except SinkError as error:
+        raise CliError(str(error), ExitCode.IO) from None
+    finally:
+        signals.busy = True  # the clean-up runs to its end
+        if follower is not None and not follower.closed:
+            follower.renderer.close()
+    if follower is not None and follower.closed:
+        return _closed_pipe()
+    if signals():
+        done = f" after {len(result.batches)} micro-batches ({result.changes:,} changes)"
+        signals.say(
+            f"interrupted ({signals.name}){done}; every committed batch is kept: "
+            f"run the same command again to continue{spark_log_note()}"
+        )
+        return signals.exit_code
+    _summary(job, result, resumed, options, prefix)
+    announce_spark_log(options.quiet, prefix)
+    return int(ExitCode.OK)
 
 
 def _follower(job: JobSpec, options: RunOptions, prefix: str) -> ResultFollower | None:
@@ -239,19 +279,6 @@ def _closed_pipe() -> int:
     os.dup2(devnull, sys.stdout.fileno())  # the interpreter's final flush must not fail again
     os.close(devnull)
     return 128 + signal.SIGPIPE
-
-
-def _interrupted(prefix: str, signals: StopSignals, result: PipelineResult | None) -> int:
-    done = (
-        "" if result is None else f" after {len(result.batches)} micro-batches ({result.changes:,} changes)"
-    )
-    print(
-        f"{prefix}: interrupted ({signals.name}){done}; every committed batch is kept: "
-        "run the same command again to continue",
-        file=sys.stderr,
-        flush=True,
-    )
-    return signals.exit_code
 
 
 def _summary(job: JobSpec, result: PipelineResult, resumed: int, options: RunOptions, prefix: str) -> None:
@@ -351,6 +378,6 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     parser.add_argument("job", type=Path, metavar="JOB", help="the job file (YAML)")
     add_job_arguments(parser)
     add_run_arguments(parser)
-    add_config_arguments(parser)
+    add_config_arguments(parser, JOB_LAYER)
     parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     parser.set_defaults(run=run)

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..impls.settings import Settings
-from ..jobs.interrupt import StopSignals
+from ..interrupt import StopSignals
 from ..jobs.model import Column, JobSpec, SinkSpec, SourceFormat, SourceSpec, SparkOptions
 from .tables import Table, expected_table, read_sqlite_table
 from .workload import DemoData, DemoShape, generate, write_source
@@ -80,8 +80,10 @@ def run_demo(
 ) -> DemoOutcome | None:
     """Generate the data into ``directory`` and run both jobs; ``progress(label)`` gives a callback.
 
-    ``signals``: when one arrives the run in progress stops at a micro-batch boundary and this
-    returns None (the outcome would be partial)."""
+    ``signals``: busy while the jobs run, so that a signal stops the run in progress at a
+    micro-batch boundary, and this returns None (the outcome would be partial); before (while
+    Spark starts) the frame decides (the command's is not busy: a signal ends the demo at once).
+    """
     from ..jobs.runner import require_pyspark, run_job, start_spark
 
     require_pyspark()
@@ -89,13 +91,13 @@ def run_demo(
     write_source(data, directory / "source")
     started = time.monotonic()
     start_spark(demo_job(directory, settings, True, config))
-    if signals is not None:
-        signals.reinstall()  # the SparkContext installed pyspark's own SIGINT handler
     session_seconds = time.monotonic() - started
     runs: list[DemoRun] = []
     for materialize in (False, True):
-        if signals is not None and signals():
-            return None
+        if signals is not None:
+            signals.busy = True
+            if signals():
+                return None
         job = demo_job(directory, settings, materialize, config)
         label = "with materializer" if materialize else "without materializer"
         started = time.monotonic()

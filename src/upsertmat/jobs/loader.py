@@ -60,7 +60,8 @@ from ..impls.config import (
     build_settings,
     flatten,
 )
-from ..impls.settings import Backend, Settings
+from ..impls.settings import Backend, Settings, TimeDomain
+from ..spark.config import PIPELINE_STRATEGIES
 from ..spark.sinkurl import SinkUrlError, resolve_sink_url
 from .model import (
     COLUMN_TYPES,
@@ -215,18 +216,36 @@ def settings_layers(
 
 
 def resolve_settings(layers: Sequence[Layer]) -> Settings:
-    """Settings of the layers; JobError unless the backend is ``spark`` (the pipeline's state store)."""
+    """Settings of the layers that the pipeline can run; JobError (naming the layer that chose it)
+    unless the backend is ``spark`` (the pipeline's state store), the strategy one that runs
+    there (:data:`PIPELINE_STRATEGIES`: not SORTED, whose ordered seek Spark's map state lacks)
+    and the state TTL, if any, in processing time. These are refused here, where a job is loaded,
+    and not once Spark has started."""
     try:
         settings = build_settings(layers)
     except JobError:
         raise
     except ConfigError as error:
         raise JobError(str(error)) from None
+
+    def chosen(key: str) -> str:
+        return next((source for source, layer in reversed(layers) if key in layer), DEFAULTS_SOURCE)
+
     if settings.backend is not Backend.SPARK:
-        chosen = next((source for source, layer in reversed(layers) if BACKEND in layer), DEFAULTS_SOURCE)
         raise JobError(
             f"the pipeline keeps the materializer's state in Spark's state store: {BACKEND} must be "
-            f"spark, got {settings.backend.value} (from {chosen})"
+            f"spark, got {settings.backend.value} (from {chosen(BACKEND)})"
+        )
+    if settings.strategy not in PIPELINE_STRATEGIES:
+        names = ", ".join(strategy.value for strategy in PIPELINE_STRATEGIES)
+        raise JobError(
+            f"strategy {settings.strategy.value} does not run on the pipeline (Spark's state store has no "
+            f"ordered seek): {STRATEGY} must be one of {names} (from {chosen(STRATEGY)})"
+        )
+    if settings.ttl.enabled and settings.ttl.time_domain is not TimeDomain.PROCESSING_TIME:
+        raise JobError(
+            f"the pipeline supports processing-time state TTL only: {TIME_DOMAIN} must be "
+            f"processing_time, got {settings.ttl.time_domain.value} (from {chosen(TIME_DOMAIN)})"
         )
     return settings
 

@@ -89,14 +89,25 @@ def batch_line(prefix: str, batch: BatchProgress) -> str:
     return text + (" (already committed: skipped)" if batch.skipped else "")
 
 
-def announce_spark_log(quiet: bool, prefix: str) -> None:
-    """Print where Spark's own log went (stderr), unless ``quiet`` or no JVM was started here."""
-    if quiet or importlib.util.find_spec("pyspark") is None:
-        return
+def spark_log() -> Path | None:
+    """Spark's own log (the JVM's and its Python workers' output) if this process started a JVM."""
+    if importlib.util.find_spec("pyspark") is None or "upsertmat.spark.session" not in sys.modules:
+        return None
     from ..spark.session import session_log
 
-    path = session_log()
-    if path is not None:
+    return session_log()
+
+
+def spark_log_note() -> str:
+    """``; Spark's log: PATH`` for a message, when this process started a JVM; else empty."""
+    path = spark_log()
+    return "" if path is None else f"; Spark's log: {path}"
+
+
+def announce_spark_log(quiet: bool, prefix: str) -> None:
+    """Print where Spark's own log went (stderr), unless ``quiet`` or no JVM was started here."""
+    path = spark_log()
+    if not quiet and path is not None:
         print(f"{prefix}: Spark's own log (JVM and Python workers): {path}", file=sys.stderr, flush=True)
 
 

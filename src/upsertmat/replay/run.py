@@ -36,6 +36,7 @@ from upsertmat.impls.settings import Settings, TimeDomain
 from upsertmat.impls.state.errors import StateError
 from upsertmat.spec import Keys, Materializer
 
+from ..interrupt import StopSignals
 from .commits import Commits
 from .failures import close_materializer, damage_behind, state_failure
 from .jsonl import BadLine, RowShape
@@ -44,7 +45,6 @@ from .misses import MissReporter
 from .paths import check_distinct_files
 from .processing import ConflictAtWatermark, LineProcessor
 from .progress import Progress
-from .signals import SignalGuard
 from .sink import DeadLetters, Output, ReaderGone
 from .source import InputFailed, close_input, open_input, read_failure
 
@@ -228,7 +228,7 @@ class _Replay:
     def run(self, lines: Iterable[bytes]) -> int:
         """The loop, and what each way of stopping means (module docstring)."""
         self.stack.enter_context(_library_warnings_silenced())
-        guard = self.stack.enter_context(SignalGuard())
+        guard = self.stack.enter_context(StopSignals())
         try:
             try:
                 code = self._translated(self._body, lines, guard)
@@ -250,7 +250,7 @@ class _Replay:
         self._summary(code)
         return int(code)
 
-    def _body(self, lines: Iterable[bytes], guard: SignalGuard) -> int:
+    def _body(self, lines: Iterable[bytes], guard: StopSignals) -> int:
         guard.busy = True  # a signal now stops the run before its first line
         self.commits.begin()
         code = self._loop(lines, guard)
@@ -275,7 +275,7 @@ class _Replay:
                 raise
             raise state_failure(damage, session) from error
 
-    def _loop(self, lines: Iterable[bytes], guard: SignalGuard) -> int:
+    def _loop(self, lines: Iterable[bytes], guard: StopSignals) -> int:
         """Apply every line; OK at the end of the input, BAD_INPUT at a bad line that fails
         the run, 128 + the signal's number after a signal."""
         counts = self.processor.counts

@@ -18,17 +18,25 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from ..impls.config import parse_duration_ms
 from ..impls.misses import MissSummary
+from ..impls.registry import PIPELINE_ONLY
 from ..impls.settings import (
     DEFAULT_MISS_ROWS,
+    Backend,
     ConflictBehavior,
     Strategy,
     TimeDomain,
     TtlSettings,
     UpdateType,
 )
+from .sinkurl import SinkUrlError, check_sink_url
 
 FORMATS = ("json", "parquet", "csv")
+PIPELINE_STRATEGIES: tuple[Strategy, ...] = tuple(
+    strategy for strategy, backend in PIPELINE_ONLY if backend is Backend.SPARK
+)
+"""The strategies the pipeline runs (every one but SORTED, whose ordered seek Spark's map state lacks)."""
 
 
 class PipelineConfigError(ValueError):
@@ -196,14 +204,56 @@ class PipelineConfig:
         return config
 
     def __post_init__(self) -> None:
-        if self.key_buckets is not None and self.key_buckets < 1:
-            raise PipelineConfigError(f"key_buckets must be >= 1 (or None), got {self.key_buckets}")
-        if self.shuffle_partitions < 1:
-            raise PipelineConfigError(f"shuffle_partitions must be >= 1, got {self.shuffle_partitions}")
+        check_config(self)
 
     def with_progress(self, progress: Callable[[BatchProgress], None] | None) -> PipelineConfig:
         """A copy reporting to ``progress``."""
         return replace(self, progress=progress)
+
+
+def check_config(config: PipelineConfig) -> None:
+    """PipelineConfigError naming the first field of ``config`` that cannot run: everything that
+    can be known without Spark, so that a config is refused when it is made, not once Spark has
+    started (the column names are checked against the source schema when the query starts).
+    O(len(pk) + len(sink_url))."""
+    if config.key_buckets is not None and config.key_buckets < 1:
+        raise PipelineConfigError(f"key_buckets must be >= 1 (or None), got {config.key_buckets}")
+    if config.shuffle_partitions < 1:
+        raise PipelineConfigError(f"shuffle_partitions must be >= 1, got {config.shuffle_partitions}")
+    if config.max_files_per_trigger is not None and config.max_files_per_trigger < 1:
+        raise PipelineConfigError(
+            f"max_files_per_trigger must be >= 1 (or None), got {config.max_files_per_trigger}"
+        )
+    if config.source_format not in FORMATS:
+        raise PipelineConfigError(
+            f"unknown source format {config.source_format!r}; one of {', '.join(FORMATS)}"
+        )
+    if not config.pk:
+        raise PipelineConfigError("the sink primary key (pk) needs at least one column")
+    try:
+        check_sink_url(config.sink_url)
+    except SinkUrlError as error:
+        raise PipelineConfigError(f"sink_url: {error}") from None
+    try:
+        parse_duration_ms(config.trigger_interval)
+    except ValueError as error:
+        raise PipelineConfigError(f"trigger_interval: {error}") from None
+    if config.strategy not in PIPELINE_STRATEGIES:
+        names = ", ".join(strategy.value for strategy in PIPELINE_STRATEGIES)
+        raise PipelineConfigError(
+            f"strategy {config.strategy.value} does not run on the pipeline (Spark's state store has no "
+            f"ordered seek); use one of {names}"
+        )
+    if config.ttl.enabled and config.ttl.time_domain is not TimeDomain.PROCESSING_TIME:
+        raise PipelineConfigError(
+            "the Spark pipeline supports processing-time state TTL only "
+            "(upsertmat.state.ttl.time-domain = processing_time); see docs/spark.md"
+        )
+    if config.conflict.compacting and config.ts_column is None:
+        raise PipelineConfigError(
+            f"table.exec.sink.conflict-strategy={config.conflict.value} compacts at event-time watermarks: "
+            "set ts_column (the changes' event time in ms)"
+        )
 
 
 @dataclass(frozen=True)

@@ -46,7 +46,6 @@ from ..impls.conflict.materializer import CURRENT, DIRTY, META, PENDING
 from ..impls.settings import Backend, Settings
 from ..impls.state.spark import SparkBackend
 from ..spec import Change, ConflictBehavior, RowKind
-from .config import PipelineConfigError
 from .processor import KEY_STRUCT, OUTPUT_SCHEMA, VALUE_STRUCT, ProcessorSpec
 
 __all__ = ["CONFLICT_OP", "OUTPUT_SCHEMA", "ConflictProcessor", "build_conflict_frame"]
@@ -132,16 +131,12 @@ def build_conflict_frame(config: Any, source: DataFrame, layout: Any) -> tuple[D
 
     ``config`` is a :class:`~.config.PipelineConfig` and ``layout`` its resolved layout (typed as
     Any to keep this module free of the pipeline's imports). The source gets a watermark of
-    ``config.watermark_delay`` on ``config.ts_column`` (required: event time); rows are grouped
+    ``config.watermark_delay`` on ``config.ts_column`` (a config under ERROR or NOTHING has one:
+    :func:`~.config.check_config`); rows are grouped
     by the sink key or by key bucket as for DEDUPLICATE (typed columns; no packed input), and run
     through :class:`ConflictProcessor` in event-time mode. Returns ``(frame, decoder, time mode)``
     like ``pipeline.build_query_frame``. Under ERROR a conflict fails the query.
     """
-    if config.ts_column is None:
-        raise PipelineConfigError(
-            f"table.exec.sink.conflict-strategy={config.conflict.value} compacts at event-time watermarks: "
-            "set ts_column (the changes' event time in ms)"
-        )
     spec = ProcessorSpec(
         keys=layout.keys,
         settings=Settings(backend=Backend.SPARK, conflict=config.conflict),

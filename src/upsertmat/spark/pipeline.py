@@ -24,7 +24,7 @@ from pyspark.sql import DataFrame, SparkSession, functions
 
 from ..impls.config import parse_duration_ms
 from ..impls.misses import MissSummary
-from ..impls.settings import Backend, Settings, TimeDomain
+from ..impls.settings import Backend, Settings
 from ..spec import Keys
 from ..spec.changes import Row
 from .config import BatchProgress, BatchTiming, PipelineConfig, PipelineConfigError, PipelineResult
@@ -34,7 +34,6 @@ from .packing import pack_changes, packable, packed_schema
 from .processor import (
     BATCHED_OUTPUT_SCHEMA,
     OUTPUT_SCHEMA,
-    SPARK_STRATEGIES,
     MaterializerProcessor,
     ProcessorSpec,
 )
@@ -85,8 +84,6 @@ def resolve_layout(config: PipelineConfig, types: dict[str, str]) -> Layout:
     for name in (*config.pk, *config.upsert_key):
         if name not in columns:
             raise PipelineConfigError(f"key column {name!r} is not one of the row columns {list(columns)}")
-    if not config.pk:
-        raise PipelineConfigError("the sink primary key (pk) needs at least one column")
     keys = Keys(
         pk=tuple(columns.index(name) for name in config.pk),
         upsert_key=tuple(columns.index(name) for name in config.upsert_key),
@@ -95,17 +92,8 @@ def resolve_layout(config: PipelineConfig, types: dict[str, str]) -> Layout:
 
 
 def materializer_settings(config: PipelineConfig) -> Settings:
-    """The strategy settings of ``config`` on the spark backend (PipelineConfigError if unsupported)."""
-    if config.strategy not in SPARK_STRATEGIES:
-        names = ", ".join(strategy.value for strategy in SPARK_STRATEGIES)
-        raise PipelineConfigError(
-            f"strategy {config.strategy.value} does not run on spark; use one of {names}"
-        )
-    if config.ttl.enabled and config.ttl.time_domain is not TimeDomain.PROCESSING_TIME:
-        raise PipelineConfigError(
-            "the Spark pipeline supports processing-time state TTL only "
-            "(upsertmat.state.ttl.time-domain = processing_time); see docs/spark.md"
-        )
+    """The strategy settings of ``config`` on the spark backend (a config runs only strategies
+    and TTL settings the pipeline supports: :func:`~.config.check_config`)."""
     return Settings(
         strategy=config.strategy,
         backend=Backend.SPARK,

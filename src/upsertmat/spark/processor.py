@@ -29,7 +29,6 @@ from pyspark.sql import Row as SparkRow
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
 from pyspark.sql.types import BinaryType, StructField, StructType
 
-from ..impls.registry import PIPELINE_ONLY
 from ..impls.settings import Backend, Settings, Strategy
 from ..impls.state.base import StateBackend
 from ..impls.state.codec import decode_seq
@@ -37,6 +36,7 @@ from ..impls.state.spark import SparkBackend
 from ..impls.strategies.common import changes_of_records
 from ..spec import Change, Keys, Materializer, RowKind
 from ..spec.changes import Row
+from .config import PIPELINE_STRATEGIES
 from .misses import EXPIRED_STATE, decode_expired, encode_expired, expiry_note_ttl, miss_outputs
 from .packing import PACKED, unpack_records
 
@@ -50,7 +50,6 @@ _PACK = msgpack.Packer(use_bin_type=True, autoreset=True).pack
 _KINDS = {kind.value: kind for kind in RowKind}
 # One reused encoder: json.dumps with non-default options builds a new one per call.
 _ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
-SPARK_STRATEGIES = tuple(strategy for strategy, backend in PIPELINE_ONLY if backend is Backend.SPARK)
 # The op of an output row carrying a grouping key's whole batch (ProcessorSpec.batched_output).
 BATCH_OP = "*"
 TIMERS = "ttl_timers"  # the strategies' TTL timer index (impls/strategies/timers.py)
@@ -90,7 +89,7 @@ def build_materializer(keys: Keys, settings: Settings, backend: StateBackend) ->
         return AdaptiveMaterializer(keys, backend, settings)
     if settings.strategy is Strategy.LEGACY:
         return LegacyMaterializer(keys, backend, settings)
-    names = ", ".join(strategy.value for strategy in SPARK_STRATEGIES)
+    names = ", ".join(strategy.value for strategy in PIPELINE_STRATEGIES)
     raise ValueError(f"strategy {settings.strategy.value} does not run on spark; use one of {names}")
 
 

@@ -36,6 +36,7 @@ from pyspark import SparkConf, SparkContext
 from pyspark.java_gateway import launch_gateway
 from pyspark.sql import SparkSession
 
+from ..interrupt import call_interruptibly
 from .localfs import FILE_SYSTEM_CONF, nio_local_fs_conf, nio_local_fs_jar
 
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
@@ -168,7 +169,26 @@ def build_session(
     no ``javac`` is found. Sets ``PYSPARK_PYTHON`` to this interpreter (workers otherwise run
     ``python3`` from PATH, which may lack upsertmat). JVM options, the class path and the log
     file apply only when this call starts the JVM.
+
+    While the command line's signal handling is active (:mod:`upsertmat.interrupt`), the session
+    is built in a helper thread: a Ctrl-C or SIGTERM then ends the command at once, however long
+    the JVM takes to start, and pyspark's own SIGINT handler (installed when the SparkContext is
+    created in the main thread) is not installed.
     """
+    return call_interruptibly(
+        lambda: _build_session(master, app_name, shuffle_partitions, conf, log_level, log_file, ui)
+    )
+
+
+def _build_session(
+    master: str,
+    app_name: str,
+    shuffle_partitions: int,
+    conf: Mapping[str, str] | None,
+    log_level: str,
+    log_file: Path | None,
+    ui: bool,
+) -> SparkSession:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     settings = session_conf(shuffle_partitions)
@@ -233,6 +253,7 @@ def _start_jvm(master: str, app_name: str, settings: Mapping[str, str], log_file
             None,
             usage=False,
         ) from None
+    _started_log[:] = [log_file]  # known from the launch on: an interrupted start names it too
     with log:
         # The child keeps its own copies of the descriptor; ours is closed on leaving the block.
         # Its own session: a Ctrl-C in the terminal reaches only this process, which stops the
@@ -243,10 +264,10 @@ def _start_jvm(master: str, app_name: str, settings: Mapping[str, str], log_file
             gateway = launch_gateway(spark_conf, popen_kwargs=popen)  # type: ignore[no-untyped-call]
         except Exception as error:  # PySparkRuntimeError [JAVA_GATEWAY_EXITED], or an OSError
             log.flush()
+            _started_log.clear()
             cause = _cause_in_log(log_file)
             raise SparkStartError(
                 f"Spark did not start: {cause} (check JAVA_HOME and Java 17+; Spark's log: {log_file})",
                 log_file,
             ) from error
     SparkContext(conf=spark_conf, gateway=gateway)
-    _started_log[:] = [log_file]

@@ -46,6 +46,13 @@ def sqlite_path(url: str, base: Path | None = None) -> Path:
     return path if path.is_absolute() or base is None else base / path
 
 
+def check_sink_url(url: str) -> None:
+    """SinkUrlError unless ``url`` names a sink upsertmat can write (every kind of sink URL that
+    :func:`~.sink.open_sink` opens passes). O(len(url))."""
+    if not is_postgresql(url):
+        sqlite_path(url)
+
+
 def resolve_sink_url(url: str, base: Path) -> str:
     """``url`` with a SQLite file made absolute against ``base`` (a plain path); PostgreSQL URLs
     unchanged. SinkUrlError as :func:`sqlite_path`."""
