@@ -341,8 +341,8 @@ def help_of(command: str) -> str:
         ("savepoint", ["0 ok", "2 usage", "3 state", "4 I/O"]),
         ("restore", ["0 ok", "2 usage", "3 state", "4 I/O"]),
         ("inspect", ["0 ok", "2 usage", "3 state", "4 I/O", "141"]),
-        ("compile-plan", ["0 ok", "2 usage", "4 I/O", "141"]),
-        ("explain-plan", ["0 ok", "2 usage", "4 I/O", "141"]),
+        ("compile-plan", ["0 written", "2 usage", "4 I/O", "141"]),
+        ("explain-plan", ["0 a valid plan", "2 not a valid plan", "4 I/O", "141"]),
     ],
 )
 def test_help_names_the_exit_codes(command: str, codes: list[str]) -> None:
