@@ -11,6 +11,7 @@ write nothing outside the data root; the status page in a real headless Chromium
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -90,11 +91,11 @@ def snapshot_rows(client: GatewayClient, job: str, token: str | None = None) -> 
     page = (
         client.table_page(job, token=token, page_size=7) if token is None else client.table_page(job, token)
     )
-    batch, rows = page["batch"], list(page["rows"])
-    while page["next_token"]:
-        page = client.table_page(job, page["next_token"])
-        assert page["batch"] == batch
-        rows.extend(page["rows"])
+    batch, rows = page.batch, list(page.rows)
+    while page.next_token:
+        page = client.table_page(job, page.next_token)
+        assert page.batch == batch
+        rows.extend(page.rows)
     return batch, rows
 
 
@@ -111,13 +112,13 @@ class ChangelogReader:
 
     def read(self) -> int:
         page = self.client.changelog_page(self.job, self.token, max_changes=25)
-        again = self.client.changelog_page(self.job, page["token"], max_changes=25)  # a retry
-        assert again["changes"] == page["changes"] and again["next_token"] == page["next_token"]
-        self.changes.extend(page["changes"])
-        self.used = page["token"]
-        self.token = page["next_token"]
-        self.eos = page["eos"]
-        return len(page["changes"])
+        again = self.client.changelog_page(self.job, page.token, max_changes=25)  # a retry
+        assert again == page
+        self.changes.extend(change.model_dump() for change in page.changes)
+        self.used = page.token
+        self.token = page.next_token
+        self.eos = page.eos
+        return len(page.changes)
 
     def drain(self) -> None:
         while self.read() and not self.eos:
@@ -142,14 +143,42 @@ def test_jobs_results_failure_and_restart(
 
     client = client_of(gateway)
     session = client.open_session({"table.exec.sink.upsert-materialize-strategy.type": "MAP"})
-    job = client.submit(session, job=JOB)["id"]
-    fragile = client.submit(session, job=FAILING, settings={"table.exec.state.ttl": "1 h"})["id"]
-    assert {item["id"] for item in client.jobs()} >= {job, fragile}
+    job = client.submit(session, job=JOB).id
+    fragile = client.submit(session, job=FAILING, settings={"table.exec.state.ttl": "1 h"}).id
+    assert {item.id for item in client.jobs()} >= {job, fragile}
     assert "sinkMaterializeState: ttl 3600000 ms (1 h)" in client.explain(fragile)
     assert "strategy MAP" in client.explain(job)  # the session's layer
 
     reader = ChangelogReader(client, job)
-    wait_for(lambda: client.job(job)["committed_batch"] == 0, what="the first batch")
+    # `upsertmat client result --follow` as a user runs it: it must ride out the SIGKILL and the
+    # restart below (retrying with backoff) and end at the stop with every change once
+    follower_out = (tmp_path / "follower.jsonl").open("wb")
+    follower = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "upsertmat.cli",
+            "client",
+            "--data-root",
+            str(root),
+            "--token",
+            TOKEN,
+            "result",
+            job,
+            "--mode",
+            "tableau",
+            "--format",
+            "jsonl",
+            "--follow",
+            "--interval",
+            "0.3",
+            "--retry-seconds",
+            "900",
+        ],
+        stdout=follower_out,
+        stderr=subprocess.PIPE,
+    )
+    wait_for(lambda: client.job(job).committed_batch == 0, what="the first batch")
     # a bad file kills the fragile job only
     drop_file(
         root / "data" / "fragile",
@@ -157,10 +186,11 @@ def test_jobs_results_failure_and_restart(
         [{"seq": 10_000, "op": "XX", "id": 1, "level": 1, "badge": "b"}],
     )
     failed = wait_for(
-        lambda: (s := client.job(fragile))["state"] == "FAILED" and s, what="the fragile job to fail"
+        lambda: (s := client.job(fragile).model_dump())["state"].value == "FAILED" and s,
+        what="the fragile job to fail",
     )
     assert failed["error"] and "XX" in failed["error"]
-    assert client.job(job)["state"] == "RUNNING"
+    assert client.job(job).state.value == "RUNNING"
 
     pinned: list[tuple[int | None, list[Any], str | None]] = []
     for number in range(1, FILES):
@@ -172,16 +202,16 @@ def test_jobs_results_failure_and_restart(
             gateway.start()
             client = client_of(gateway)
             reader.client = client
-            again_batch, again_rows = snapshot_rows(client, job, first_page["token"])
-            assert again_batch == first_page["batch"] and again_rows[:7] == first_page["rows"]
-            assert client.job(fragile)["state"] == "FAILED"  # not resumed
+            again_batch, again_rows = snapshot_rows(client, job, first_page.token)
+            assert again_batch == first_page.batch and again_rows[:7] == first_page.rows
+            assert client.job(fragile).state.value == "FAILED"  # not resumed
         else:
             drop_file(source, f"part-{number:02d}.jsonl", chunks[number])
         batch, rows = snapshot_rows(client, job)
         pinned.append((batch, rows, None))
         reader.read()
         wait_for(
-            lambda number=number, client=client: (client.job(job)["committed_batch"] or 0) >= number,
+            lambda number=number, client=client: (client.job(job).committed_batch or 0) >= number,
             what=f"batch {number}",
         )
     reader.drain()
@@ -208,11 +238,18 @@ def test_jobs_results_failure_and_restart(
     assert read_sqlite_table(tmp_path / "run.db", "users") == expected
 
     # stop at a batch boundary: the changelog ends (eos) and a stale token is refused
-    assert client.stop(job)["state"] in ("STOPPING", "STOPPED")
-    wait_for(lambda: client.job(job)["state"] == "STOPPED", what="the stop")
+    assert client.stop(job).state.value in ("STOPPING", "STOPPED")
+    wait_for(lambda: client.job(job).state.value == "STOPPED", what="the stop")
     reader.drain()
     assert reader.eos and reader.token is None
     assert replay(reader.changes) == expected  # nothing after the stop
+    _, follower_err = follower.communicate(timeout=300)
+    follower_out.close()
+    assert follower.returncode == 0, follower_err
+    followed = [json.loads(line) for line in (tmp_path / "follower.jsonl").read_text().splitlines()]
+    assert [(c["pos"], c["op"], c["row"]) for c in followed] == [
+        (c["pos"], c["op"], c["row"]) for c in reader.changes
+    ]  # through the SIGKILL and the restart: every change once, in order
     with pytest.raises(GatewayError) as stale:
         client.changelog_page(job, reader.used.rsplit(".", 1)[0] + ".0")
     assert stale.value.status == 410
@@ -256,7 +293,9 @@ def test_hostile_requests_get_4xx_and_write_nothing_outside(
             ("data/users", "sink: {url: 'postgresql://u@127.0.0.1:1/db'}\n", 403),
             ("data/users", f"checkpoint: {outside / 'ck'}\n", 403),
             ("data/users", "spark: {master: 'spark://10.0.0.1:7077'}\n", 400),
-            ("data/missing", "", 400),
+            ("data/missing", "", 404),
+            ("logs", "", 403),
+            ("data/users", f"sink: {{url: {gateway.root / 'gateway.db'}, table: sessions}}\n", 403),
         ):
             bodies.append(({"job": HOSTILE_JOB.format(path=path, extra=extra)}, status))
         for body, status in bodies:
@@ -272,9 +311,10 @@ def test_hostile_requests_get_4xx_and_write_nothing_outside(
         )
         assert huge.status_code == 413
         for path, status in (
-            ("/v1/jobs/nope", 404),
-            ("/v1/sessions/nope", 404),
-            ("/v1/jobs/nope/result/table", 404),
+            ("/v1/jobs/j-0000000000", 404),
+            ("/v1/sessions/s-0000000000", 404),
+            ("/v1/jobs/j-0000000000/result/table", 404),
+            ("/v1/jobs/nope", 400),
         ):
             assert http.get(path, headers=auth).status_code == status
         for token in ("garbage", "t-x.1.2", "c-" + "9" * 60 + ".1", "t-0000000000.99999999999999"):
@@ -321,7 +361,8 @@ def test_status_page_in_a_headless_browser(gateway: GatewayProcess, tmp_path: Pa
         options.add_argument(flag)
     driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
     try:
-        driver.get(f"{gateway.url}/?token={TOKEN}")
+        with client_of(gateway) as client:
+            driver.get(client.login_link())  # a one-time link: the page's cookie
         wait_for(
             lambda: "jobs; refreshed" in driver.find_element(By.ID, "status").text, 30, "the page's refresh"
         )
@@ -350,6 +391,13 @@ def test_client_command_and_exit_codes(gateway: GatewayProcess, capsys: pytest.C
     assert "404" in capsys.readouterr().err
     assert main(["client", "--gateway", gateway.url, "list"]) == 2  # no token
     assert main(["client", "--gateway", "http://127.0.0.1:9", "list"]) == 4  # nothing listens
+    assert main(["client", "--gateway", "not a url", "list"]) == 2
+    assert "not a gateway URL" in capsys.readouterr().err
+    assert main(["client", "--data-root", str(gateway.root), "--token", TOKEN, "status", stopped]) == 0
+    status = __import__("json").loads(capsys.readouterr().out)
+    assert status["id"] == stopped and status["created"].endswith("Z")  # RFC 3339 times, not epoch floats
+    assert main(["client", "--data-root", str(gateway.root), "--token", TOKEN, "stop", stopped]) == 0
+    assert capsys.readouterr().out == f"{stopped} STOPPED\n"  # one line
 
 
 def test_sigterm_stops_the_gateway_with_143(gateway: GatewayProcess) -> None:
