@@ -30,6 +30,7 @@ from upsertmat.cli import main
 from upsertmat.client.http import GatewayClient, GatewayError
 from upsertmat.demo.tables import expected_table, read_sqlite_table
 from upsertmat.demo.workload import DemoShape, generate
+from upsertmat.gateway.contract import ResultsOnDelete
 
 from .gateway import GatewayProcess, drop_file, records, replay
 
@@ -324,6 +325,120 @@ def test_hostile_requests_get_4xx_and_write_nothing_outside(
         assert http.get("/v1/openapi.json", headers=auth).json()["info"]["title"] == "upsertmat gateway"
     assert list(outside.iterdir()) == []  # nothing written outside the data root
     assert gateway.process is not None and gateway.process.poll() is None  # still serving
+
+
+OPS_JOB = (
+    JOB.replace("name: users", "name: ops")
+    .replace("data/users", "data/ops")
+    .replace("table: users", "table: ops")
+)
+
+
+def metric_values(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """Every sample of a Prometheus text exposition, by (name, labels), read by prometheus-client's
+    own parser (what a Prometheus server reads)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    return {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+
+
+def test_stop_lets_no_batch_start_then_restart_delete_and_metrics(
+    gateway: GatewayProcess, root: Path
+) -> None:
+    data = generate(DemoShape(users=20, events=160, seed=5))
+    arrivals = records(data.arrival)
+    files = 6
+    size = -(-len(arrivals) // files)
+    source = root / "data" / "ops"
+    drop_file(source, "part-00.jsonl", arrivals[:size])
+    client = client_of(gateway)
+    job = client.submit(client.open_session(), job=OPS_JOB).id
+    wait_for(lambda: client.job(job).committed_batch == 0, what="the first batch")
+    for number in range(1, files):  # five more files, one batch each
+        drop_file(source, f"part-{number:02d}.jsonl", arrivals[number * size : (number + 1) * size])
+    wait_for(lambda: (client.job(job).committed_batch or 0) >= 1, what="a second batch")
+    with pytest.raises(GatewayError) as running:
+        client.delete(job)
+    assert running.value.status == 409 and "RUNNING" in running.value.message
+    at_stop = client.stop(job).committed_batch
+    assert at_stop is not None
+    stopped = wait_for(lambda: (s := client.job(job)).state.value == "STOPPED" and s, what="the stop")
+    assert (
+        stopped.committed_batch is not None and stopped.committed_batch <= at_stop + 1
+    )  # only the one running
+    assert stopped.committed_batch < files - 1  # files were still waiting: no new batch started
+
+    with httpx.Client(base_url=gateway.url, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=60) as http:
+        exposition = http.get("/metrics")
+        assert exposition.status_code == 200 and exposition.headers["content-type"].startswith("text/plain")
+        assert httpx.get(f"{gateway.url}/metrics", timeout=60).status_code == 401
+    values = metric_values(exposition.text)
+    label = (("job", job),)
+    assert values[("upsertmat_job_batches_total", label)] == stopped.batches >= 2
+    assert values[("upsertmat_job_changes_out_total", label)] == stopped.changes
+    assert values[("upsertmat_job_changes_in_total", label)] > 0
+    assert values[("upsertmat_job_rows", label)] == stopped.rows
+    assert values[("upsertmat_job_files_waiting", label)] == files - 1 - stopped.committed_batch
+    assert values[("upsertmat_job_batch_seconds_count", label)] == stopped.batches
+    assert values[("upsertmat_job_state", (("job", job), ("state", "STOPPED")))] == 1.0
+    assert any(name == "upsertmat_gateway_request_seconds_count" for name, _ in values)
+
+    restarted = client.restart(job)  # on its checkpoint: the rest of the files, each change once
+    assert restarted.state.value in ("STARTING", "RUNNING")
+    with pytest.raises(GatewayError) as again:
+        client.restart(job)
+    assert again.value.status == 409
+    wait_for(lambda: client.job(job).committed_batch == files - 1, what="the last batch after the restart")
+    page = client.table_page(job, page_size=1000)
+    assert table_of(page.rows) == expected_table(data.logical)
+    changes: list[dict[str, Any]] = []
+    token = None
+    while True:
+        changelog = client.changelog_page(job, token, max_changes=1000)
+        changes.extend(change.model_dump() for change in changelog.changes)
+        if not changelog.changes:
+            break
+        token = changelog.next_token
+    assert [c["pos"] for c in changes] == list(range(1, len(changes) + 1))
+    assert replay(changes) == expected_table(data.logical)
+
+    client.stop(job)
+    wait_for(lambda: client.job(job).state.value == "STOPPED", what="the second stop")
+    deleted = client.delete(job, ResultsOnDelete.DELETE)
+    assert deleted.deleted and deleted.kept_in is None
+    with pytest.raises(GatewayError) as gone:
+        client.job(job)
+    assert gone.value.status == 404
+    assert not (root / "jobs" / job).exists()
+    client.close()
+
+
+def test_schemathesis_all_checks_against_the_running_gateway(gateway: GatewayProcess, tmp_path: Path) -> None:
+    """Schemathesis (``--checks all``: status codes, content types, response schemas, positive
+    and negative data, 405 with Allow, auth ignored, use after free, ...) on the live schema."""
+    command = [
+        str(Path(sys.executable).parent / "schemathesis"),
+        "--config-file",
+        str(Path(__file__).parent / "schemathesis.toml"),
+        "run",
+        f"{gateway.url}/v1/openapi.json",
+        "--checks",
+        "all",
+        "-H",
+        f"Authorization: Bearer {TOKEN}",
+        "--max-examples",
+        "15",
+        "--seed",
+        "31",
+        "--no-color",
+    ]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=900, cwd=tmp_path)
+    assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-2000:]
+    assert " passed" in result.stdout and "failure" not in result.stdout.split("SUMMARY")[-1].lower()
 
 
 def test_a_second_gateway_on_the_same_root_is_refused(gateway: GatewayProcess, root: Path) -> None:

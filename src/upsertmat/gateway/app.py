@@ -26,7 +26,7 @@ GET      /v1/jobs/{job}/result/changelog             the committed changes after
 
 Every error is JSON ``{"error": {"status": 4xx, "message": "..."}}``: a malformed request (400),
 a missing or wrong credential (401), a path outside the data root or one of the gateway's own
-(403), an unknown session, job or source directory (404), a method the path does not have (405,
+(403), an unknown session, job, source directory or token (404), a method the path does not have (405,
 with ``Allow``), a conflict with a job's state or another job (409), an expired or stale token
 (410), a body over the bound (413), too many sessions or jobs (429). An unexpected exception is
 a bug: 500 with the same shape, logged, and the service goes on.
@@ -45,6 +45,7 @@ from fastapi import FastAPI, Path, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, RedirectResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 from .. import __version__
 from .contract import (
@@ -88,9 +89,9 @@ _DESCRIPTIONS = {
     400: "a malformed request: bad JSON, an unknown field or configuration key, a bad value or token",
     401: "a missing or wrong credential (Authorization: Bearer TOKEN)",
     403: "a path outside the data root, or one of the gateway's own files",
-    404: "no such session, job or source directory",
+    404: "no such session, job, source directory, or snapshot or reader for the token",
     409: "the job's state does not allow it, or another job uses the same paths",
-    410: "the token's snapshot or reader expired, or the token is stale",
+    410: "the token's snapshot expired, or the changelog token is older than the previous one",
     413: "the request body is over max-body-bytes",
     429: "too many sessions or running jobs",
 }
@@ -245,6 +246,17 @@ class Guard:
         return False
 
 
+def allowed_methods(app: FastAPI, scope: Scope) -> list[str]:
+    """The methods the routes matching ``scope``'s path take (HEAD, implied by GET, left out)."""
+    methods: set[str] = set()
+    for route in app.router.routes:
+        match, _ = route.matches(scope)
+        if match is not Match.NONE:
+            methods |= set(getattr(route, "methods", None) or ())
+    methods.discard("HEAD")
+    return sorted(methods)
+
+
 def create_app(gateway: Gateway, log: Callable[[str], None] = print) -> ASGIApp:
     """The ASGI application of ``gateway`` (FastAPI wrapped in :class:`Guard`)."""
     settings = gateway.settings
@@ -260,6 +272,21 @@ def create_app(gateway: Gateway, log: Callable[[str], None] = print) -> ASGIApp:
         redoc_url=None,
     )
     app.openapi_version = "3.1.0"
+    plain_openapi = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        """FastAPI's schema less its 422 answers: validation errors are 400 here."""
+        if app.openapi_schema is None:
+            schema = plain_openapi()
+            for item in schema.get("paths", {}).values():
+                for operation in item.values():
+                    operation.get("responses", {}).pop("422", None)
+            for name in ("HTTPValidationError", "ValidationError"):
+                schema.get("components", {}).get("schemas", {}).pop(name, None)
+            app.openapi_schema = schema
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
 
     @app.middleware("http")
     async def timed(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
@@ -279,7 +306,10 @@ def create_app(gateway: Gateway, log: Callable[[str], None] = print) -> ASGIApp:
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, error: StarletteHTTPException) -> JSONResponse:
-        return error_body(error.status_code, str(error.detail), dict(error.headers or {}))
+        headers = dict(error.headers or {})
+        if error.status_code == 405:  # every method of the path, not only those of one route
+            headers["Allow"] = ", ".join(allowed_methods(app, request.scope))
+        return error_body(error.status_code, str(error.detail), headers)
 
     @app.exception_handler(Exception)
     async def internal_error(request: Request, error: Exception) -> JSONResponse:
@@ -435,7 +465,16 @@ def create_app(gateway: Gateway, log: Callable[[str], None] = print) -> ASGIApp:
         "/v1/jobs/{job}/explain",
         response_class=PlainTextResponse,
         summary="the job's plan explained",
-        responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}}, **errors(400, 404)},
+        responses={
+            200: {"content": {"text/plain": {"schema": {"type": "string"}}}},
+            **{
+                code: {
+                    **item,
+                    "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}},
+                }
+                for code, item in errors(400, 404).items()
+            },
+        },
     )
     def explain(job: JobId) -> PlainTextResponse:
         return PlainTextResponse(gateway.explain(job))

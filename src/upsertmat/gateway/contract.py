@@ -12,7 +12,8 @@ import enum
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, model_validator
+from pydantic.json_schema import SkipJsonSchema
 
 from ..impls.settings import ConflictBehavior, Strategy, TimeDomain, UpdateType
 from .lifecycle import JobState
@@ -44,22 +45,24 @@ class Properties(Strict):
 
     strategy: Strategy | None = Field(default=None, alias="table.exec.sink.upsert-materialize-strategy.type")
     backend: Literal["spark"] | None = Field(default=None, alias="state.backend.type")
-    ttl: Annotated[int, Field(ge=0, le=10**15)] | Annotated[str, Field(pattern=DURATION)] | None = Field(
-        default=None,
-        alias="table.exec.state.ttl",
-        description="milliseconds (0: off) or a duration such as '10 s', '1 h'",
+    ttl: Annotated[StrictInt, Field(ge=0, le=10**15)] | Annotated[str, Field(pattern=DURATION)] | None = (
+        Field(
+            default=None,
+            alias="table.exec.state.ttl",
+            description="milliseconds (0: off) or a duration such as '10 s', '1 h'",
+        )
     )
     time_domain: TimeDomain | None = Field(default=None, alias="upsertmat.state.ttl.time-domain")
     update_type: UpdateType | None = Field(default=None, alias="upsertmat.state.ttl.update-type")
-    expiry_budget: int | None = Field(
+    expiry_budget: StrictInt | None = Field(
         default=None, ge=0, le=10**12, alias="upsertmat.state.ttl.expiry-budget"
     )
-    checkpoint_interval: int | None = Field(
+    checkpoint_interval: StrictInt | None = Field(
         default=None, ge=1, le=10**12, alias="execution.checkpointing.interval"
     )
-    async_state: bool | None = Field(default=None, alias="table.exec.async-state.enabled")
+    async_state: StrictBool | None = Field(default=None, alias="table.exec.async-state.enabled")
     conflict: ConflictBehavior | None = Field(default=None, alias="table.exec.sink.conflict-strategy")
-    miss_rows: int | None = Field(default=None, ge=0, le=10**6, alias="upsertmat.misses.max-rows")
+    miss_rows: StrictInt | None = Field(default=None, ge=0, le=10**6, alias="upsertmat.misses.max-rows")
 
     # The aliases are the keys of upsertmat.impls.config, written out: a type checker needs
     # literal aliases (tests/gateway/test_contract.py checks that each is a known key).
@@ -85,8 +88,12 @@ class SubmitRequest(Strict):
     """``POST /v1/sessions/{session}/jobs``: exactly one of ``job`` (a job file's YAML text) and
     ``plan`` (a compiled plan), plus per-request configuration keys."""
 
-    job: str | None = Field(default=None, min_length=1, max_length=1 << 20, description="the job file's YAML")
-    plan: dict[str, Any] | None = Field(default=None, description="a compiled plan (upsertmat compile-plan)")
+    job: Annotated[str, Field(min_length=1, max_length=1 << 20)] | SkipJsonSchema[None] = Field(
+        default=None, description="the job file's YAML"
+    )
+    plan: dict[str, Any] | SkipJsonSchema[None] = Field(
+        default=None, description="a compiled plan (upsertmat compile-plan)"
+    )
     settings: Properties = Field(default_factory=Properties, description="per-request configuration keys")
 
     model_config = ConfigDict(
@@ -96,6 +103,9 @@ class SubmitRequest(Strict):
 
     @model_validator(mode="after")
     def _exactly_one(self) -> SubmitRequest:
+        for name in ("job", "plan"):
+            if name in self.model_fields_set and getattr(self, name) is None:
+                raise ValueError(f"{name!r} is null: leave it out")
         if (self.job is None) == (self.plan is None):
             raise ValueError("give exactly one of 'job' (YAML text) and 'plan' (a compiled plan)")
         return self

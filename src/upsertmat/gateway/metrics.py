@@ -170,22 +170,33 @@ def count_files(directory: os.PathLike[str] | str) -> int:
         return 0
 
 
-def files_read(checkpoint: Path) -> int:
-    """Files a query on ``checkpoint`` has taken from its file source: the entries of Spark's
-    source log (``sources/0/``: one file per batch, every tenth a ``.compact`` holding all
-    entries so far). O(entries since the last compaction)."""
-    log = checkpoint / "sources" / "0"
+def _batch_files(directory: Path) -> dict[int, str]:
+    """Spark's log files in ``directory`` by batch id (``7``, ``9.compact``)."""
     try:
-        names = [entry.name for entry in os.scandir(log) if not entry.name.startswith(".")]
+        names = [entry.name for entry in os.scandir(directory) if not entry.name.startswith(".")]
     except OSError:
-        return 0
+        return {}
     batches: dict[int, str] = {}
     for name in names:
         stem = name.removesuffix(".compact")
         if stem.isascii() and stem.isdigit():
             batches[int(stem)] = name
-    compacted = [batch for batch, name in batches.items() if name.endswith(".compact")]
-    first = max(compacted, default=-1)
+    return batches
+
+
+def files_read(checkpoint: Path) -> int:
+    """Files the committed batches of a query on ``checkpoint`` took from its file source: the
+    entries of Spark's source log (``sources/0/``: one file per planned batch, every tenth a
+    ``.compact`` holding all entries so far) up to the last batch in ``commits/`` (a batch
+    planned but not committed, such as one refused after a stop, runs again). O(entries since
+    the last compaction)."""
+    committed = _batch_files(checkpoint / "commits")
+    if not committed:
+        return 0
+    last = max(committed)
+    log = checkpoint / "sources" / "0"
+    batches = {batch: name for batch, name in _batch_files(log).items() if batch <= last}
+    first = max((batch for batch, name in batches.items() if name.endswith(".compact")), default=-1)
     total = 0
     for batch in sorted(batches):
         if batch < first:

@@ -183,7 +183,7 @@ def serve(settings: GatewaySettings, log: Callable[[str], None] | None = None) -
         spark = build_session(
             master=settings.master,
             log_file=root / "logs" / f"spark-{stamp}-{os.getpid()}.log",
-            conf={**JVM_BOUNDS, "spark.driver.memory": settings.driver_memory},
+            conf={**JVM_BOUNDS, "spark.driver.memory": settings.driver_memory, **settings.spark_conf},
         )
     except SparkStartError as error:
         lock.close()

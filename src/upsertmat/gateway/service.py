@@ -554,7 +554,8 @@ class Gateway:
         Without a token: a new snapshot of the table as the last committed batch left it (at most
         ``max_snapshot_rows`` rows held, fewer with ``max_rows`` or when the snapshot bytes bound
         cuts it), page 0. With ``<snapshot>.<page>``: that page of the same snapshot, whatever the
-        job committed since; 410 once the snapshot has expired (or was dropped by the bounds).
+        job committed since; 410 once the snapshot has expired, 404 once it is gone (dropped by
+        expiry or the bounds: the registry no longer knows it) or for a page it does not have.
         """
         record = self.job(job_id)
         settings = self.settings
@@ -583,8 +584,9 @@ class Gateway:
             found_snapshot = self.registry.snapshot(snapshot_id)
             if found_snapshot is None or found_snapshot.job_id != job_id:
                 raise RequestError(
-                    410,
-                    f"table token {token!r} is unknown or its snapshot expired: start again without a token",
+                    404,
+                    f"no snapshot for table token {token!r} (never issued, or expired and dropped): "
+                    "start again without a token",
                 )
             if found_snapshot.expires <= time.time():
                 raise RequestError(
@@ -593,12 +595,12 @@ class Gateway:
             snapshot = found_snapshot
             pages = max(1, -(-snapshot.held // snapshot.page_size))
             if page >= pages:
-                raise RequestError(410, f"token {token!r} names page {page}; the snapshot has {pages}")
+                raise RequestError(404, f"token {token!r} names page {page}; the snapshot has {pages}")
         pages = max(1, -(-snapshot.held // snapshot.page_size))
         rows = self.registry.snapshot_page(snapshot.id, page)
         if rows is None:
             if snapshot.held:
-                raise RequestError(410, f"the snapshot of token {snapshot.id}.{page} expired: start again")
+                raise RequestError(404, f"the snapshot of token {snapshot.id}.{page} is gone: start again")
             rows = []
         return TablePage(
             job=job_id,
@@ -646,7 +648,9 @@ class Gateway:
             found = self.registry.cursor(cursor_id)
             if found is None or found[0] != job_id:
                 raise RequestError(
-                    410, f"changelog token {token!r} is unknown or expired: start again without a token"
+                    404,
+                    f"no reader for changelog token {token!r} (never issued, or dropped): start again "
+                    "without a token, or with after=<the last position you kept>",
                 )
             current = found[1]
             page = self.registry.cursor_page(cursor_id, number)

@@ -48,6 +48,8 @@ class GatewaySettings:
     """Listen off loopback without TLS (behind a proxy that terminates TLS)."""
     driver_memory: str = "2g"
     """The Spark driver JVM's heap (``spark.driver.memory``)."""
+    spark_conf: dict[str, str] = field(default_factory=dict)
+    """Spark settings of the gateway's session, over its own bounds (``--spark-conf``)."""
 
     @property
     def tls(self) -> bool:
