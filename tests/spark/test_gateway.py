@@ -417,30 +417,6 @@ def test_stop_lets_no_batch_start_then_restart_delete_and_metrics(
     client.close()
 
 
-def test_schemathesis_all_checks_against_the_running_gateway(gateway: GatewayProcess, tmp_path: Path) -> None:
-    """Schemathesis (``--checks all``: status codes, content types, response schemas, positive
-    and negative data, 405 with Allow, auth ignored, use after free, ...) on the live schema."""
-    command = [
-        str(Path(sys.executable).parent / "schemathesis"),
-        "--config-file",
-        str(Path(__file__).parent / "schemathesis.toml"),
-        "run",
-        f"{gateway.url}/v1/openapi.json",
-        "--checks",
-        "all",
-        "-H",
-        f"Authorization: Bearer {TOKEN}",
-        "--max-examples",
-        "15",
-        "--seed",
-        "31",
-        "--no-color",
-    ]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=900, cwd=tmp_path)
-    assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-2000:]
-    assert " passed" in result.stdout and "failure" not in result.stdout.split("SUMMARY")[-1].lower()
-
-
 def test_a_second_gateway_on_the_same_root_is_refused(gateway: GatewayProcess, root: Path) -> None:
     result = subprocess.run(
         [sys.executable, "-m", "upsertmat.cli", "gateway", "--data-root", str(root), "--port", "0"],
@@ -513,6 +489,32 @@ def test_client_command_and_exit_codes(gateway: GatewayProcess, capsys: pytest.C
     assert status["id"] == stopped and status["created"].endswith("Z")  # RFC 3339 times, not epoch floats
     assert main(["client", "--data-root", str(gateway.root), "--token", TOKEN, "stop", stopped]) == 0
     assert capsys.readouterr().out == f"{stopped} STOPPED\n"  # one line
+
+
+def test_schemathesis_all_checks_against_the_running_gateway(gateway: GatewayProcess, tmp_path: Path) -> None:
+    """Schemathesis (``--checks all``: status codes, content types, response schemas, positive
+    and negative data, 405 with Allow, auth ignored, use after free, ...) on the live schema.
+    Last before the gateway stops: its stateful phase follows links to the jobs the tests left
+    (restarts, stops and deletes them)."""
+    command = [
+        str(Path(sys.executable).parent / "schemathesis"),
+        "--config-file",
+        str(Path(__file__).parent / "schemathesis.toml"),
+        "run",
+        f"{gateway.url}/v1/openapi.json",
+        "--checks",
+        "all",
+        "-H",
+        f"Authorization: Bearer {TOKEN}",
+        "--max-examples",
+        "15",
+        "--seed",
+        "31",
+        "--no-color",
+    ]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=900, cwd=tmp_path)
+    assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-2000:]
+    assert " passed" in result.stdout and "failure" not in result.stdout.split("SUMMARY")[-1].lower()
 
 
 def test_sigterm_stops_the_gateway_with_143(gateway: GatewayProcess) -> None:

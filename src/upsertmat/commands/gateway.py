@@ -140,9 +140,9 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     )
     parser.add_argument(
         "--driver-memory",
-        default="2g",
+        default="1g",
         metavar="SIZE",
-        help="the Spark driver JVM's heap (spark.driver.memory, default 2g)",
+        help="the Spark driver JVM's heap (spark.driver.memory, default 1g, as Spark)",
     )
     parser.add_argument("--defaults", type=Path, metavar="FILE", help="service defaults: a YAML file of keys")
     parser.add_argument(

@@ -22,8 +22,8 @@ Tables:
 
 Job states change only through :meth:`Registry.transition` (:mod:`.lifecycle`'s table).
 
-Every method is one transaction on a connection of its own thread (``check_same_thread`` off,
-one lock): O(rows touched).
+Every write is one transaction on the writer connection (one lock); reads go through a
+connection per thread, which WAL lets read the last commit while a write runs. O(rows touched).
 """
 
 from __future__ import annotations
@@ -125,6 +125,9 @@ class Registry:
     def __init__(self, root: Path) -> None:
         self.path = root / "gateway.db"
         self.lock = threading.Lock()
+        self.local = threading.local()
+        self.readers: list[sqlite3.Connection] = []
+        self.closed = False
         self.db = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False)
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA synchronous=FULL")
@@ -141,7 +144,24 @@ class Registry:
 
     def close(self) -> None:
         with self.lock:
+            self.closed = True
             self.db.close()
+            for reader in self.readers:
+                reader.close()
+            self.readers.clear()
+
+    def _reader(self) -> sqlite3.Connection:
+        """The calling thread's read connection: in WAL mode a reader sees the last commit and never
+        waits for a writer (a page by token is not held up by a snapshot being written)."""
+        reader: sqlite3.Connection | None = getattr(self.local, "reader", None)
+        if reader is None:
+            with self.lock:
+                if self.closed:
+                    raise sqlite3.ProgrammingError("the registry is closed")
+                reader = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False)
+                self.readers.append(reader)
+            self.local.reader = reader
+        return reader
 
     def _write(self, statements: Sequence[tuple[str, Sequence[Any]]]) -> None:
         with self.lock:
@@ -155,8 +175,7 @@ class Registry:
                 raise
 
     def _read(self, sql: str, parameters: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        with self.lock:
-            return list(self.db.execute(sql, parameters).fetchall())
+        return list(self._reader().execute(sql, parameters).fetchall())
 
     # sessions
 

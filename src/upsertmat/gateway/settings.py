@@ -46,7 +46,7 @@ class GatewaySettings:
     tls_keyfile: Path | None = None
     plain_http: bool = False
     """Listen off loopback without TLS (behind a proxy that terminates TLS)."""
-    driver_memory: str = "2g"
+    driver_memory: str = "1g"
     """The Spark driver JVM's heap (``spark.driver.memory``)."""
     spark_conf: dict[str, str] = field(default_factory=dict)
     """Spark settings of the gateway's session, over its own bounds (``--spark-conf``)."""
