@@ -478,7 +478,7 @@ def test_client_command_and_exit_codes(gateway: GatewayProcess, capsys: pytest.C
     assert lines and all(__import__("json").loads(line)["op"] in ("+I", "-U", "+U", "-D") for line in lines)
     assert main([*base, "result", failed, "--mode", "tableau"]) == 1
     assert "FAILED" in capsys.readouterr().err
-    assert main([*base, "status", "j-nope"]) == 2
+    assert main([*base, "status", "j-0000000000"]) == 2
     assert "404" in capsys.readouterr().err
     assert main(["client", "--gateway", gateway.url, "list"]) == 2  # no token
     assert main(["client", "--gateway", "http://127.0.0.1:9", "list"]) == 4  # nothing listens

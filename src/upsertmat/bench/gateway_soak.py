@@ -5,13 +5,14 @@ temporary data root, submits one job, drops a source file every ``--file-interva
 upserts over ``--keys`` keys, so the table grows to that many rows and then only changes) and
 runs ``--readers`` clients, each taking a table snapshot (at most 2,000 rows, pages of 250),
 paging it by token, following the changelog by token and asking the job's status, then pausing
-half a second. Every ``--sample-seconds`` it records the gateway's and its JVM's resident memory
-(``/proc``), the registry's size on disk (``gateway.db`` and its WAL) and the snapshots and
-readers held (``/metrics``). At the end it prints one JSON object (``--json``) or a summary:
-RSS right after the warm-up (the first ``--warmup-fraction`` of the run) and at the end, the
+half a second. A batch takes every file that arrived since the last one (on a loaded machine a
+batch takes longer than a second). Every ``--sample-seconds`` it records the gateway's and its
+JVM's resident memory (``/proc``), the registry's size on disk (``gateway.db`` and its WAL)
+and the snapshots and readers held (``/metrics``). At the end it prints one JSON object: RSS
+right after the warm-up (the first ``--warmup-fraction`` of the run) and at the end, the
 largest growth after warm-up (goal: within 10 %), the registry's largest size after warm-up,
-and the p50/p99 of a page asked by token (goal: p99 <= 300 ms). Binds 127.0.0.1 only; stops
-everything it started.
+and the p50/p99 of a page asked by token (goal: p99 <= 300 ms); ``--json FILE`` adds every
+sample and the JVM's class histograms. Binds 127.0.0.1 only; stops everything it started.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import argparse
 import json
 import os
 import random
+import signal
 import statistics
 import subprocess
 import sys
@@ -35,7 +37,6 @@ name: soak
 source: {path: data/soak, columns: [{id: long}, {level: long}, {badge: string}]}
 keys: {primary-key: [id]}
 sink: {internal: true, table: soak}
-spark: {max-files-per-trigger: 1}
 """
 ROWS_PER_FILE = 50
 
@@ -349,6 +350,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--json", type=Path, metavar="FILE", help="write every sample and the summary here")
     args = parser.parse_args(argv)
+
+    def stop(number: int, frame: Any) -> None:
+        raise SystemExit(128 + number)  # through soak()'s finally: the gateway is stopped too
+
+    signal.signal(signal.SIGTERM, stop)
     result = soak(args, lambda text: print(text, file=sys.stderr, flush=True))
     summary = result.summary()
     if args.json is not None:

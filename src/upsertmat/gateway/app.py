@@ -71,7 +71,7 @@ from .contract import (
 )
 from .metrics import GatewayMetrics
 from .page import STATUS_PAGE
-from .service import Gateway, RequestError, _time, render_json
+from .service import Gateway, RequestError, render_json, utc_time
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -370,11 +370,11 @@ def create_app(gateway: Gateway, log: Callable[[str], None] = print) -> ASGIApp:
     )
     def login_link() -> LoginLink:
         code, expires = pages.new_code()
-        return LoginLink(path=f"/login/{code}", expires=_time(expires))
+        return LoginLink(path=f"/login/{code}", expires=utc_time(expires))
 
     def session_model(session_id: str) -> Session:
         record = gateway.session(session_id)
-        return Session(session=record.id, properties=record.properties, created=_time(record.created))
+        return Session(session=record.id, properties=record.properties, created=utc_time(record.created))
 
     @app.post(
         "/v1/sessions",

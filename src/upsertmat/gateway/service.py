@@ -516,7 +516,7 @@ class Gateway:
             state=JobState(record.state),
             wanted="STOPPED" if record.wanted == "STOPPED" else "RUNNING",
             error=record.error,
-            created=_time(record.created),
+            created=utc_time(record.created),
         )
         try:
             job = self.resolve(record)
@@ -534,8 +534,8 @@ class Gateway:
                 batches=runtime.batches,
                 changes=runtime.changes,
                 changes_per_second=round(runtime.rate(), 1),
-                last_batch_at=_time(runtime.last_batch_at),
-                running_since=_time(runtime.running_since),
+                last_batch_at=utc_time(runtime.last_batch_at),
+                running_since=utc_time(runtime.running_since),
             )
         return status.model_copy(update=update)
 
@@ -612,7 +612,7 @@ class Gateway:
             pages=pages,
             total=snapshot.total,
             held=snapshot.held,
-            expires=_time(snapshot.expires),
+            expires=utc_time(snapshot.expires),
             token=f"{snapshot.id}.{page}",
             next_token=f"{snapshot.id}.{page + 1}" if page + 1 < pages else None,
         )
@@ -758,7 +758,7 @@ def portable(value: Any) -> Any:
     return value
 
 
-def _time(epoch: float | None) -> Any:
+def utc_time(epoch: float | None) -> Any:
     """An epoch time as an aware UTC datetime (None stays None)."""
     return None if epoch is None else datetime.fromtimestamp(epoch, tz=UTC)
 
