@@ -359,7 +359,14 @@ def main(argv: list[str] | None = None) -> int:
     summary = result.summary()
     if args.json is not None:
         args.json.write_text(
-            json.dumps({"summary": summary, "samples": [asdict(s) for s in result.samples]}, indent=1)
+            json.dumps(
+                {
+                    "summary": summary,
+                    "samples": [asdict(s) for s in result.samples],
+                    "histograms": result.histograms,
+                },
+                indent=1,
+            )
         )
     print(json.dumps(summary, indent=1))
     met = (

@@ -11,6 +11,7 @@ it listens on while it runs (``{"url": ..., "pid": ...}``; port 0 picks a free o
 from __future__ import annotations
 
 import fcntl
+import gc
 import json
 import os
 import signal
@@ -27,6 +28,12 @@ from ..errors import CliError, ExitCode
 from .settings import GatewaySettings
 
 EXPIRY_PERIOD_SECONDS = 30.0
+COLLECT_PERIOD_SECONDS = 10.0
+"""How often the gateway runs Python's full garbage collection: the py4j proxies of each
+micro-batch (the DataFrame ``foreachBatch`` hands over, with its query execution and SQL metrics
+on the JVM side) sit in reference cycles that only the cyclic collector frees, and the JVM keeps
+what a proxy names until Python frees it. A long-lived process seldom runs the collector's oldest
+generation, so without this the driver JVM grew by every batch's plan (docs/gateway.md, Memory)."""
 ADDRESS_FILE = "gateway.json"
 # The driver JVM's bounds (docs/gateway.md, "Memory"): a heap cap, so the JVM collects instead of
 # growing towards a quarter of the machine, and short histories in Spark's status store, which
@@ -195,6 +202,7 @@ def serve(settings: GatewaySettings, log: Callable[[str], None] | None = None) -
     url = url_of(settings.host, port, settings.tls)
     stop_expiry = threading.Event()
     threading.Thread(target=_expire, args=(gateway, stop_expiry), daemon=True).start()
+    threading.Thread(target=_collect, args=(stop_expiry,), daemon=True, name="upsertmat-collect").start()
 
     def announce() -> None:
         write_address(root, url)
@@ -237,3 +245,9 @@ def _expire(gateway: object, stop: threading.Event) -> None:
             gateway.expire()
         except Exception as error:  # keep expiring later; the registry may be closing
             gateway.log(f"expiry failed: {error}")
+
+
+def _collect(stop: threading.Event) -> None:
+    """Python's full collection every :data:`COLLECT_PERIOD_SECONDS` until ``stop``."""
+    while not stop.wait(COLLECT_PERIOD_SECONDS):
+        gc.collect()
