@@ -4,5 +4,5 @@ bind rules), ``contract`` (the request and response models, shared with ``upsert
 ``lifecycle`` (job states and their transitions, as data), ``registry`` (the on-disk job
 registry), ``confine`` (paths under the data root, away from the gateway's own files),
 ``service`` (sessions, jobs, results), ``app`` (the FastAPI routes, the credential guard),
-``metrics`` and ``progress`` (Prometheus metrics), ``page`` (the status page), ``server``
+``metrics`` (Prometheus metrics), ``page`` (the status page), ``server``
 (uvicorn, announcing the address once it accepts, signals)."""

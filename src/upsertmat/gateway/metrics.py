@@ -1,9 +1,10 @@
 """Prometheus metrics of a gateway (``GET /metrics``, the ``prometheus-client`` library).
 
 Per job (label ``job``, the job id): ``upsertmat_job_batches_total``, ``..._changes_in_total``
-(source rows read, from Spark's progress), ``..._changes_out_total`` (table changes the sink
-applied), ``..._misses_total`` (retractions that matched nothing), ``..._skipped_batches_total``
-(batches already committed, re-run after a restart), ``..._batch_seconds`` (a histogram of the
+(source rows read, from Spark's progress reports, read by the job's thread),
+``..._changes_out_total`` (table changes the sink applied), ``..._misses_total`` (retractions
+that matched nothing), ``..._skipped_batches_total`` (batches already committed, re-run after a
+restart), ``..._batch_seconds`` (a histogram of the
 batch's time in the sink step, its Spark stages included), ``..._files_waiting`` (source files
 not read yet), ``..._rows`` (rows in the result table), ``..._state`` (1 for the job's state).
 The gateway: ``upsertmat_gateway_request_seconds`` (a histogram by method, route template and

@@ -209,10 +209,6 @@ def serve(settings: GatewaySettings, log: Callable[[str], None] | None = None) -
         say(f"listening on {url} (data root {root}; status page {url}/)")
 
     app = create_app(gateway, say)
-    if gateway.metrics is not None:
-        from .progress import listen
-
-        listen(spark, gateway.metrics)
     http = HttpServer(app, listener, announce, settings.tls_certfile, settings.tls_keyfile)
 
     def exit_with(number: int, frame: FrameType | None) -> None:

@@ -88,6 +88,8 @@ class JobRuntime:
     last_batch: int | None = None
     last_batch_at: float | None = None
     running_since: float | None = None
+    polled: float = 0.0  # monotonic time of the last progress read (Gateway._poll)
+    counted_batch: int = -1  # the last batch whose source rows were counted
     # (time, changes) of the last batches, after a (start time, 0) entry: the rate's window.
     recent: deque[tuple[float, int]] = field(default_factory=lambda: deque(maxlen=RATE_WINDOW + 1))
 
@@ -394,7 +396,7 @@ class Gateway:
                 runtime.run.request_stop()
             self._quiet_transition(job_id, Event.STARTED, clear_error=True)
             self.log(f"job {job_id} ({record.name}) running")
-            runtime.run.wait(runtime.stop.is_set)
+            runtime.run.wait(functools.partial(self._poll, job_id, runtime))
             if not self.closing:
                 self._quiet_transition(job_id, Event.ENDED)
                 self.log(f"job {job_id} stopped")
@@ -411,6 +413,25 @@ class Gateway:
                 self.log("".join(traceback.format_exception(error))[-4000:])
         finally:
             runtime.done.set()
+
+    def _poll(self, job_id: str, runtime: JobRuntime) -> bool:
+        """The job thread's stop check (a few times a second); at most once a second it also
+        counts the source rows of the batches Spark reported since (``changes_in``). Spark's
+        progress is read here rather than through a StreamingQueryListener: a Python listener
+        kept every batch's query execution alive in the driver JVM (docs/gateway.md, Memory)."""
+        now = time.monotonic()
+        if self.metrics is not None and runtime.run is not None and now - runtime.polled >= 1.0:
+            runtime.polled = now
+            try:
+                reports = runtime.run.query.recentProgress
+            except Exception:  # the query ended while we asked
+                reports = []
+            for report in reports:
+                batch = int(report.get("batchId", -1))
+                if batch > runtime.counted_batch:
+                    runtime.counted_batch = batch
+                    self.metrics.read(job_id, int(report.get("numInputRows", 0)))
+        return runtime.stop.is_set()
 
     def _on_batch(self, job_id: str, runtime: JobRuntime, progress: BatchProgress) -> None:
         runtime.on_batch(progress)
