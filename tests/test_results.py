@@ -7,14 +7,16 @@ import io
 import json
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from upsertmat.client.render import Tableau
 from upsertmat.client.results import ResultChange
 from upsertmat.gateway.confine import OutsideRoot, confine
+from upsertmat.gateway.lifecycle import Event
 from upsertmat.gateway.registry import Registry
-from upsertmat.gateway.service import RequestError, _split_token, concise
+from upsertmat.gateway.service import RequestError, concise, split_token
 from upsertmat.gateway.settings import GatewaySettings, is_loopback
 from upsertmat.spark.results import last_position, read_changes, read_snapshot
 from upsertmat.spark.sink import BATCHES_TABLE, CHANGES_TABLE, Column, open_sink
@@ -101,24 +103,37 @@ def test_paths_are_confined_to_the_root_through_symlinks(tmp_path: Path) -> None
 
 def test_changelog_cursors_keep_the_current_and_the_previous_page(tmp_path: Path) -> None:
     registry = Registry(tmp_path)
-    cursor = registry.add_cursor("j-1", 0)
+    cursor = registry.add_cursor("j-1", 0, max_cursors=2)
     assert registry.cursor(cursor) == ("j-1", 0) and registry.cursor_page(cursor, 0) == (0, None)
-    registry.serve_page(cursor, 0, 5)
-    registry.serve_page(cursor, 1, 9)
+    assert registry.serve_page(cursor, 0, 5, b"page 0") == b"page 0"
+    assert registry.serve_page(cursor, 0, 7, b"again") == b"page 0"  # served already: the stored body
+    assert registry.serve_page(cursor, 1, 9, b"page 1") == b"page 1"
     assert registry.cursor(cursor) == ("j-1", 2)
-    assert registry.cursor_page(cursor, 1) == (5, 9)  # the previous page, for a retry
+    assert registry.cursor_page(cursor, 1) == (5, b"page 1")  # the previous page, for a retry
     assert registry.cursor_page(cursor, 2) == (9, None)  # the current one
     assert registry.cursor_page(cursor, 0) is None  # older pages are forgotten
-    assert registry.expire_cursors(before=0) == 0 and registry.expire_cursors(before=2e12) == 1
-    assert registry.cursor(cursor) is None
+    second = registry.add_cursor("j-1", 0, max_cursors=2)
+    third = registry.add_cursor("j-1", 0, max_cursors=2)  # over the bound: the least recently used goes
+    assert registry.cursor(cursor) is None and registry.cursor_count() == 2
+    assert registry.expire_cursors(before=0) == 0 and registry.expire_cursors(before=2e12) == 2
+    assert registry.cursor(second) is None and registry.cursor(third) is None
     registry.close()
 
 
 def test_tokens_and_failures_are_named() -> None:
-    assert _split_token("c-abc.12", "c-") == ("c-abc", 12)
-    for token in ("c-abc", "t-abc.1", "c-abc.x", "c-abc.-1", "c-a." + "9" * 20):
+    assert split_token("c-0123456789.12", "c-") == ("c-0123456789", 12)
+    for token in (
+        "c-abc",
+        "t-0123456789.1",
+        "c-0123456789.x",
+        "c-0123456789.-1",
+        "c-0123456789." + "9" * 20,
+        "c-0123456789.\u00b2",  # a Unicode digit (str.isdigit() is true): issue 31, item 4
+        "c-0123456789.\u0661",  # ARABIC-INDIC DIGIT ONE, which int() reads as 1
+        "c-0123456789.\uff11",
+    ):
         with pytest.raises(RequestError) as refused:
-            _split_token(token, "c-")
+            split_token(token, "c-")
         assert refused.value.status == 400
     wrapped = RuntimeError(
         "[STREAM_FAILED] Query terminated with exception: org.apache.spark.SparkException: Job aborted.\n"
@@ -187,31 +202,36 @@ def test_gateway_results_without_spark(tmp_path: Path) -> None:
     sink.apply_batch("q", 0, [("+I", (number, f"v{number}")) for number in range(5)])
 
     first = gateway.table_page("j-r", None, 2)
-    assert (first["batch"], first["pages"], first["rows"]) == (0, 3, [[0, "v0"], [1, "v1"]])
+    assert (first.batch, first.pages, first.rows) == (0, 3, [[0, "v0"], [1, "v1"]])
+    assert first.next_token is not None
     sink.apply_batch("q", 1, [("-D", (0, "v0"))])
-    second = gateway.table_page("j-r", first["next_token"], None)
-    assert second["batch"] == 0 and second["rows"] == [[2, "v2"], [3, "v3"]]  # still batch 0's table
-    assert gateway.table_page("j-r", None, 10)["batch"] == 1
+    second = gateway.table_page("j-r", first.next_token, None)
+    assert second.batch == 0 and second.rows == [[2, "v2"], [3, "v3"]]  # still batch 0's table
+    assert gateway.table_page("j-r", None, 10).batch == 1
 
-    page = gateway.changelog_page("j-r", None, 4)
+    def changelog(token: str | None, size: int, start: str = "beginning") -> Any:
+        return json.loads(gateway.changelog_page("j-r", token, size, start))
+
+    page = changelog(None, 4)
     assert [change["pos"] for change in page["changes"]] == [1, 2, 3, 4] and not page["eos"]
-    again = gateway.changelog_page("j-r", page["token"], 100)  # the retry: the same page, whatever the size
-    assert again["changes"] == page["changes"]
-    rest = gateway.changelog_page("j-r", page["next_token"], 100)
+    again = changelog(page["token"], 100)  # the retry: the same page, whatever the size
+    assert again == page
+    rest = changelog(page["next_token"], 100)
     assert [change["op"] for change in rest["changes"]] == ["+I", "-D"]
     with pytest.raises(RequestError) as stale:
-        gateway.changelog_page("j-r", page["token"], 4)
+        changelog(page["token"], 4)
     assert stale.value.status == 410
-    gateway.registry.set_job("j-r", state="STOPPED")
-    end = gateway.changelog_page("j-r", rest["next_token"], 4)
+    gateway.registry.transition("j-r", Event.STOP)
+    gateway.registry.transition("j-r", Event.ENDED)
+    end = changelog(rest["next_token"], 4)
     assert end["eos"] and end["changes"] == [] and end["next_token"] is None
-    now = gateway.changelog_page("j-r", None, 4, start="now")
+    now = changelog(None, 4, start="now")
     assert now["changes"] == [] and now["eos"]
 
     gateway.registry.expire_snapshots(now=2e12)  # past every snapshot's expiry
     with pytest.raises(RequestError) as expired:
-        gateway.table_page("j-r", first["next_token"], None)
-    assert expired.value.status == 410
+        gateway.table_page("j-r", first.next_token, None)
+    assert expired.value.status == 404  # dropped by expiry: the registry no longer knows it
     sink.close()
     gateway.registry.close()
 
@@ -248,8 +268,8 @@ def test_gateway_resolves_a_compiled_plan_with_its_layers(tmp_path: Path) -> Non
     (gateway.root / "data" / "src").mkdir(parents=True)
     document = (
         "name: p\nsource: {path: data/src, columns: [{id: long}]}\nkeys: {primary-key: [id]}\n"
-        "sink: {internal: true}\n"
-    )
+        f"sink: {{internal: true}}\ncheckpoint: {gateway.root / 'checkpoints' / 'p'}\n"
+    )  # a plan holds absolute paths: its checkpoint must not be in another job's directory
     job_record = gateway.registry.add_job("s-x", "p", "job", document, {}, "j-job")
     job = gateway.resolve(job_record)
     assert job.settings.ttl.ttl_ms == 5000  # the service defaults

@@ -11,6 +11,7 @@ write nothing outside the data root; the status page in a real headless Chromium
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -29,6 +30,7 @@ from upsertmat.cli import main
 from upsertmat.client.http import GatewayClient, GatewayError
 from upsertmat.demo.tables import expected_table, read_sqlite_table
 from upsertmat.demo.workload import DemoShape, generate
+from upsertmat.gateway.contract import ResultsOnDelete
 
 from .gateway import GatewayProcess, drop_file, records, replay
 
@@ -90,11 +92,11 @@ def snapshot_rows(client: GatewayClient, job: str, token: str | None = None) -> 
     page = (
         client.table_page(job, token=token, page_size=7) if token is None else client.table_page(job, token)
     )
-    batch, rows = page["batch"], list(page["rows"])
-    while page["next_token"]:
-        page = client.table_page(job, page["next_token"])
-        assert page["batch"] == batch
-        rows.extend(page["rows"])
+    batch, rows = page.batch, list(page.rows)
+    while page.next_token:
+        page = client.table_page(job, page.next_token)
+        assert page.batch == batch
+        rows.extend(page.rows)
     return batch, rows
 
 
@@ -111,13 +113,13 @@ class ChangelogReader:
 
     def read(self) -> int:
         page = self.client.changelog_page(self.job, self.token, max_changes=25)
-        again = self.client.changelog_page(self.job, page["token"], max_changes=25)  # a retry
-        assert again["changes"] == page["changes"] and again["next_token"] == page["next_token"]
-        self.changes.extend(page["changes"])
-        self.used = page["token"]
-        self.token = page["next_token"]
-        self.eos = page["eos"]
-        return len(page["changes"])
+        again = self.client.changelog_page(self.job, page.token, max_changes=25)  # a retry
+        assert again == page
+        self.changes.extend(change.model_dump() for change in page.changes)
+        self.used = page.token
+        self.token = page.next_token
+        self.eos = page.eos
+        return len(page.changes)
 
     def drain(self) -> None:
         while self.read() and not self.eos:
@@ -142,14 +144,42 @@ def test_jobs_results_failure_and_restart(
 
     client = client_of(gateway)
     session = client.open_session({"table.exec.sink.upsert-materialize-strategy.type": "MAP"})
-    job = client.submit(session, job=JOB)["id"]
-    fragile = client.submit(session, job=FAILING, settings={"table.exec.state.ttl": "1 h"})["id"]
-    assert {item["id"] for item in client.jobs()} >= {job, fragile}
+    job = client.submit(session, job=JOB).id
+    fragile = client.submit(session, job=FAILING, settings={"table.exec.state.ttl": "1 h"}).id
+    assert {item.id for item in client.jobs()} >= {job, fragile}
     assert "sinkMaterializeState: ttl 3600000 ms (1 h)" in client.explain(fragile)
     assert "strategy MAP" in client.explain(job)  # the session's layer
 
     reader = ChangelogReader(client, job)
-    wait_for(lambda: client.job(job)["committed_batch"] == 0, what="the first batch")
+    # `upsertmat client result --follow` as a user runs it: it must ride out the SIGKILL and the
+    # restart below (retrying with backoff) and end at the stop with every change once
+    follower_out = (tmp_path / "follower.jsonl").open("wb")
+    follower = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "upsertmat.cli",
+            "client",
+            "--data-root",
+            str(root),
+            "--token",
+            TOKEN,
+            "result",
+            job,
+            "--mode",
+            "tableau",
+            "--format",
+            "jsonl",
+            "--follow",
+            "--interval",
+            "0.3",
+            "--retry-seconds",
+            "900",
+        ],
+        stdout=follower_out,
+        stderr=subprocess.PIPE,
+    )
+    wait_for(lambda: client.job(job).committed_batch == 0, what="the first batch")
     # a bad file kills the fragile job only
     drop_file(
         root / "data" / "fragile",
@@ -157,10 +187,11 @@ def test_jobs_results_failure_and_restart(
         [{"seq": 10_000, "op": "XX", "id": 1, "level": 1, "badge": "b"}],
     )
     failed = wait_for(
-        lambda: (s := client.job(fragile))["state"] == "FAILED" and s, what="the fragile job to fail"
+        lambda: (s := client.job(fragile).model_dump())["state"].value == "FAILED" and s,
+        what="the fragile job to fail",
     )
     assert failed["error"] and "XX" in failed["error"]
-    assert client.job(job)["state"] == "RUNNING"
+    assert client.job(job).state.value == "RUNNING"
 
     pinned: list[tuple[int | None, list[Any], str | None]] = []
     for number in range(1, FILES):
@@ -172,16 +203,16 @@ def test_jobs_results_failure_and_restart(
             gateway.start()
             client = client_of(gateway)
             reader.client = client
-            again_batch, again_rows = snapshot_rows(client, job, first_page["token"])
-            assert again_batch == first_page["batch"] and again_rows[:7] == first_page["rows"]
-            assert client.job(fragile)["state"] == "FAILED"  # not resumed
+            again_batch, again_rows = snapshot_rows(client, job, first_page.token)
+            assert again_batch == first_page.batch and again_rows[:7] == first_page.rows
+            assert client.job(fragile).state.value == "FAILED"  # not resumed
         else:
             drop_file(source, f"part-{number:02d}.jsonl", chunks[number])
         batch, rows = snapshot_rows(client, job)
         pinned.append((batch, rows, None))
         reader.read()
         wait_for(
-            lambda number=number, client=client: (client.job(job)["committed_batch"] or 0) >= number,
+            lambda number=number, client=client: (client.job(job).committed_batch or 0) >= number,
             what=f"batch {number}",
         )
     reader.drain()
@@ -208,11 +239,18 @@ def test_jobs_results_failure_and_restart(
     assert read_sqlite_table(tmp_path / "run.db", "users") == expected
 
     # stop at a batch boundary: the changelog ends (eos) and a stale token is refused
-    assert client.stop(job)["state"] in ("STOPPING", "STOPPED")
-    wait_for(lambda: client.job(job)["state"] == "STOPPED", what="the stop")
+    assert client.stop(job).state.value in ("STOPPING", "STOPPED")
+    wait_for(lambda: client.job(job).state.value == "STOPPED", what="the stop")
     reader.drain()
     assert reader.eos and reader.token is None
     assert replay(reader.changes) == expected  # nothing after the stop
+    _, follower_err = follower.communicate(timeout=300)
+    follower_out.close()
+    assert follower.returncode == 0, follower_err
+    followed = [json.loads(line) for line in (tmp_path / "follower.jsonl").read_text().splitlines()]
+    assert [(c["pos"], c["op"], c["row"]) for c in followed] == [
+        (c["pos"], c["op"], c["row"]) for c in reader.changes
+    ]  # through the SIGKILL and the restart: every change once, in order
     with pytest.raises(GatewayError) as stale:
         client.changelog_page(job, reader.used.rsplit(".", 1)[0] + ".0")
     assert stale.value.status == 410
@@ -256,7 +294,9 @@ def test_hostile_requests_get_4xx_and_write_nothing_outside(
             ("data/users", "sink: {url: 'postgresql://u@127.0.0.1:1/db'}\n", 403),
             ("data/users", f"checkpoint: {outside / 'ck'}\n", 403),
             ("data/users", "spark: {master: 'spark://10.0.0.1:7077'}\n", 400),
-            ("data/missing", "", 400),
+            ("data/missing", "", 404),
+            ("logs", "", 403),
+            ("data/users", f"sink: {{url: {gateway.root / 'gateway.db'}, table: sessions}}\n", 403),
         ):
             bodies.append(({"job": HOSTILE_JOB.format(path=path, extra=extra)}, status))
         for body, status in bodies:
@@ -272,9 +312,10 @@ def test_hostile_requests_get_4xx_and_write_nothing_outside(
         )
         assert huge.status_code == 413
         for path, status in (
-            ("/v1/jobs/nope", 404),
-            ("/v1/sessions/nope", 404),
-            ("/v1/jobs/nope/result/table", 404),
+            ("/v1/jobs/j-0000000000", 404),
+            ("/v1/sessions/s-0000000000", 404),
+            ("/v1/jobs/j-0000000000/result/table", 404),
+            ("/v1/jobs/nope", 400),
         ):
             assert http.get(path, headers=auth).status_code == status
         for token in ("garbage", "t-x.1.2", "c-" + "9" * 60 + ".1", "t-0000000000.99999999999999"):
@@ -284,6 +325,96 @@ def test_hostile_requests_get_4xx_and_write_nothing_outside(
         assert http.get("/v1/openapi.json", headers=auth).json()["info"]["title"] == "upsertmat gateway"
     assert list(outside.iterdir()) == []  # nothing written outside the data root
     assert gateway.process is not None and gateway.process.poll() is None  # still serving
+
+
+OPS_JOB = (
+    JOB.replace("name: users", "name: ops")
+    .replace("data/users", "data/ops")
+    .replace("table: users", "table: ops")
+)
+
+
+def metric_values(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """Every sample of a Prometheus text exposition, by (name, labels), read by prometheus-client's
+    own parser (what a Prometheus server reads)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    return {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+
+
+def test_stop_lets_no_batch_start_then_restart_delete_and_metrics(
+    gateway: GatewayProcess, root: Path
+) -> None:
+    data = generate(DemoShape(users=20, events=160, seed=5))
+    arrivals = records(data.arrival)
+    files = 6
+    size = -(-len(arrivals) // files)
+    source = root / "data" / "ops"
+    drop_file(source, "part-00.jsonl", arrivals[:size])
+    client = client_of(gateway)
+    job = client.submit(client.open_session(), job=OPS_JOB).id
+    wait_for(lambda: client.job(job).committed_batch == 0, what="the first batch")
+    for number in range(1, files):  # five more files, one batch each
+        drop_file(source, f"part-{number:02d}.jsonl", arrivals[number * size : (number + 1) * size])
+    wait_for(lambda: (client.job(job).committed_batch or 0) >= 1, what="a second batch")
+    with pytest.raises(GatewayError) as running:
+        client.delete(job)
+    assert running.value.status == 409 and "RUNNING" in running.value.message
+    at_stop = client.stop(job).committed_batch
+    assert at_stop is not None
+    stopped = wait_for(lambda: (s := client.job(job)).state.value == "STOPPED" and s, what="the stop")
+    assert (
+        stopped.committed_batch is not None and stopped.committed_batch <= at_stop + 1
+    )  # only the one running
+    assert stopped.committed_batch < files - 1  # files were still waiting: no new batch started
+
+    with httpx.Client(base_url=gateway.url, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=60) as http:
+        exposition = http.get("/metrics")
+        assert exposition.status_code == 200 and exposition.headers["content-type"].startswith("text/plain")
+        assert httpx.get(f"{gateway.url}/metrics", timeout=60).status_code == 401
+    values = metric_values(exposition.text)
+    label = (("job", job),)
+    assert values[("upsertmat_job_batches_total", label)] == stopped.batches >= 2
+    assert values[("upsertmat_job_changes_out_total", label)] == stopped.changes
+    assert values[("upsertmat_job_changes_in_total", label)] > 0
+    assert values[("upsertmat_job_rows", label)] == stopped.rows
+    assert values[("upsertmat_job_files_waiting", label)] == files - 1 - stopped.committed_batch
+    assert values[("upsertmat_job_batch_seconds_count", label)] == stopped.batches
+    assert values[("upsertmat_job_state", (("job", job), ("state", "STOPPED")))] == 1.0
+    assert any(name == "upsertmat_gateway_request_seconds_count" for name, _ in values)
+
+    restarted = client.restart(job)  # on its checkpoint: the rest of the files, each change once
+    assert restarted.state.value in ("STARTING", "RUNNING")
+    with pytest.raises(GatewayError) as again:
+        client.restart(job)
+    assert again.value.status == 409
+    wait_for(lambda: client.job(job).committed_batch == files - 1, what="the last batch after the restart")
+    page = client.table_page(job, page_size=1000)
+    assert table_of(page.rows) == expected_table(data.logical)
+    changes: list[dict[str, Any]] = []
+    token = None
+    while True:
+        changelog = client.changelog_page(job, token, max_changes=1000)
+        changes.extend(change.model_dump() for change in changelog.changes)
+        if not changelog.changes:
+            break
+        token = changelog.next_token
+    assert [c["pos"] for c in changes] == list(range(1, len(changes) + 1))
+    assert replay(changes) == expected_table(data.logical)
+
+    client.stop(job)
+    wait_for(lambda: client.job(job).state.value == "STOPPED", what="the second stop")
+    deleted = client.delete(job, ResultsOnDelete.DELETE)
+    assert deleted.deleted and deleted.kept_in is None
+    with pytest.raises(GatewayError) as gone:
+        client.job(job)
+    assert gone.value.status == 404
+    assert not (root / "jobs" / job).exists()
+    client.close()
 
 
 def test_a_second_gateway_on_the_same_root_is_refused(gateway: GatewayProcess, root: Path) -> None:
@@ -321,7 +452,8 @@ def test_status_page_in_a_headless_browser(gateway: GatewayProcess, tmp_path: Pa
         options.add_argument(flag)
     driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
     try:
-        driver.get(f"{gateway.url}/?token={TOKEN}")
+        with client_of(gateway) as client:
+            driver.get(client.login_link())  # a one-time link: the page's cookie
         wait_for(
             lambda: "jobs; refreshed" in driver.find_element(By.ID, "status").text, 30, "the page's refresh"
         )
@@ -346,10 +478,43 @@ def test_client_command_and_exit_codes(gateway: GatewayProcess, capsys: pytest.C
     assert lines and all(__import__("json").loads(line)["op"] in ("+I", "-U", "+U", "-D") for line in lines)
     assert main([*base, "result", failed, "--mode", "tableau"]) == 1
     assert "FAILED" in capsys.readouterr().err
-    assert main([*base, "status", "j-nope"]) == 2
+    assert main([*base, "status", "j-0000000000"]) == 2
     assert "404" in capsys.readouterr().err
     assert main(["client", "--gateway", gateway.url, "list"]) == 2  # no token
     assert main(["client", "--gateway", "http://127.0.0.1:9", "list"]) == 4  # nothing listens
+    assert main(["client", "--gateway", "not a url", "list"]) == 2
+    assert "not a gateway URL" in capsys.readouterr().err
+    assert main(["client", "--data-root", str(gateway.root), "--token", TOKEN, "status", stopped]) == 0
+    status = __import__("json").loads(capsys.readouterr().out)
+    assert status["id"] == stopped and status["created"].endswith("Z")  # RFC 3339 times, not epoch floats
+    assert main(["client", "--data-root", str(gateway.root), "--token", TOKEN, "stop", stopped]) == 0
+    assert capsys.readouterr().out == f"{stopped} STOPPED\n"  # one line
+
+
+def test_schemathesis_all_checks_against_the_running_gateway(gateway: GatewayProcess, tmp_path: Path) -> None:
+    """Schemathesis (``--checks all``: status codes, content types, response schemas, positive
+    and negative data, 405 with Allow, auth ignored, use after free, ...) on the live schema.
+    Last before the gateway stops: its stateful phase follows links to the jobs the tests left
+    (restarts, stops and deletes them)."""
+    command = [
+        str(Path(sys.executable).parent / "schemathesis"),
+        "--config-file",
+        str(Path(__file__).parent / "schemathesis.toml"),
+        "run",
+        f"{gateway.url}/v1/openapi.json",
+        "--checks",
+        "all",
+        "-H",
+        f"Authorization: Bearer {TOKEN}",
+        "--max-examples",
+        "15",
+        "--seed",
+        "31",
+        "--no-color",
+    ]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=900, cwd=tmp_path)
+    assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-2000:]
+    assert " passed" in result.stdout and "failure" not in result.stdout.split("SUMMARY")[-1].lower()
 
 
 def test_sigterm_stops_the_gateway_with_143(gateway: GatewayProcess) -> None:

@@ -36,15 +36,15 @@ def test_gateway_runs_its_jobs_on_a_standalone_cluster(tmp_path: Path) -> None:
         try:
             gateway.start()
             with GatewayClient(gateway.url, timeout=60) as client:
-                assert client.info()["master"] == master
-                job = client.submit(client.open_session(), job=JOB)["id"]
+                assert client.info().master == master
+                job = client.submit(client.open_session(), job=JOB).id
                 deadline = time.monotonic() + 240
-                while client.job(job)["committed_batch"] is None:
-                    assert client.job(job)["state"] != "FAILED", client.job(job)["error"]
+                while client.job(job).committed_batch is None:
+                    assert client.job(job).state.value != "FAILED", client.job(job).error
                     assert time.monotonic() < deadline, "no batch committed on the cluster"
                     time.sleep(0.5)
                 page = client.table_page(job, page_size=1000)
-                assert {row[0]: tuple(row) for row in page["rows"]} == expected_table(data.logical)
+                assert {row[0]: tuple(row) for row in page.rows} == expected_table(data.logical)
                 assert applications(web_port) == 1  # the gateway's session is the cluster's application
             assert gateway.terminate() == 143
         finally:

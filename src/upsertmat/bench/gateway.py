@@ -143,18 +143,14 @@ def _gateway_run(
     client: Any, session: str, bench: PipelineBench, source: str, name: str, batches: int
 ) -> float:
     """Submit, wait for the last batch, stop; the query's seconds (start to last commit)."""
-    job = client.submit(session, job=_job_yaml(bench, source, name))["id"]
+    job = client.submit(session, job=_job_yaml(bench, source, name)).id
     while True:
         status = client.job(job)
-        if status["state"] == "FAILED":
-            raise RuntimeError(f"the benchmark job failed: {status['error']}")
-        if (
-            status.get("batches", 0) >= batches
-            and status.get("last_batch_at")
-            and status.get("running_since")
-        ):
+        if status.state.value == "FAILED":
+            raise RuntimeError(f"the benchmark job failed: {status.error}")
+        if status.batches >= batches and status.last_batch_at and status.running_since:
             client.stop(job)
-            return float(status["last_batch_at"]) - float(status["running_since"])
+            return float((status.last_batch_at - status.running_since).total_seconds())
         time.sleep(0.2)  # the seconds come from the gateway's clock: polling more often only loads it
 
 
@@ -231,8 +227,8 @@ def _under_load(
     feed = root / "data" / "feed"
     small = replace(bench, changes=20_000, keys=min(bench.keys, 10_000), files=1)
     write_workload(small, feed)
-    job = client.submit(session, job=_job_yaml(bench, "data/feed", "load"))["id"]
-    while client.job(job).get("committed_batch") is None:
+    job = client.submit(session, job=_job_yaml(bench, "data/feed", "load")).id
+    while client.job(job).committed_batch is None:
         time.sleep(0.1)
     snapshot_ms: list[float] = []
     table_ms: list[float] = []
@@ -242,7 +238,7 @@ def _under_load(
     stop = threading.Event()
     url = client.url
 
-    def timed(call: Callable[[], dict[str, Any]], into: list[float]) -> dict[str, Any]:
+    def timed(call: Callable[[], Any], into: list[float]) -> Any:
         begin = time.monotonic()
         answer = call()
         elapsed = (time.monotonic() - begin) * 1000
@@ -256,14 +252,14 @@ def _under_load(
         try:
             while not stop.is_set():
                 page = timed(lambda: own.table_page(job, page_size=500, max_rows=5_000), snapshot_ms)
-                while page["next_token"]:
-                    following = page["next_token"]
+                while page.next_token:
+                    following = page.next_token
                     page = timed(functools.partial(own.table_page, job, following), table_ms)
                 current = token
                 changes = timed(functools.partial(own.changelog_page, job, current, 500), changelog_ms)
-                used = changes["token"]
+                used = changes.token
                 timed(functools.partial(own.changelog_page, job, used, 500), changelog_ms)  # a retry
-                token = changes["next_token"]
+                token = changes.next_token
         finally:
             own.close()
 
@@ -273,9 +269,9 @@ def _under_load(
             while not stop.is_set():
                 status = own.job(job)
                 now = time.time()
-                batch = status.get("committed_batch")
-                if batch is not None and batch not in seen and status.get("last_batch_at"):
-                    seen[batch] = (now - float(status["last_batch_at"])) * 1000
+                batch = status.committed_batch
+                if batch is not None and batch not in seen and status.last_batch_at:
+                    seen[batch] = (now - status.last_batch_at.timestamp()) * 1000
                 time.sleep(0.05)
         finally:
             own.close()

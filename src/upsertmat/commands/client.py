@@ -1,15 +1,20 @@
-"""``upsertmat client --gateway URL COMMAND``: submit, list, status, stop, explain, result.
+"""``upsertmat client [--gateway URL | --data-root DIR] COMMAND``: submit, list, status, stop,
+restart, delete, explain, result, page.
 
+The gateway's address: ``--gateway URL``, else ``--data-root DIR`` (the URL a running gateway
+wrote into ``DIR/gateway.json``), else ``$UPSERTMAT_GATEWAY``, else ``http://127.0.0.1:8083``.
 The results are drawn by the renderers of ``upsertmat run --result-mode`` (table, changelog,
-tableau). Exit codes: 0 ok (``result`` ends when the job has stopped: end of stream), 1 the job
-FAILED (``result``), 2 a request the gateway refused (4xx; its message on stderr), 4 the gateway
-cannot be reached or failed (5xx), 130/143 interrupted.
+tableau). Exit codes: 0 ok (``result --follow`` ends when the job has stopped: end of stream),
+1 the job FAILED (``result``), 2 a usage error or a request the gateway refused (4xx; its
+message on stderr), 4 the gateway cannot be reached or failed (5xx; ``result`` retries for
+``--retry-seconds`` first), 130/143 interrupted.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
 import os
 import signal
@@ -24,24 +29,25 @@ from upsertmat.impls.config import ConfigError, load_config_file, parse_set_opti
 
 NAME = "client"
 TOKEN_ENV = "UPSERTMAT_GATEWAY_TOKEN"
+URL_ENV = "UPSERTMAT_GATEWAY"
+PREFIX = "upsertmat client"
 EPILOG = """\
+the gateway: --gateway URL, else --data-root DIR (reads DIR/gateway.json), else
+  $UPSERTMAT_GATEWAY, else http://127.0.0.1:8083. The token: --token or $UPSERTMAT_GATEWAY_TOKEN.
+
 examples:
-  upsertmat client --gateway http://127.0.0.1:8083 submit job.yaml --set table.exec.state.ttl='1 h'
-  upsertmat client --gateway http://127.0.0.1:8083 list
-  upsertmat client --gateway http://127.0.0.1:8083 result j-3f9a1c07b2 --mode table
-  upsertmat client --gateway http://127.0.0.1:8083 result j-3f9a1c07b2 --mode tableau --format jsonl
-  upsertmat client --gateway http://127.0.0.1:8083 stop j-3f9a1c07b2
+  upsertmat client submit job.yaml --set table.exec.state.ttl='1 h'
+  upsertmat client --data-root gw/ list
+  upsertmat client result j-3f9a1c07b2 --mode table --follow
+  upsertmat client result j-3f9a1c07b2 --mode tableau --format jsonl --follow
+  upsertmat client result j-3f9a1c07b2 --mode tableau --from-token c-8d01e5aa42.4 --follow
+  upsertmat client stop j-3f9a1c07b2
+  upsertmat client restart j-3f9a1c07b2
+  upsertmat client delete j-3f9a1c07b2 --results delete
+
+exit codes: 0 ok; 1 the job FAILED (result); 2 usage error or a request the gateway refused
+  (4xx); 4 the gateway cannot be reached or failed (5xx); 130/143 interrupted.
 """
-
-
-def _client() -> Any:
-    try:
-        from upsertmat.client.http import GatewayClient
-    except ImportError as error:
-        raise CliError(
-            f"the client needs {error.name}: pip install 'upsertmat[gateway]'", ExitCode.USAGE
-        ) from None
-    return GatewayClient
 
 
 def _fail(error: Any) -> CliError:
@@ -53,6 +59,8 @@ def _fail(error: Any) -> CliError:
 
 
 def _settings(args: argparse.Namespace) -> dict[str, Any]:
+    from upsertmat.impls.config import flatten
+
     layer: dict[str, Any] = {}
     try:
         if args.config is not None:
@@ -62,19 +70,45 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
             layer[key] = value
     except ConfigError as error:
         raise CliError(str(error), ExitCode.USAGE) from None
-    return layer
+    return flatten(layer)
 
 
 def _print(data: Any) -> None:
     print(json.dumps(data, indent=2, sort_keys=True))
 
 
+def gateway_url(args: argparse.Namespace) -> str:
+    """The address to talk to (see the module's docstring); CliError (usage) if it is no URL."""
+    try:
+        from upsertmat.client.http import DEFAULT_URL, BadAddress, address_of, check_url
+    except ImportError as error:
+        raise CliError(
+            f"the client needs {error.name}: pip install 'upsertmat[gateway]'", ExitCode.USAGE
+        ) from None
+    try:
+        if args.gateway is not None:
+            return check_url(args.gateway)
+        if args.data_root is not None:
+            return address_of(args.data_root)
+        return check_url(os.environ.get(URL_ENV) or DEFAULT_URL)
+    except BadAddress as error:
+        raise CliError(str(error), ExitCode.USAGE) from None
+
+
 def run(args: argparse.Namespace) -> int:
     """``upsertmat client``."""
-    from upsertmat.client.http import GatewayError
+    from upsertmat.client.http import GatewayClient, GatewayError
 
+    url = gateway_url(args)
     token = args.token or os.environ.get(TOKEN_ENV) or None
-    with _client()(args.gateway, token) as client:
+    if args.cacert is not None and not args.cacert.is_file():
+        raise CliError(f"cannot read {args.cacert}: no such file", ExitCode.USAGE)
+    rediscover = None
+    if args.gateway is None and args.data_root is not None:
+        from upsertmat.client.http import address_of
+
+        rediscover = functools.partial(address_of, args.data_root)
+    with GatewayClient(url, token, cafile=args.cacert, rediscover=rediscover) as client:
         try:
             return int(_dispatch(client, args))
         except GatewayError as error:
@@ -84,61 +118,80 @@ def run(args: argparse.Namespace) -> int:
 def _dispatch(client: Any, args: argparse.Namespace) -> int:
     action = args.action
     if action == "submit":
-        try:
-            text = args.file.read_text(encoding="utf-8")
-        except OSError as error:
-            raise CliError(f"cannot read {args.file}: {error.strerror}", ExitCode.USAGE) from None
-        session = args.session or client.open_session()
-        if args.file.suffix == ".json":
-            try:
-                plan = json.loads(text)
-            except ValueError as error:
-                raise CliError(f"{args.file} is not JSON: {error}", ExitCode.USAGE) from None
-            status = client.submit(session, plan=plan, settings=_settings(args))
-        else:
-            status = client.submit(session, job=text, settings=_settings(args))
-        if args.format == "json":
-            _print(status)
-        else:
-            print(status["id"])
-            print(
-                f"upsertmat client: job {status['id']} ({status['name']}) {status['state']} "
-                f"in session {session}",
-                file=sys.stderr,
-            )
-        return int(ExitCode.OK)
+        return _submit(client, args)
     if action == "list":
         jobs = client.jobs()
         if args.format == "json":
-            _print(jobs)
+            _print([job.model_dump(mode="json") for job in jobs])
         else:
             for job in jobs:
                 print(
-                    f"{job['id']}\t{job['state']}\t{job['name']}\tbatch {job.get('committed_batch')}\t"
-                    f"{job.get('rows')} rows\t{job.get('changes_per_second', 0)} changes/s"
+                    f"{job.id}\t{job.state.value}\t{job.name}\tbatch {job.committed_batch}\t"
+                    f"{job.rows} rows\t{job.changes_per_second} changes/s"
                 )
         return int(ExitCode.OK)
     if action == "status":
-        _print(client.job(args.job))
+        _print(client.job(args.job).model_dump(mode="json"))
         return int(ExitCode.OK)
-    if action == "stop":
-        _print(client.stop(args.job))
+    if action in ("stop", "restart"):
+        status = client.stop(args.job) if action == "stop" else client.restart(args.job)
+        if args.format == "json":
+            _print(status.model_dump(mode="json"))
+        else:
+            print(f"{status.id} {status.state.value}")
+        return int(ExitCode.OK)
+    if action == "delete":
+        from upsertmat.gateway.contract import ResultsOnDelete
+
+        deleted = client.delete(args.job, ResultsOnDelete(args.results))
+        kept = f" (its directory kept in {deleted.kept_in})" if deleted.kept_in else ""
+        print(f"{deleted.id} deleted, results {deleted.results.value}{kept}")
         return int(ExitCode.OK)
     if action == "explain":
         print(client.explain(args.job), end="")
         return int(ExitCode.OK)
+    if action == "page":
+        print(client.login_link())
+        return int(ExitCode.OK)
     return _result(client, args)
 
 
+def _submit(client: Any, args: argparse.Namespace) -> int:
+    try:
+        text = args.file.read_text(encoding="utf-8")
+    except OSError as error:
+        raise CliError(f"cannot read {args.file}: {error.strerror}", ExitCode.USAGE) from None
+    settings = _settings(args)
+    session = args.session or client.open_session()
+    if args.file.suffix == ".json":
+        try:
+            plan = json.loads(text)
+        except ValueError as error:
+            raise CliError(f"{args.file} is not JSON: {error}", ExitCode.USAGE) from None
+        status = client.submit(session, plan=plan, settings=settings)
+    else:
+        status = client.submit(session, job=text, settings=settings)
+    if args.format == "json":
+        _print(status.model_dump(mode="json"))
+    else:
+        print(status.id)
+        print(
+            f"{PREFIX}: job {status.id} ({status.name}) {status.state.value} in session {session}",
+            file=sys.stderr,
+        )
+    return int(ExitCode.OK)
+
+
 def _result(client: Any, args: argparse.Namespace) -> int:
-    from upsertmat.client.follow import follow_changelog, watch_table
+    from upsertmat.client.follow import GaveUp, Position, Retry, follow_changelog, watch_table
     from upsertmat.client.render import PageKeys, TableScreen, make_renderer
     from upsertmat.interrupt import StopSignals
 
     client.job(args.job)  # 404 before drawing anything
-    title = f"upsertmat client: job {args.job}"
-    prefix = "upsertmat client"
-    with StopSignals(prefix, busy=True, force=True) as signals:  # stops at its next poll; again: at once
+    title = f"{PREFIX}: job {args.job}"
+    position = Position(token=args.from_token, start=args.start, after=args.after)
+    with StopSignals(PREFIX, busy=True, force=True) as signals:  # stops at its next poll; again: at once
+        retry = Retry(signals, args.retry_seconds, lambda text: print(f"{PREFIX}: {text}", file=sys.stderr))
         renderer = make_renderer(
             args.mode,
             title,
@@ -155,12 +208,25 @@ def _result(client: Any, args: argparse.Namespace) -> int:
                         renderer,
                         max_rows=args.max_table_rows,
                         interval=args.interval,
-                        stop=signals,
+                        retry=retry,
+                        follow=args.follow,
                     )
             else:
                 state = follow_changelog(
-                    client, args.job, renderer, interval=args.interval, stop=signals, start=args.start
+                    client,
+                    args.job,
+                    renderer,
+                    interval=args.interval,
+                    retry=retry,
+                    position=position,
+                    follow=args.follow,
                 )
+        except GaveUp as gave_up:
+            resume = f"; resume with --from-token {gave_up.token}" if gave_up.token else ""
+            raise CliError(
+                f"gave up after {gave_up.seconds:.0f} s of retries: {gave_up.error.message}{resume}",
+                ExitCode.IO,
+            ) from None
         except BrokenPipeError:  # stdout's reader went away (| head): quiet, as Unix tools are
             devnull = os.open(os.devnull, os.O_WRONLY)
             os.dup2(devnull, sys.stdout.fileno())
@@ -170,11 +236,14 @@ def _result(client: Any, args: argparse.Namespace) -> int:
             with contextlib.suppress(BrokenPipeError):
                 renderer.close()
     if signals():
-        print(f"{prefix}: interrupted ({signals.name}); the job runs on in the gateway", file=sys.stderr)
+        resume = f" (resume with --from-token {position.token})" if position.token else ""
+        print(
+            f"{PREFIX}: interrupted ({signals.name}); the job runs on in the gateway{resume}", file=sys.stderr
+        )
         return signals.exit_code
     if state == "FAILED":
-        error = client.job(args.job).get("error")
-        print(f"{prefix}: job {args.job} FAILED: {error}", file=sys.stderr)
+        error = client.job(args.job).error
+        print(f"{PREFIX}: job {args.job} FAILED: {error}", file=sys.stderr)
         return int(ExitCode.BAD_INPUT)
     return int(ExitCode.OK)
 
@@ -183,13 +252,20 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     """Register ``client``."""
     parser = subparsers.add_parser(
         NAME,
-        help="talk to an upsertmat gateway: submit, list, status, stop, explain, result",
+        help="talk to an upsertmat gateway: submit, list, status, stop, restart, delete, explain, result",
         description="A client of 'upsertmat gateway' over its REST API.",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--gateway", required=True, metavar="URL", help="e.g. http://127.0.0.1:8083")
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--gateway", metavar="URL", help="e.g. http://127.0.0.1:8083 (the default)")
+    where.add_argument(
+        "--data-root", type=Path, metavar="DIR", help="the gateway running on DIR (reads DIR/gateway.json)"
+    )
     parser.add_argument("--token", help=f"the gateway's bearer token (or ${TOKEN_ENV})")
+    parser.add_argument(
+        "--cacert", type=Path, metavar="FILE", help="trust this CA certificate (PEM) for https"
+    )
     actions = parser.add_subparsers(
         dest="action",
         metavar="ACTION",
@@ -215,14 +291,34 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     listing.add_argument("--format", choices=("text", "json"), default="text")
     for name, text in (
         ("status", "a job's status (JSON)"),
-        ("stop", "stop a job at a micro-batch boundary"),
         ("explain", "the job's plan explained"),
     ):
         sub = actions.add_parser(name, help=text)
         sub.add_argument("job", metavar="JOB", help="the job id")
+    for name, text in (
+        ("stop", "stop a job at a micro-batch boundary (prints: JOB STATE)"),
+        ("restart", "start a stopped or failed job again on its checkpoint (prints: JOB STATE)"),
+    ):
+        sub = actions.add_parser(name, help=text)
+        sub.add_argument("job", metavar="JOB", help="the job id")
+        sub.add_argument("--format", choices=("text", "json"), default="text", help="json: the whole status")
+    delete = actions.add_parser("delete", help="forget a stopped or failed job")
+    delete.add_argument("job", metavar="JOB", help="the job id")
+    delete.add_argument(
+        "--results",
+        choices=("keep", "delete"),
+        default="keep",
+        help="keep (default: its directory moves to deleted/) or delete its results",
+    )
+    actions.add_parser("page", help="print a one-time link that opens the status page in a browser")
     result = actions.add_parser("result", help="show a job's result: table, changelog or tableau")
     result.add_argument("job", metavar="JOB", help="the job id")
     result.add_argument("--mode", choices=RESULT_MODES, default="table", help="default table")
+    result.add_argument(
+        "--follow",
+        action="store_true",
+        help="keep following until the job stops or fails (default: what is committed now, then exit)",
+    )
     result.add_argument(
         "--format",
         dest="format_lines",
@@ -236,7 +332,20 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         default="beginning",
         help="changelog/tableau: from the first change or from now",
     )
+    result.add_argument(
+        "--after", type=int, metavar="POS", help="changelog/tableau: start after this position (pos)"
+    )
+    result.add_argument(
+        "--from-token", metavar="TOKEN", help="changelog/tableau: resume from this token (c-....N)"
+    )
     result.add_argument("--interval", type=float, default=1.0, help="seconds between polls (default 1)")
+    result.add_argument(
+        "--retry-seconds",
+        type=float,
+        default=120.0,
+        metavar="S",
+        help="keep retrying an unreachable or failing gateway this long (default 120)",
+    )
     result.add_argument("--max-table-rows", type=positive_int, default=1000, metavar="N", help="rows held")
     result.add_argument(
         "--max-changelog-rows", type=positive_int, default=1000, metavar="N", help="changes held"

@@ -25,7 +25,12 @@ configuration layers of a job, lowest first: built-in defaults < the service def
 examples:
   upsertmat gateway --data-root gw/                  # http://127.0.0.1:8083/ (status page)
   upsertmat gateway --data-root gw/ --port 0         # a free port; gw/gateway.json names it
-  UPSERTMAT_GATEWAY_TOKEN=s3cret upsertmat gateway --data-root gw/ --host 0.0.0.0
+  UPSERTMAT_GATEWAY_TOKEN=s3cret upsertmat gateway --data-root gw/ --host 0.0.0.0 \
+      --tls-certfile cert.pem --tls-keyfile key.pem
+
+exit codes: 0 ok; 2 usage (a bad option; off loopback without a token or TLS); 3 another
+  gateway uses the data root; 4 the port or the data root cannot be used, or Spark does not
+  start; 130/143 stopped by SIGINT/SIGTERM (jobs resume on the next start).
 """
 
 
@@ -41,6 +46,17 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(
             f"the gateway needs {error.name}: pip install 'upsertmat[gateway]'", ExitCode.USAGE
         ) from None
+    if (args.tls_certfile is None) != (args.tls_keyfile is None):
+        raise CliError("give both --tls-certfile and --tls-keyfile, or neither", ExitCode.USAGE)
+    for path in (args.tls_certfile, args.tls_keyfile):
+        if path is not None and not path.is_file():
+            raise CliError(f"cannot read {path}: no such file", ExitCode.USAGE)
+    spark_conf: dict[str, str] = {}
+    for text in args.spark_conf:
+        key, sep, value = text.partition("=")
+        if not sep or not key.strip().startswith("spark."):
+            raise CliError(f"--spark-conf expects spark.KEY=VALUE, got {text!r}", ExitCode.USAGE)
+        spark_conf[key.strip()] = value.strip()
     defaults: dict[str, object] = {}
     try:
         if args.defaults is not None:
@@ -69,6 +85,11 @@ def run(args: argparse.Namespace) -> int:
         snapshot_seconds=args.snapshot_seconds,
         max_snapshot_rows=args.max_snapshot_rows,
         max_page_size=args.max_page_size,
+        tls_certfile=args.tls_certfile,
+        tls_keyfile=args.tls_keyfile,
+        plain_http=args.plain_http,
+        driver_memory=args.driver_memory,
+        spark_conf=spark_conf,
     )
     return serve(settings)
 
@@ -97,7 +118,32 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     )
     parser.add_argument("--port", type=int, default=8083, help="port (default 8083; 0: a free one)")
     parser.add_argument("--token", help=f"require this bearer token on every request (or ${TOKEN_ENV})")
+    parser.add_argument(
+        "--tls-certfile",
+        type=Path,
+        metavar="FILE",
+        help="serve HTTPS with this certificate (PEM; with --tls-keyfile)",
+    )
+    parser.add_argument("--tls-keyfile", type=Path, metavar="FILE", help="its private key (PEM)")
+    parser.add_argument(
+        "--plain-http",
+        action="store_true",
+        help="allow plain HTTP off loopback (only behind a proxy that terminates TLS)",
+    )
     parser.add_argument("--master", default="local[2]", help="Spark master of the gateway's session")
+    parser.add_argument(
+        "--spark-conf",
+        metavar="spark.KEY=VALUE",
+        action="append",
+        default=[],
+        help="a Spark setting of the gateway's session (repeatable; over the gateway's own bounds)",
+    )
+    parser.add_argument(
+        "--driver-memory",
+        default="1g",
+        metavar="SIZE",
+        help="the Spark driver JVM's heap (spark.driver.memory, default 1g, as Spark)",
+    )
     parser.add_argument("--defaults", type=Path, metavar="FILE", help="service defaults: a YAML file of keys")
     parser.add_argument(
         "--set",

@@ -2,7 +2,8 @@
 
 One HTML document with its style and script inline: no asset from outside the process (no CDN,
 no font, no image). The script reads the API (``/v1/jobs``, ``/v1/jobs/{id}/result/table``) with
-the token given as ``?token=`` (or ``#token=``) in the page's address, if the gateway needs one.
+the page's cookie when the gateway needs a token: ``upsertmat client page`` (``POST
+/v1/login-links``) prints a one-time link that sets it. No credential ever goes in an address.
 """
 
 from __future__ import annotations
@@ -41,9 +42,6 @@ tr.selected { background: #e8eeff; }
 <table id="result"><thead></thead><tbody></tbody></table>
 <script>
 "use strict";
-const params = new URLSearchParams(location.search || location.hash.replace(/^#/, "?"));
-const token = params.get("token");
-const headers = token ? {"Authorization": "Bearer " + token} : {};
 let selected = null;
 
 function cell(value) {
@@ -53,7 +51,7 @@ function cell(value) {
 }
 
 async function get(path) {
-  const response = await fetch(path, {headers: headers});
+  const response = await fetch(path, {credentials: "same-origin"});
   const body = await response.json();
   if (!response.ok) { throw new Error(body.error ? body.error.message : response.statusText); }
   return body;

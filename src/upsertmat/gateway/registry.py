@@ -11,28 +11,41 @@ Tables:
 - ``jobs(id, session_id, name, kind, document, settings, wanted, state, error, created, ...)``:
   the submitted job file (YAML text) or plan (JSON text), the per-request layer, what the user
   wants (``RUNNING``/``STOPPED``) and what the job is (``state``, the last ``error``).
-- ``snapshots(id, job_id, batch_id, created, expires, columns, total, page_size)`` and
-  ``snapshot_rows(snapshot_id, ordinal, row)``: a table result set pinned to one batch.
+- ``snapshots(id, job_id, batch_id, created, expires, columns, total, held, page_size, bytes)``
+  and ``snapshot_pages(snapshot_id, page, rows)``: a table result set pinned to one batch, one
+  msgpack blob per page. Bounded in count and bytes: adding one past a bound drops the oldest
+  first (:meth:`Registry.add_snapshot`).
 - ``cursors(id, job_id, current, created, last_used)`` and ``cursor_pages(cursor_id, token,
-  start, stop)``: a changelog reader's current token and the page boundaries of its last two
-  tokens (the retry rule).
+  start, stop, body)``: a changelog reader's current token, where its page starts, and the body
+  served for the previous token, stored: asking for it again returns those bytes (the retry
+  rule), whatever happened since. Bounded in count: the least recently used go first.
 
-Every method is one transaction on a connection of its own thread (``check_same_thread`` off,
-one lock): O(rows touched).
+Job states change only through :meth:`Registry.transition` (:mod:`.lifecycle`'s table).
+
+Every write is one transaction on the writer connection (one lock); reads go through a
+connection per thread, which WAL lets read the last commit while a write runs. O(rows touched).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import secrets
 import sqlite3
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import msgpack
+
+from .lifecycle import WANTED, Event, JobState, next_state
+
+STARTING = JobState.STARTING.value
+
+SCHEMA_VERSION = 2
 SCHEMA = (
     "CREATE TABLE IF NOT EXISTS sessions (id TEXT PRIMARY KEY, created REAL NOT NULL, "
     "last_used REAL NOT NULL, properties TEXT NOT NULL)",
@@ -41,13 +54,21 @@ SCHEMA = (
     "state TEXT NOT NULL, error TEXT, created REAL NOT NULL, seq INTEGER NOT NULL)",
     "CREATE TABLE IF NOT EXISTS snapshots (id TEXT PRIMARY KEY, job_id TEXT NOT NULL, batch_id INTEGER, "
     "created REAL NOT NULL, expires REAL NOT NULL, columns TEXT NOT NULL, total INTEGER NOT NULL, "
-    "held INTEGER NOT NULL, page_size INTEGER NOT NULL)",
-    "CREATE TABLE IF NOT EXISTS snapshot_rows (snapshot_id TEXT NOT NULL, ordinal INTEGER NOT NULL, "
-    "row TEXT NOT NULL, PRIMARY KEY (snapshot_id, ordinal)) WITHOUT ROWID",
+    "held INTEGER NOT NULL, page_size INTEGER NOT NULL, bytes INTEGER NOT NULL DEFAULT 0)",
+    "CREATE TABLE IF NOT EXISTS snapshot_pages (snapshot_id TEXT NOT NULL, page INTEGER NOT NULL, "
+    "rows BLOB NOT NULL, PRIMARY KEY (snapshot_id, page)) WITHOUT ROWID",
     "CREATE TABLE IF NOT EXISTS cursors (id TEXT PRIMARY KEY, job_id TEXT NOT NULL, "
     "current INTEGER NOT NULL, created REAL NOT NULL, last_used REAL NOT NULL)",
     "CREATE TABLE IF NOT EXISTS cursor_pages (cursor_id TEXT NOT NULL, token INTEGER NOT NULL, "
-    "start INTEGER NOT NULL, stop INTEGER, PRIMARY KEY (cursor_id, token)) WITHOUT ROWID",
+    "start INTEGER NOT NULL, stop INTEGER, body BLOB, PRIMARY KEY (cursor_id, token)) WITHOUT ROWID",
+)
+MIGRATIONS = (
+    # version 1 -> 2: snapshots in page blobs (the rows one per row are dropped: snapshots live
+    # minutes), stored page bodies for the retry rule.
+    "DROP TABLE IF EXISTS snapshot_rows",
+    "DELETE FROM snapshots",
+    "ALTER TABLE snapshots ADD COLUMN bytes INTEGER NOT NULL DEFAULT 0",
+    "ALTER TABLE cursor_pages ADD COLUMN body BLOB",
 )
 
 
@@ -104,15 +125,43 @@ class Registry:
     def __init__(self, root: Path) -> None:
         self.path = root / "gateway.db"
         self.lock = threading.Lock()
+        self.local = threading.local()
+        self.readers: list[sqlite3.Connection] = []
+        self.closed = False
         self.db = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False)
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA synchronous=FULL")
+        self.db.execute("PRAGMA journal_size_limit=16777216")  # the WAL shrinks back after a burst
+        version = int(self.db.execute("PRAGMA user_version").fetchone()[0])
+        existing = self.db.execute("SELECT count(*) FROM sqlite_master WHERE name = 'jobs'").fetchone()[0]
+        if existing and version < SCHEMA_VERSION:
+            for statement in MIGRATIONS:
+                with contextlib.suppress(sqlite3.OperationalError):  # a column already there
+                    self.db.execute(statement)
         for statement in SCHEMA:
             self.db.execute(statement)
+        self.db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
     def close(self) -> None:
         with self.lock:
+            self.closed = True
             self.db.close()
+            for reader in self.readers:
+                reader.close()
+            self.readers.clear()
+
+    def _reader(self) -> sqlite3.Connection:
+        """The calling thread's read connection: in WAL mode a reader sees the last commit and never
+        waits for a writer (a page by token is not held up by a snapshot being written)."""
+        reader: sqlite3.Connection | None = getattr(self.local, "reader", None)
+        if reader is None:
+            with self.lock:
+                if self.closed:
+                    raise sqlite3.ProgrammingError("the registry is closed")
+                reader = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False)
+                self.readers.append(reader)
+            self.local.reader = reader
+        return reader
 
     def _write(self, statements: Sequence[tuple[str, Sequence[Any]]]) -> None:
         with self.lock:
@@ -126,8 +175,7 @@ class Registry:
                 raise
 
     def _read(self, sql: str, parameters: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        with self.lock:
-            return list(self.db.execute(sql, parameters).fetchall())
+        return list(self._reader().execute(sql, parameters).fetchall())
 
     # sessions
 
@@ -173,14 +221,15 @@ class Registry:
     def add_job(
         self, session_id: str, name: str, kind: str, document: str, settings: dict[str, Any], job_id: str
     ) -> JobRecord:
+        """A new job, ``STARTING`` and wanted ``RUNNING``."""
         now = time.time()
         seq_rows = self._read("SELECT coalesce(max(seq), 0) FROM jobs")
         seq = int(seq_rows[0][0]) + 1
         self._write(
             [
                 (
-                    "INSERT INTO jobs VALUES (?, ?, ?, ?, ?, ?, 'RUNNING', 'STARTING', NULL, ?, ?)",
-                    (job_id, session_id, name, kind, document, json.dumps(settings), now, seq),
+                    "INSERT INTO jobs VALUES (?, ?, ?, ?, ?, ?, 'RUNNING', ?, NULL, ?, ?)",
+                    (job_id, session_id, name, kind, document, json.dumps(settings), STARTING, now, seq),
                 )
             ]
         )
@@ -203,28 +252,50 @@ class Registry:
     def jobs(self) -> list[JobRecord]:
         return [self._job(row) for row in self._read(f"SELECT {self._JOB_COLUMNS} FROM jobs ORDER BY seq")]
 
-    def set_job(
-        self,
-        job_id: str,
-        *,
-        state: str | None = None,
-        wanted: str | None = None,
-        error: str | None = None,
-        clear_error: bool = False,
-    ) -> None:
-        sets: list[str] = []
-        values: list[Any] = []
-        if state is not None:
-            sets.append("state = ?")
-            values.append(state)
-        if wanted is not None:
-            sets.append("wanted = ?")
-            values.append(wanted)
-        if error is not None or clear_error:
-            sets.append("error = ?")
-            values.append(error)
-        if sets:
-            self._write([(f"UPDATE jobs SET {', '.join(sets)} WHERE id = ?", (*values, job_id))])
+    def transition(
+        self, job_id: str, event: Event, *, error: str | None = None, clear_error: bool = False
+    ) -> JobRecord:
+        """Apply ``event`` to the job through :data:`~.lifecycle.TRANSITIONS`, in one transaction
+        with the read of its current state; the record after it. BadTransition if the table does
+        not allow it (nothing changes), KeyError if there is no such job. ``DELETE`` removes the
+        job, its snapshots and its changelog readers (the record returned is the last one)."""
+        with self.lock:
+            self.db.execute("BEGIN IMMEDIATE")
+            try:
+                rows = self.db.execute(
+                    f"SELECT {self._JOB_COLUMNS} FROM jobs WHERE id = ?", (job_id,)
+                ).fetchall()
+                if not rows:
+                    raise KeyError(job_id)
+                record = self._job(rows[0])
+                state = next_state(job_id, JobState(record.state), event)
+                wanted = WANTED.get(event, record.wanted)
+                new_error = None if clear_error else (error if error is not None else record.error)
+                if state is JobState.DELETED:
+                    self._forget_job(job_id)
+                else:
+                    self.db.execute(
+                        "UPDATE jobs SET state = ?, wanted = ?, error = ? WHERE id = ?",
+                        (state.value, wanted, new_error, job_id),
+                    )
+                self.db.execute("COMMIT")
+            except BaseException:
+                self.db.execute("ROLLBACK")
+                raise
+        return replace(record, state=state.value, wanted=wanted, error=new_error)
+
+    def _forget_job(self, job_id: str) -> None:
+        """(In a write transaction.) The job's rows and everything that points at it."""
+        self.db.execute(
+            "DELETE FROM snapshot_pages WHERE snapshot_id IN (SELECT id FROM snapshots WHERE job_id = ?)",
+            (job_id,),
+        )
+        self.db.execute("DELETE FROM snapshots WHERE job_id = ?", (job_id,))
+        self.db.execute(
+            "DELETE FROM cursor_pages WHERE cursor_id IN (SELECT id FROM cursors WHERE job_id = ?)", (job_id,)
+        )
+        self.db.execute("DELETE FROM cursors WHERE job_id = ?", (job_id,))
+        self.db.execute("DELETE FROM jobs WHERE id = ?", (job_id,))
 
     # snapshots
 
@@ -237,35 +308,60 @@ class Registry:
         total: int,
         page_size: int,
         ttl_seconds: float,
+        max_snapshots: int,
+        max_bytes: int,
     ) -> SnapshotRecord:
+        """Store a snapshot, one msgpack blob per page; first drop the oldest snapshots until
+        this one fits within ``max_snapshots`` and ``max_bytes`` (all snapshots' pages together).
+        A snapshot larger than ``max_bytes`` alone keeps the first pages that fit (``held`` says
+        how many rows). O(rows)."""
+        pages: list[bytes] = []
+        size = 0
+        held = 0
+        for first in range(0, len(rows), page_size):
+            chunk = rows[first : first + page_size]
+            blob = msgpack.packb([list(row) for row in chunk], use_bin_type=True)
+            if pages and size + len(blob) > max_bytes:
+                break
+            pages.append(blob)
+            size += len(blob)
+            held += len(chunk)
         now = time.time()
         record = SnapshotRecord(
-            new_id("t"), job_id, batch_id, now, now + ttl_seconds, tuple(columns), total, len(rows), page_size
+            new_id("t"), job_id, batch_id, now, now + ttl_seconds, tuple(columns), total, held, page_size
         )
-        statements: list[tuple[str, Sequence[Any]]] = [
-            (
-                "INSERT INTO snapshots VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    record.id,
-                    job_id,
-                    batch_id,
-                    now,
-                    record.expires,
-                    json.dumps(list(columns)),
-                    total,
-                    len(rows),
-                    page_size,
-                ),
-            )
-        ]
         with self.lock:
             self.db.execute("BEGIN IMMEDIATE")
             try:
-                for sql, parameters in statements:
-                    self.db.execute(sql, parameters)
+                count, used = self.db.execute(
+                    "SELECT count(*), coalesce(sum(bytes), 0) FROM snapshots"
+                ).fetchone()
+                oldest = self.db.execute("SELECT id, bytes FROM snapshots ORDER BY created").fetchall()
+                for snapshot_id, snapshot_bytes in oldest:
+                    if count + 1 <= max_snapshots and used + size <= max_bytes:
+                        break
+                    self.db.execute("DELETE FROM snapshot_pages WHERE snapshot_id = ?", (snapshot_id,))
+                    self.db.execute("DELETE FROM snapshots WHERE id = ?", (snapshot_id,))
+                    count -= 1
+                    used -= int(snapshot_bytes)
+                self.db.execute(
+                    "INSERT INTO snapshots VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (
+                        record.id,
+                        job_id,
+                        batch_id,
+                        now,
+                        record.expires,
+                        json.dumps(list(columns)),
+                        total,
+                        held,
+                        page_size,
+                        size,
+                    ),
+                )
                 self.db.executemany(
-                    "INSERT INTO snapshot_rows VALUES (?, ?, ?)",
-                    ((record.id, ordinal, json.dumps(list(row))) for ordinal, row in enumerate(rows)),
+                    "INSERT INTO snapshot_pages VALUES (?, ?, ?)",
+                    ((record.id, number, blob) for number, blob in enumerate(pages)),
                 )
                 self.db.execute("COMMIT")
             except BaseException:
@@ -286,22 +382,29 @@ class Registry:
             id_, job_id, batch_id, created, expires, tuple(json.loads(columns)), total, held, page_size
         )
 
-    def snapshot_rows(self, snapshot_id: str, first: int, count: int) -> list[list[Any]]:
+    def snapshot_page(self, snapshot_id: str, page: int) -> list[list[Any]] | None:
+        """The rows of one page (None: the snapshot or the page is gone). O(page)."""
         rows = self._read(
-            "SELECT row FROM snapshot_rows WHERE snapshot_id = ? AND ordinal >= ? AND ordinal < ? "
-            "ORDER BY ordinal",
-            (snapshot_id, first, first + count),
+            "SELECT rows FROM snapshot_pages WHERE snapshot_id = ? AND page = ?", (snapshot_id, page)
         )
-        return [json.loads(text) for (text,) in rows]
+        if not rows:
+            return None
+        found: list[list[Any]] = msgpack.unpackb(rows[0][0], raw=False)
+        return found
+
+    def snapshot_usage(self) -> tuple[int, int]:
+        """(snapshots, bytes of their pages)."""
+        count, used = self._read("SELECT count(*), coalesce(sum(bytes), 0) FROM snapshots")[0]
+        return int(count), int(used)
 
     def expire_snapshots(self, now: float | None = None) -> int:
-        """Delete the snapshots past their expiry (and their rows); how many."""
+        """Delete the snapshots past their expiry (and their pages); how many."""
         now = time.time() if now is None else now
         expired = [row[0] for row in self._read("SELECT id FROM snapshots WHERE expires <= ?", (now,))]
         for snapshot_id in expired:
             self._write(
                 [
-                    ("DELETE FROM snapshot_rows WHERE snapshot_id = ?", (snapshot_id,)),
+                    ("DELETE FROM snapshot_pages WHERE snapshot_id = ?", (snapshot_id,)),
                     ("DELETE FROM snapshots WHERE id = ?", (snapshot_id,)),
                 ]
             )
@@ -309,16 +412,31 @@ class Registry:
 
     # changelog cursors
 
-    def add_cursor(self, job_id: str, start: int) -> str:
+    def add_cursor(self, job_id: str, start: int, max_cursors: int) -> str:
+        """A new reader of ``job_id``'s changelog whose token 0 starts after position ``start``;
+        the least recently used readers go first when there would be more than ``max_cursors``."""
         cursor_id = new_id("c")
         now = time.time()
-        self._write(
-            [
-                ("INSERT INTO cursors VALUES (?, ?, 0, ?, ?)", (cursor_id, job_id, now, now)),
-                ("INSERT INTO cursor_pages VALUES (?, 0, ?, NULL)", (cursor_id, start)),
-            ]
-        )
+        with self.lock:
+            self.db.execute("BEGIN IMMEDIATE")
+            try:
+                count = int(self.db.execute("SELECT count(*) FROM cursors").fetchone()[0])
+                if count >= max_cursors:
+                    for (old,) in self.db.execute(
+                        "SELECT id FROM cursors ORDER BY last_used LIMIT ?", (count - max_cursors + 1,)
+                    ).fetchall():
+                        self.db.execute("DELETE FROM cursor_pages WHERE cursor_id = ?", (old,))
+                        self.db.execute("DELETE FROM cursors WHERE id = ?", (old,))
+                self.db.execute("INSERT INTO cursors VALUES (?, ?, 0, ?, ?)", (cursor_id, job_id, now, now))
+                self.db.execute("INSERT INTO cursor_pages VALUES (?, 0, ?, NULL, NULL)", (cursor_id, start))
+                self.db.execute("COMMIT")
+            except BaseException:
+                self.db.execute("ROLLBACK")
+                raise
         return cursor_id
+
+    def cursor_count(self) -> int:
+        return int(self._read("SELECT count(*) FROM cursors")[0][0])
 
     def expire_cursors(self, before: float) -> int:
         """Delete the changelog cursors last used before ``before`` (epoch seconds); how many."""
@@ -337,27 +455,50 @@ class Registry:
         rows = self._read("SELECT job_id, current FROM cursors WHERE id = ?", (cursor_id,))
         return (str(rows[0][0]), int(rows[0][1])) if rows else None
 
-    def cursor_page(self, cursor_id: str, token: int) -> tuple[int, int | None] | None:
-        """(start, stop) of a token's page (stop None: not served yet)."""
+    def cursor_page(self, cursor_id: str, token: int) -> tuple[int, bytes | None] | None:
+        """(start, body) of a token's page: body is the answer served for it (None: not served
+        yet); None if the token is not one of the cursor's last two."""
         rows = self._read(
-            "SELECT start, stop FROM cursor_pages WHERE cursor_id = ? AND token = ?", (cursor_id, token)
+            "SELECT start, body FROM cursor_pages WHERE cursor_id = ? AND token = ?", (cursor_id, token)
         )
-        return (int(rows[0][0]), None if rows[0][1] is None else int(rows[0][1])) if rows else None
+        if not rows:
+            return None
+        return int(rows[0][0]), None if rows[0][1] is None else bytes(rows[0][1])
 
-    def serve_page(self, cursor_id: str, token: int, stop: int) -> None:
-        """Record that token ``token``'s page ends at ``stop``: ``token + 1`` becomes current,
-        starting there; pages older than ``token`` are forgotten (only the previous one is kept)."""
-        self._write(
-            [
-                (
-                    "UPDATE cursor_pages SET stop = ? WHERE cursor_id = ? AND token = ?",
-                    (stop, cursor_id, token),
-                ),
-                ("INSERT INTO cursor_pages VALUES (?, ?, ?, NULL)", (cursor_id, token + 1, stop)),
-                ("DELETE FROM cursor_pages WHERE cursor_id = ? AND token < ?", (cursor_id, token)),
-                (
+    def serve_page(self, cursor_id: str, token: int, stop: int, body: bytes) -> bytes:
+        """Record ``body`` as the answer for ``token`` (the current one), whose page ends at
+        ``stop``: ``token + 1`` becomes current, starting there; pages before ``token`` are
+        forgotten. If another request served ``token`` first, nothing changes and its stored
+        body is returned: concurrent requests for one token all get the same bytes. O(1)."""
+        with self.lock:
+            self.db.execute("BEGIN IMMEDIATE")
+            try:
+                row = self.db.execute(
+                    "SELECT body FROM cursor_pages WHERE cursor_id = ? AND token = ?", (cursor_id, token)
+                ).fetchone()
+                if row is not None and row[0] is not None:
+                    self.db.execute("COMMIT")
+                    return bytes(row[0])
+                self.db.execute(
+                    "UPDATE cursor_pages SET stop = ?, body = ? WHERE cursor_id = ? AND token = ?",
+                    (stop, body, cursor_id, token),
+                )
+                self.db.execute(
+                    "INSERT OR IGNORE INTO cursor_pages VALUES (?, ?, ?, NULL, NULL)",
+                    (cursor_id, token + 1, stop),
+                )
+                self.db.execute(
+                    "DELETE FROM cursor_pages WHERE cursor_id = ? AND token < ?", (cursor_id, token)
+                )
+                self.db.execute(
                     "UPDATE cursors SET current = ?, last_used = ? WHERE id = ?",
                     (token + 1, time.time(), cursor_id),
-                ),
-            ]
-        )
+                )
+                self.db.execute("COMMIT")
+            except BaseException:
+                self.db.execute("ROLLBACK")
+                raise
+        return body
+
+    def touch_cursor(self, cursor_id: str) -> None:
+        self._write([("UPDATE cursors SET last_used = ? WHERE id = ?", (time.time(), cursor_id))])

@@ -11,6 +11,7 @@ it listens on while it runs (``{"url": ..., "pid": ...}``; port 0 picks a free o
 from __future__ import annotations
 
 import fcntl
+import gc
 import json
 import os
 import signal
@@ -21,13 +22,32 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
-from typing import TextIO
+from typing import Any, TextIO
 
 from ..errors import CliError, ExitCode
 from .settings import GatewaySettings
 
 EXPIRY_PERIOD_SECONDS = 30.0
+COLLECT_PERIOD_SECONDS = 10.0
+"""How often the gateway runs Python's full garbage collection: the py4j proxies of each
+micro-batch (the DataFrame ``foreachBatch`` hands over, with its query execution and SQL metrics
+on the JVM side) sit in reference cycles that only the cyclic collector frees, and the JVM keeps
+what a proxy names until Python frees it. A long-lived process seldom runs the collector's oldest
+generation, so without this the driver JVM grew by every batch's plan (docs/gateway.md, Memory)."""
 ADDRESS_FILE = "gateway.json"
+# The driver JVM's bounds (docs/gateway.md, "Memory"): a heap cap, so the JVM collects instead of
+# growing towards a quarter of the machine, and short histories in Spark's status store, which
+# otherwise keeps the last 1,000 jobs, stages and SQL executions of every micro-batch.
+JVM_BOUNDS = {
+    "spark.ui.retainedJobs": "50",
+    "spark.ui.retainedStages": "50",
+    "spark.ui.retainedTasks": "1000",
+    "spark.sql.ui.retainedExecutions": "20",
+    "spark.ui.retainedDeadExecutors": "10",
+    "spark.sql.streaming.ui.retainedQueries": "20",
+    "spark.sql.streaming.ui.retainedProgressUpdates": "20",
+    "spark.sql.streaming.numRecentProgressUpdates": "20",
+}
 
 
 class _Exit(Exception):
@@ -37,11 +57,20 @@ class _Exit(Exception):
 
 
 def check_bind(settings: GatewaySettings) -> None:
-    """CliError (usage) for a non-loopback bind without a token."""
-    if not settings.loopback and not settings.token:
+    """CliError (usage) for a non-loopback bind without a token, or without TLS (unless
+    ``plain_http`` says a proxy in front terminates it): the token must not travel in clear."""
+    if settings.loopback:
+        return
+    if not settings.token:
         raise CliError(
             f"refusing to listen on {settings.host} without a token: set --token or UPSERTMAT_GATEWAY_TOKEN "
             "(every request must then carry it), or listen on 127.0.0.1",
+            ExitCode.USAGE,
+        )
+    if not settings.tls and not settings.plain_http:
+        raise CliError(
+            f"refusing to listen on {settings.host} without TLS (the token would travel in clear text): "
+            "give --tls-certfile and --tls-keyfile, or --plain-http behind a proxy that terminates TLS",
             ExitCode.USAGE,
         )
 
@@ -61,10 +90,85 @@ def lock_root(root: Path) -> TextIO:
     return handle
 
 
+def bind(host: str, port: int) -> socket.socket:
+    """A TCP socket bound to ``host:port`` (port 0: a free one), not listening yet; CliError
+    (exit 4) if the address cannot be had."""
+    listener = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        listener.bind((host, port))
+    except OSError as error:
+        listener.close()
+        raise CliError(f"cannot listen on {host}:{port}: {error.strerror}", ExitCode.IO) from None
+    return listener
+
+
+def url_of(host: str, port: int, tls: bool) -> str:
+    """``http[s]://HOST:PORT`` (an IPv6 host in brackets)."""
+    shown = f"[{host}]" if ":" in host else host
+    return f"{'https' if tls else 'http'}://{shown}:{port}"
+
+
+def write_address(root: Path, url: str) -> Path:
+    """``<root>/gateway.json`` = ``{"url": ..., "pid": ...}``, written aside and renamed in, so a
+    reader never sees half a file. Its path."""
+    address = root / ADDRESS_FILE
+    partial = root / f".{ADDRESS_FILE}.partial"
+    partial.write_text(json.dumps({"url": url, "pid": os.getpid()}) + "\n")
+    os.replace(partial, address)
+    return address
+
+
+class HttpServer:
+    """uvicorn on an already bound socket that announces itself only once it accepts.
+
+    ``announce()`` is called after uvicorn's start-up has created the listening server on the
+    socket (asyncio's ``create_server`` calls ``listen()`` and starts accepting before it
+    returns), so a client that connects the instant the address file appears is served, never
+    refused. :meth:`run` blocks until :meth:`stop` (or a signal, in the main thread).
+    """
+
+    def __init__(
+        self,
+        app: Any,
+        listener: socket.socket,
+        announce: Callable[[], None],
+        tls_certfile: Path | None = None,
+        tls_keyfile: Path | None = None,
+    ) -> None:
+        import uvicorn
+
+        self.listener = listener
+        config = uvicorn.Config(
+            app,
+            log_level="warning",
+            access_log=False,
+            lifespan="off",
+            timeout_keep_alive=5,
+            ssl_certfile=None if tls_certfile is None else str(tls_certfile),
+            ssl_keyfile=None if tls_keyfile is None else str(tls_keyfile),
+        )
+        outer = self
+
+        class Announcing(uvicorn.Server):
+            async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+                await super().startup(sockets=sockets)
+                if self.started and not self.should_exit:
+                    outer.announced = True
+                    announce()
+
+        self.announced = False
+        self.server = Announcing(config)
+
+    def run(self) -> None:
+        self.server.run(sockets=[self.listener])
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+
+
 def serve(settings: GatewaySettings, log: Callable[[str], None] | None = None) -> int:
     """Run the gateway until a signal; the exit code."""
-    import uvicorn
-
     from ..spark.session import SparkStartError, build_session
     from .app import create_app
     from .service import Gateway
@@ -73,21 +177,20 @@ def serve(settings: GatewaySettings, log: Callable[[str], None] | None = None) -
     check_bind(settings)
     root = settings.root.resolve()
     lock = lock_root(root)
-    listener = socket.socket(socket.AF_INET6 if ":" in settings.host else socket.AF_INET)
-    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    (root / ADDRESS_FILE).unlink(missing_ok=True)  # a killed gateway's: not an address any more
     try:
-        listener.bind((settings.host, settings.port))
-    except OSError as error:
+        listener = bind(settings.host, settings.port)
+    except CliError:
         lock.close()
-        raise CliError(
-            f"cannot listen on {settings.host}:{settings.port}: {error.strerror}", ExitCode.IO
-        ) from None
+        raise
     port = int(listener.getsockname()[1])
     say(f"starting Spark ({settings.master}) ...")
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
     try:
         spark = build_session(
-            master=settings.master, log_file=root / "logs" / f"spark-{stamp}-{os.getpid()}.log"
+            master=settings.master,
+            log_file=root / "logs" / f"spark-{stamp}-{os.getpid()}.log",
+            conf={**JVM_BOUNDS, "spark.driver.memory": settings.driver_memory, **settings.spark_conf},
         )
     except SparkStartError as error:
         lock.close()
@@ -96,16 +199,17 @@ def serve(settings: GatewaySettings, log: Callable[[str], None] | None = None) -
     resumed = gateway.resume()
     if resumed:
         say(f"resumed {len(resumed)} jobs on their checkpoints: {', '.join(resumed)}")
-    app = create_app(gateway, say)
-    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off", timeout_keep_alive=5)
-    server = uvicorn.Server(config)
-    host = f"[{settings.host}]" if ":" in settings.host else settings.host
-    url = f"http://{host}:{port}"
-    address = root / ADDRESS_FILE
-    address.write_text(json.dumps({"url": url, "pid": os.getpid()}) + "\n")
+    url = url_of(settings.host, port, settings.tls)
     stop_expiry = threading.Event()
     threading.Thread(target=_expire, args=(gateway, stop_expiry), daemon=True).start()
-    say(f"listening on {url} (data root {root}; status page {url}/)")
+    threading.Thread(target=_collect, args=(stop_expiry,), daemon=True, name="upsertmat-collect").start()
+
+    def announce() -> None:
+        write_address(root, url)
+        say(f"listening on {url} (data root {root}; status page {url}/)")
+
+    app = create_app(gateway, say)
+    http = HttpServer(app, listener, announce, settings.tls_certfile, settings.tls_keyfile)
 
     def exit_with(number: int, frame: FrameType | None) -> None:
         raise _Exit(128 + number)
@@ -115,15 +219,15 @@ def serve(settings: GatewaySettings, log: Callable[[str], None] | None = None) -
     signal.signal(signal.SIGTERM, exit_with)
     code = int(ExitCode.OK)
     try:
-        server.run(sockets=[listener])
+        http.run()
     except _Exit as stop:
         code = stop.code
     finally:
         stop_expiry.set()
+        (root / ADDRESS_FILE).unlink(missing_ok=True)
         say("stopping: every job stops at a micro-batch boundary and resumes when the gateway starts again")
         gateway.shutdown()
         spark.stop()
-        address.unlink(missing_ok=True)
         lock.close()
     return code
 
@@ -137,3 +241,9 @@ def _expire(gateway: object, stop: threading.Event) -> None:
             gateway.expire()
         except Exception as error:  # keep expiring later; the registry may be closing
             gateway.log(f"expiry failed: {error}")
+
+
+def _collect(stop: threading.Event) -> None:
+    """Python's full collection every :data:`COLLECT_PERIOD_SECONDS` until ``stop``."""
+    while not stop.wait(COLLECT_PERIOD_SECONDS):
+        gc.collect()

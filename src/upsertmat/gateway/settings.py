@@ -34,8 +34,27 @@ class GatewaySettings:
     snapshot_seconds: float = 600.0
     cursor_idle_seconds: float = 3600.0
     max_snapshot_rows: int = 100_000
+    max_snapshots: int = 64
+    """Table snapshots held at once (all jobs); the oldest goes first."""
+    max_snapshot_bytes: int = 64 << 20
+    """Bytes of all snapshots' pages together; the oldest goes first."""
+    max_readers: int = 256
+    """Changelog readers held at once; the least recently used goes first."""
     default_page_size: int = 500
     max_page_size: int = 10_000
+    tls_certfile: Path | None = None
+    tls_keyfile: Path | None = None
+    plain_http: bool = False
+    """Listen off loopback without TLS (behind a proxy that terminates TLS)."""
+    driver_memory: str = "1g"
+    """The Spark driver JVM's heap (``spark.driver.memory``)."""
+    spark_conf: dict[str, str] = field(default_factory=dict)
+    """Spark settings of the gateway's session, over its own bounds (``--spark-conf``)."""
+
+    @property
+    def tls(self) -> bool:
+        """True when the gateway serves HTTPS (a certificate and its key are configured)."""
+        return self.tls_certfile is not None
 
     @property
     def loopback(self) -> bool:

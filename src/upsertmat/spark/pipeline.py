@@ -247,6 +247,10 @@ def start_pipeline(config: PipelineConfig, spark: SparkSession | None = None) ->
         raise
 
 
+class StopBeforeBatch(Exception):
+    """Raised in ``foreachBatch`` for a batch that begins after :meth:`PipelineRun.request_stop`."""
+
+
 class PipelineRun:
     """A started query: every micro-batch goes through :meth:`_apply` into the sink.
 
@@ -274,6 +278,8 @@ class PipelineRun:
         self.started = self.last_batch_at = time.monotonic()
         self.in_batch = False
         self.stopped_early = False
+        self.stop_requested = False  # request_stop(): no batch may start any more
+        self.refused_batch: int | None = None
         writer = (
             frame.writeStream.foreachBatch(self._apply)
             .option("checkpointLocation", str(config.checkpoint_dir))
@@ -286,7 +292,16 @@ class PipelineRun:
         )
         self.query = writer.start()
 
+    def request_stop(self) -> None:
+        """From now on no micro-batch starts: a batch that begins is refused before it reads
+        anything (its offsets stay uncommitted, so the next run on the checkpoint runs it, once);
+        a batch already in the sink step commits. :meth:`wait` then ends as after a stop."""
+        self.stop_requested = True
+
     def _apply(self, batch: DataFrame, batch_id: int) -> None:
+        if self.stop_requested:
+            self.refused_batch = batch_id
+            raise StopBeforeBatch(f"batch {batch_id} not started: the query was asked to stop")
         self.in_batch = True
         try:
             self._apply_batch(batch, batch_id)
@@ -376,25 +391,33 @@ class PipelineRun:
                         self.stop()
                         break
             except Exception:
+                if self.refused_batch is not None and not self.failures:  # request_stop(): a stop
+                    self.stopped_early = True
+                    return self._result()
                 if self.failures:  # the sink failed: its own message, not Spark's wrapped traceback
                     raise self.failures[-1] from None
                 raise
             finally:
                 if query.isActive:
                     query.stop()
-            reports = query.recentProgress
-            input_rows = sum(int(report.get("numInputRows", 0)) for report in reports)
-            timings = tuple(batch_timing(report) for report in reports if int(report.get("numInputRows", 0)))
-            return PipelineResult(
-                tuple(self.batches),
-                input_rows,
-                time.monotonic() - self.started,
-                str(query.id),
-                timings,
-                self.misses,
-            )
+            return self._result()
         finally:
             self.sink.close()
+
+    def _result(self) -> PipelineResult:
+        """What the run did (from the sink's batches and Spark's recent progress reports)."""
+        query = self.query
+        reports = query.recentProgress
+        input_rows = sum(int(report.get("numInputRows", 0)) for report in reports)
+        timings = tuple(batch_timing(report) for report in reports if int(report.get("numInputRows", 0)))
+        return PipelineResult(
+            tuple(self.batches),
+            input_rows,
+            time.monotonic() - self.started,
+            str(query.id),
+            timings,
+            self.misses,
+        )
 
 
 def batch_timing(report: Any) -> BatchTiming:

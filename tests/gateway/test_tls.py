@@ -1,0 +1,73 @@
+"""TLS (issue 31, item 5): the gateway serves HTTPS with ``--tls-certfile/--tls-keyfile`` (uvicorn's
+own TLS), the client trusts a CA given with ``--cacert``, and a bind off loopback needs a token
+and TLS. The certificate is made here with ``openssl`` (never a key in the repository)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import httpx
+import pytest
+
+from upsertmat.cli import main
+from upsertmat.client.http import GatewayClient, GatewayError
+from upsertmat.errors import CliError
+from upsertmat.gateway.server import check_bind
+from upsertmat.gateway.settings import GatewaySettings
+
+from .conftest import serve_in_thread
+
+TOKEN = "tls-token-91aa"
+
+
+def certificate(directory: Path) -> tuple[Path, Path]:
+    """A self-signed certificate for 127.0.0.1 and its key (P-256), valid for a day."""
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        pytest.fail("openssl is not installed (Debian's openssl; .ci/run installs it)")
+    cert, key = directory / "cert.pem", directory / "key.pem"
+    subprocess.run(
+        [openssl, "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+         "-keyout", str(key), "-out", str(cert), "-days", "1", "-subj", "/CN=127.0.0.1",
+         "-addext", "subjectAltName=IP:127.0.0.1"],
+        check=True,
+        capture_output=True,
+    )  # fmt: skip
+    return cert, key
+
+
+def test_https_with_a_generated_certificate(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cert, key = certificate(tmp_path)
+    settings = GatewaySettings(
+        root=tmp_path / "root", port=0, token=TOKEN, tls_certfile=cert, tls_keyfile=key
+    )
+    served = serve_in_thread(settings, tls_certfile=cert, tls_keyfile=key)
+    try:
+        assert served.url.startswith("https://127.0.0.1:")
+        with GatewayClient(served.url, TOKEN, cafile=cert) as client:
+            assert client.info().tls
+        with GatewayClient(served.url, TOKEN) as untrusted, pytest.raises(GatewayError) as refused:
+            untrusted.info()  # the system's CAs do not know this certificate
+        assert refused.value.status == 0
+        with pytest.raises(httpx.HTTPError):  # plain HTTP to the TLS port gets no answer
+            httpx.get(served.url.replace("https://", "http://") + "/v1/info", timeout=30)
+        assert main(["client", "--gateway", served.url, "--token", TOKEN, "--cacert", str(cert), "list"]) == 0
+        capsys.readouterr()
+    finally:
+        served.stop()
+
+
+def test_a_bind_off_loopback_needs_a_token_and_tls(tmp_path: Path) -> None:
+    cert, key = tmp_path / "c.pem", tmp_path / "k.pem"
+    for settings, refused in (
+        (GatewaySettings(tmp_path, host="0.0.0.0"), "without a token"),
+        (GatewaySettings(tmp_path, host="0.0.0.0", token="t"), "without TLS"),
+    ):
+        with pytest.raises(CliError) as error:
+            check_bind(settings)
+        assert refused in str(error.value) and error.value.code == 2
+    check_bind(GatewaySettings(tmp_path, host="0.0.0.0", token="t", tls_certfile=cert, tls_keyfile=key))
+    check_bind(GatewaySettings(tmp_path, host="0.0.0.0", token="t", plain_http=True))
+    check_bind(GatewaySettings(tmp_path))  # loopback: neither needed
