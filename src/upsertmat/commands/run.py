@@ -48,6 +48,10 @@ paths: the source is relative to the job file; the sink file and the checkpoint 
   working directory. Ctrl-C / SIGTERM stop at a micro-batch boundary (exit 130 / 143);
   a rerun on the same checkpoint continues exactly once.
 
+bad input: a source row that cannot be a change (malformed line, unknown op, wrong type,
+  missing key or order column) stops the job before its batch commits (exit 1, the file and
+  line named); fix the file in place and run again, or --on-error skip (dead-letter directory).
+
 examples:
   upsertmat run examples/jobs/users-levels.yaml
   upsertmat run examples/jobs/users-levels.yaml --follow --result-mode table
@@ -74,6 +78,12 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="write the raw changelog to the sink (no materializer: shows the wrong result)",
     )
+    group.add_argument(
+        "--on-error",
+        choices=("fail", "skip"),
+        help="a source row that cannot be a change: fail (the job's default: stop before the batch "
+        "commits, exit 1) or skip (write it to the dead-letter directory and go on)",
+    )
 
 
 def cli_layers(args: argparse.Namespace) -> list[Layer]:
@@ -95,6 +105,7 @@ def job_from_args(args: argparse.Namespace) -> JobSpec:
             checkpoint=args.checkpoint,
             source_path=args.source,
             materialize=args.materialize,
+            on_error=getattr(args, "on_error", None),
         )
     except ConfigError as error:
         raise CliError(str(error), ExitCode.USAGE) from None
@@ -149,6 +160,7 @@ def execute(job: JobSpec, quiet: bool | RunOptions, prefix: str) -> int:
     """
     options = quiet if isinstance(quiet, RunOptions) else RunOptions(quiet=quiet)
     require_pyspark()
+    from upsertmat.spark.badinput import BadInput
     from upsertmat.spark.config import PipelineConfigError
     from upsertmat.spark.sink import SinkError
 
@@ -189,6 +201,8 @@ def execute(job: JobSpec, quiet: bool | RunOptions, prefix: str) -> int:
                 )
         except PipelineConfigError as error:
             raise CliError(str(error), ExitCode.USAGE) from None
+        except BadInput as error:
+            raise CliError(str(error), ExitCode.BAD_INPUT) from None
         except SinkError as error:
             raise CliError(str(error), ExitCode.IO) from None
         finally:
@@ -274,6 +288,13 @@ def _summary(job: JobSpec, result: PipelineResult, resumed: int, options: RunOpt
         print(text, file=stream, flush=True)
         for line in result.misses.lines(job.source.column_names):
             print(f"{prefix}: {line}", file=stream, flush=True)
+        if result.bad_rows:
+            directory = job.source.dead_letter or job.checkpoint / "dead-letter"
+            print(
+                f"{prefix}: skipped {result.bad_rows:,} bad source row(s); they are in {directory}",
+                file=stream,
+                flush=True,
+            )
         if result.misses.misses:
             where = "the internal result's database" if job.sink.internal else job.sink.url
             print(

@@ -21,6 +21,14 @@ class SourceFormat(enum.Enum):
     JSONL = "jsonl"
     PARQUET = "parquet"
     CSV = "csv"
+    DEBEZIUM = "debezium-json"
+    CANAL = "canal-json"
+    MAXWELL = "maxwell-json"
+
+    @property
+    def is_cdc(self) -> bool:
+        """A CDC envelope format (each line a Debezium, Canal or Maxwell envelope)."""
+        return self in (SourceFormat.DEBEZIUM, SourceFormat.CANAL, SourceFormat.MAXWELL)
 
 
 # Column types a job may declare, and their Spark SQL DDL spelling.
@@ -53,7 +61,10 @@ class SourceSpec:
     """A changelog in files: one change per record.
 
     ``columns`` are the row's data columns in order; ``op_column`` holds ``+I -U +U -D`` and
-    ``order_column`` the arrival order (an integer that increases along the changelog).
+    ``order_column`` the arrival order (an integer that increases along the changelog); a CDC
+    format fills both from its envelopes (docs/plans.md). ``on_error``: ``fail`` stops at a row
+    that cannot be a change, ``skip`` writes it to ``dead_letter`` (None: the checkpoint's
+    ``dead-letter`` directory) and goes on.
     """
 
     path: Path
@@ -61,6 +72,8 @@ class SourceSpec:
     columns: tuple[Column, ...]
     op_column: str = "op"
     order_column: str = "seq"
+    on_error: str = "fail"
+    dead_letter: Path | None = None
 
     @property
     def column_names(self) -> tuple[str, ...]:

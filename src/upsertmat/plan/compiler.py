@@ -36,6 +36,10 @@ def compile_job(job: JobSpec) -> Plan:
             "order-column": job.source.order_column,
         },
     )
+    if job.source.on_error != "fail":
+        source.fields["on-error"] = job.source.on_error
+    if job.source.dead_letter is not None:
+        source.fields["dead-letter"] = str(job.source.dead_letter.resolve())
     nodes = [source]
     if job.materialize:
         nodes.append(
@@ -121,6 +125,7 @@ def job_of_plan(
             "columns": source.fields["columns"],
             "op-column": source.fields["op-column"],
             "order-column": source.fields["order-column"],
+            **{name: source.fields[name] for name in ("on-error", "dead-letter") if name in source.fields},
         },
         "keys": keys,
         "sink": {"internal": True, "table": sink.fields["table"]}

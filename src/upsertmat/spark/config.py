@@ -28,7 +28,8 @@ from ..impls.settings import (
     UpdateType,
 )
 
-FORMATS = ("json", "parquet", "csv")
+FORMATS = ("json", "parquet", "csv", "debezium-json", "canal-json", "maxwell-json")
+ON_ERROR = ("fail", "skip")
 
 
 class PipelineConfigError(ValueError):
@@ -59,6 +60,9 @@ class BatchProgress:
     """Retractions of the batch that matched no stored row (explained; docs/spark.md, Misses)."""
     miss_columns: str = ""
     """The columns those misses differed in, most often first (``uuid 12, ts 12``)."""
+    bad_rows: int = 0
+    """Source rows of the batch that could not be changes, written to the dead-letter directory
+    (``on_error="skip"``; docs/spark.md, Bad input)."""
 
 
 @dataclass(frozen=True)
@@ -143,6 +147,10 @@ class PipelineConfig:
     # upsertmat.misses.max-rows: explain each miss from at most this many stored rows (0: off);
     # the explanations go to the sink database's _upsertmat_misses table.
     miss_rows: int = DEFAULT_MISS_ROWS
+    # A source row that cannot be a change: "fail" stops the batch before the sink commits it,
+    # "skip" writes it to dead_letter_dir (default <checkpoint_dir>/dead-letter) and goes on.
+    on_error: str = "fail"
+    dead_letter_dir: Path | None = None
     progress: Callable[[BatchProgress], None] | None = field(default=None, compare=False)
 
     def to_json(self) -> str:
@@ -176,6 +184,8 @@ class PipelineConfig:
         try:
             for name in ("source_path", "checkpoint_dir"):
                 data[name] = Path(data[name])
+            if data.get("dead_letter_dir") is not None:
+                data["dead_letter_dir"] = Path(data["dead_letter_dir"])
             for name in ("pk", "upsert_key", "columns"):
                 if data.get(name) is not None:
                     data[name] = tuple(data[name])
@@ -200,6 +210,15 @@ class PipelineConfig:
             raise PipelineConfigError(f"key_buckets must be >= 1 (or None), got {self.key_buckets}")
         if self.shuffle_partitions < 1:
             raise PipelineConfigError(f"shuffle_partitions must be >= 1, got {self.shuffle_partitions}")
+        if self.on_error not in ON_ERROR:
+            raise PipelineConfigError(f"on_error must be one of {', '.join(ON_ERROR)}, got {self.on_error!r}")
+
+    @property
+    def dead_letters(self) -> Path:
+        """The dead-letter directory of ``on_error="skip"`` (default ``<checkpoint>/dead-letter``)."""
+        return (
+            self.dead_letter_dir if self.dead_letter_dir is not None else self.checkpoint_dir / "dead-letter"
+        )
 
     def with_progress(self, progress: Callable[[BatchProgress], None] | None) -> PipelineConfig:
         """A copy reporting to ``progress``."""
@@ -258,3 +277,8 @@ class PipelineResult:
     def changes(self) -> int:
         """Rows that reached the sink in this run."""
         return sum(batch.changes for batch in self.batches)
+
+    @property
+    def bad_rows(self) -> int:
+        """Source rows of the committed batches of this run that went to the dead-letter directory."""
+        return sum(batch.bad_rows for batch in self.batches if not batch.skipped)
