@@ -43,4 +43,7 @@ def confine_job(job: JobSpec, root: Path) -> None:
             "sink.url: the gateway writes only under its data root; use a SQLite file there or "
             "sink: {internal: true}"
         )
-    confine(job.sink.sqlite_path(), root, "sink.url")
+    local = job.sink.local_path()
+    if local is None:  # a named Iceberg catalog: outside what the gateway can confine
+        raise OutsideRoot("sink.url: the gateway writes only under its data root; name a directory there")
+    confine(local, root, "sink.url")

@@ -12,7 +12,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..impls.settings import Settings
-from ..spark.sinkurl import is_postgresql, sqlite_path
+from ..spark.sinkurl import (
+    delta_location,
+    iceberg_warehouse,
+    is_delta,
+    is_iceberg,
+    is_postgresql,
+    sqlite_path,
+)
 
 
 class SourceFormat(enum.Enum):
@@ -107,6 +114,25 @@ class SinkSpec:
     def is_postgresql(self) -> bool:
         """True for ``postgresql://`` and ``postgres://`` URLs."""
         return is_postgresql(self.url)
+
+    @property
+    def kind(self) -> str:
+        """``postgresql``, ``delta``, ``iceberg`` or ``sqlite``."""
+        if self.is_postgresql:
+            return "postgresql"
+        if is_delta(self.url):
+            return "delta"
+        return "iceberg" if is_iceberg(self.url) else "sqlite"
+
+    def local_path(self) -> Path | None:
+        """The local file or directory the sink writes (None: a database server or a named catalog)."""
+        if self.kind == "postgresql" or self.url == INTERNAL_URL:
+            return None
+        if self.kind == "delta":
+            return delta_location(self.url)
+        if self.kind == "iceberg":
+            return iceberg_warehouse(self.url)
+        return sqlite_path(self.url)
 
     def sqlite_path(self) -> Path:
         """The SQLite database file of a non-PostgreSQL URL (:mod:`upsertmat.spark.sinkurl`)."""

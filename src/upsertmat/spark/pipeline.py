@@ -41,7 +41,7 @@ from .processor import (
     ProcessorSpec,
 )
 from .session import build_session
-from .sink import Column, SinkFailure, UpsertSink, open_sink
+from .sink import BatchSink, Column, SinkFailure, open_sink
 from .sources import read_changelog
 
 BUCKET = "_upsertmat_bucket"
@@ -275,7 +275,7 @@ class PipelineRun:
         config: PipelineConfig,
         frame: DataFrame,
         decode: Decoder,
-        sink: UpsertSink,
+        sink: BatchSink,
         columns: Sequence[str],
         shape: SourceShape | None = None,
     ) -> None:
@@ -486,7 +486,7 @@ def read_table(config: PipelineConfig, spark: SparkSession | None = None) -> lis
         sink.close()
 
 
-def _open_config_sink(config: PipelineConfig, spark: SparkSession | None) -> UpsertSink:
+def _open_config_sink(config: PipelineConfig, spark: SparkSession | None) -> BatchSink:
     spark = spark or build_session(
         master=config.master, shuffle_partitions=config.shuffle_partitions, conf=config.spark_conf
     )
