@@ -151,3 +151,33 @@ def iceberg_rows(warehouse: Path, table: str) -> list[tuple[Any, ...]]:
             data = data.filter(pa.array(keep))
         tables.append(data)
     return _rows(tables)
+
+
+def iceberg_commits(warehouse: Path, table: str, namespace: str = "upsertmat") -> list[list[int]]:
+    """The batch ids each commit of the table added snapshots for, commit by commit: the metadata
+    files of the table's metadata log, in order, compared snapshot set by snapshot set. A batch
+    applied twice would show in two commits."""
+    with sqlite3.connect(warehouse / "catalog.db") as catalog:
+        found = catalog.execute(
+            "SELECT metadata_location FROM iceberg_tables WHERE table_namespace = ? AND table_name = ?",
+            (namespace, table),
+        ).fetchone()
+    assert found is not None
+    current = json.loads(Path(_local(found[0])).read_text())
+    files = [entry["metadata-file"] for entry in current.get("metadata-log", [])] + [found[0]]
+    seen: set[int] = set()
+    commits: list[list[int]] = []
+    for file in files:
+        metadata = json.loads(Path(_local(file)).read_text())
+        added = [item for item in metadata.get("snapshots", []) if item["snapshot-id"] not in seen]
+        seen.update(item["snapshot-id"] for item in added)
+        batches = sorted(
+            {
+                int(item["summary"]["upsertmat.batch"])
+                for item in added
+                if "upsertmat.batch" in item.get("summary", {})
+            }
+        )
+        if batches:
+            commits.append(batches)
+    return commits
