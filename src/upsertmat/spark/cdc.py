@@ -221,7 +221,7 @@ def split_lines(data: bytes) -> list[bytes]:
     return lines
 
 
-def file_records(spec: CdcSpec, file: str, data: bytes) -> list[tuple[Any, ...]]:
+def file_records(spec: CdcSpec, file: str, data: bytes | str) -> list[tuple[Any, ...]]:
     """The parsed records ``(op, arrival, *columns)`` of one file, in line order. A bad line is
     one record whose op is a bad-row marker and whose other values are null. O(file size)."""
     width = len(spec.columns)
@@ -229,6 +229,8 @@ def file_records(spec: CdcSpec, file: str, data: bytes) -> list[tuple[Any, ...]]
     kinds = [kind for _, kind in spec.columns]
     key_positions = [names.index(name) for name in spec.pk]
     path = local_path(file)
+    if isinstance(data, str):  # Spark's text source decoded it (invalid UTF-8 became U+FFFD)
+        data = data.encode("utf-8", "surrogatepass")
     records: list[tuple[Any, ...]] = []
     for number, raw in enumerate(split_lines(data), start=1):
         try:
@@ -294,8 +296,9 @@ def _bad(file: str, line: int, text: str, reason: str, width: int) -> tuple[Any,
 
 
 def parse_files(spec: CdcSpec, batches: Iterator[Any]) -> Iterator[Any]:
-    """``mapInArrow`` function over Spark's ``binaryFile`` source (``path``, ``content``): the
-    records of each file (:func:`file_records`) as Arrow batches of the spec's output schema."""
+    """``mapInArrow`` function over whole files (``path``, ``content``: Spark's text source with
+    ``wholetext``): the records of each file (:func:`file_records`) as Arrow batches of the spec's
+    output schema."""
     import pyarrow as pa  # type: ignore[import-untyped]  # only in the Python workers
 
     schema = pa.schema(
@@ -306,7 +309,7 @@ def parse_files(spec: CdcSpec, batches: Iterator[Any]) -> Iterator[Any]:
         paths = batch.column("path").to_pylist()
         contents = batch.column("content").to_pylist()
         for path, content in zip(paths, contents, strict=True):
-            records = file_records(spec, path, content or b"")
+            records = file_records(spec, path, content or "")
             if not records:
                 continue
             columns = list(zip(*records, strict=True))

@@ -12,7 +12,8 @@ raw text: JSON Lines are read as text and parsed with ``from_json``, so that eve
 text is at hand), a missing or unknown op, a missing order column or sink primary key column.
 Such a row's op becomes a bad-row marker carrying its file, its raw text or Parquet row index and
 a code; the other columns keep what was read. CDC files are parsed in Python
-(:mod:`upsertmat.spark.cdc`, one file per micro-batch), which marks bad envelopes itself.
+(:mod:`upsertmat.spark.cdc`: each file read whole, ``wholetext``, one file per micro-batch),
+which marks bad envelopes itself.
 """
 
 from __future__ import annotations
@@ -143,9 +144,13 @@ def _cdc(spark: SparkSession, config: PipelineConfig) -> DataFrame:
     types = {item.name: item.dataType.simpleString() for item in schema}
     spec = cdc_spec(config, types)
     files = (
-        spark.readStream.format("binaryFile").option("maxFilesPerTrigger", 1).load(str(config.source_path))
+        spark.readStream.format("text")
+        .option("wholetext", "true")
+        .option("maxFilesPerTrigger", 1)
+        .load(str(config.source_path))
     )
-    parsed = files.select("path", "content").mapInArrow(
-        functools.partial(parse_files, spec), spec.output_ddl()
+    files = files.select(
+        functions.col("_metadata.file_path").alias("path"), functions.col("value").alias("content")
     )
+    parsed = files.mapInArrow(functools.partial(parse_files, spec), spec.output_ddl())
     return parsed.select(*[functions.col(name) for name in schema.fieldNames()])
