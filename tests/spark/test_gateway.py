@@ -12,6 +12,7 @@ write nothing outside the data root; the status page in a real headless Chromium
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -159,7 +160,12 @@ def test_jobs_results_failure_and_restart(
     failed = wait_for(
         lambda: (s := client.job(fragile))["state"] == "FAILED" and s, what="the fragile job to fail"
     )
-    assert failed["error"] and "XX" in failed["error"]
+    # the one-line bad-input message of the embedded run, naming the file, line and value
+    assert re.search(
+        r"^bad input in micro-batch \d+: \S*/fragile/part-01\.jsonl line 1: unknown op 'XX' in column 'op' "
+        r"\(expected one of \+I, -U, \+U, -D\); nothing of this batch is committed",
+        failed["error"],
+    ), failed["error"]
     assert client.job(job)["state"] == "RUNNING"
 
     pinned: list[tuple[int | None, list[Any], str | None]] = []

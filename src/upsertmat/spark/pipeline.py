@@ -447,22 +447,30 @@ class PipelineRun:
             self.sink.close()
 
 
-_PARQUET_MISMATCH = re.compile(
-    r"Parquet column cannot be converted in file (\S+?)\.? "
-    r"Column: \[([^\]]*)\], Expected: (\S+), Found: (\S+?)[\.\s]"
+_PARQUET_MISMATCH = (
+    # Spark 4: [FAILED_READ_FILE.PARQUET_COLUMN_DATA_TYPE_MISMATCH]
+    re.compile(
+        r"error while reading file (\S+?)\. Data type mismatches when reading Parquet column \[([^\]]*)\]\. "
+        r"Expected Spark type (\S+?), actual Parquet type (\S+?)\."
+    ),
+    # Spark 3.x
+    re.compile(
+        r"Parquet column cannot be converted in file (\S+?)\.? "
+        r"Column: \[([^\]]*)\], Expected: (\S+), Found: (\S+?)[\.\s]"
+    ),
 )
 
 
 def parquet_mismatch(text: str) -> tuple[str, str] | None:
     """(file, reason) when Spark's error ``text`` says a Parquet column has another type than the
     declared one (None otherwise)."""
-    found = _PARQUET_MISMATCH.search(text)
-    if found is None:
-        return None
-    file, column, expected, got = found.groups()
-    return local_path(
-        file
-    ), f"column {column!r} is {got} in the file, the job declares {expected}: the file cannot be read"
+    for pattern in _PARQUET_MISMATCH:
+        found = pattern.search(text)
+        if found is not None:
+            file, column, expected, got = found.groups()
+            reason = f"column {column!r} is {got} in the file, the job declares {expected}: the file cannot be read"
+            return local_path(file), reason
+    return None
 
 
 def batch_timing(report: Any) -> BatchTiming:
