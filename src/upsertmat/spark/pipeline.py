@@ -468,7 +468,7 @@ def parquet_mismatch(text: str) -> tuple[str, str] | None:
         found = pattern.search(text)
         if found is not None:
             file, column, expected, got = found.groups()
-            reason = f"column {column!r} is {got} in the file, the job declares {expected}: the file cannot be read"
+            reason = f"column {column!r} is {got} in the file, the job declares {expected}: it cannot be read"
             return local_path(file), reason
     return None
 
