@@ -169,9 +169,9 @@ def test_run_exits_1_with_one_line(tmp_path: Path) -> None:
     assert done.returncode == 1, done.stderr
     errors = [line for line in done.stderr.splitlines() if "bad input" in line]
     assert errors == [
-        f"upsertmat run: bad input in micro-batch 0: {tmp_path / 'in' / 'a.jsonl'} line 3: unknown op '+X' in "
-        "column 'op' (expected one of +I, -U, +U, -D); nothing of this batch is committed. Fix the file in "
-        "place and run the job again (it continues at this batch, exactly once), or set on-error: skip to "
-        "write bad rows to the dead-letter directory"
+        f"upsertmat run: bad input in micro-batch 0: {tmp_path / 'in' / 'a.jsonl'} line 3: unknown op '+X' "
+        "in column 'op' (expected one of +I, -U, +U, -D); nothing of this batch is committed. Fix the file "
+        "in place and run the job again (it continues at this batch, exactly once), or set on-error: skip "
+        "to write bad rows to the dead-letter directory"
     ]
     assert "Traceback" not in done.stderr

@@ -286,6 +286,7 @@ def read_snapshot(path: Path, pk: Sequence[str], limit: int | None = None) -> De
         return None
     table = deltalake.DeltaTable(str(path))
     names = [field.name for field in table.schema().fields]
+    pk = list(pk) or primary_key(table)
     batch = next((int(commit[BATCH_KEY]) for commit in our_commits(table)), None)
     rows = table_rows(table, names, pk)
     return DeltaSnapshot(

@@ -169,7 +169,9 @@ class IcebergSink(BatchSink):
             # One overwrite: the touched keys' rows deleted (copy-on-write), the batch's rows
             # appended. No scan of the matched rows first (pyiceberg's upsert does one to skip
             # unchanged rows; rewriting an unchanged row costs bytes, a scan costs a read).
-            columns = list(zip(*upserts, strict=True)) if upserts else [[] for _ in self.names]
+            columns: list[tuple[Any, ...]] = (
+                list(zip(*upserts, strict=True)) if upserts else [() for _ in self.names]
+            )
             data = pa.Table.from_arrays(
                 [
                     pa.array(list(values), type=field.type)
@@ -266,6 +268,11 @@ class IcebergSnapshot:
     changes_pos: int
 
 
+def table_key(table: Any) -> list[str]:
+    """The primary key columns the sink recorded in the table's properties ([]: none)."""
+    return [name for name in table.properties.get(PK_PROPERTY, "").split(",") if name]
+
+
 def _open(url: str, table: str) -> Any | None:
     catalog = load_catalog(url)
     if not catalog.table_exists((NAMESPACE, table)):
@@ -281,6 +288,7 @@ def read_snapshot(
     if found is None:
         return None
     names = [field.name for field in found.schema().fields]
+    pk = list(pk) or table_key(found) or names
     current = found.current_snapshot()
     snapshot_id = None if current is None else current.snapshot_id
     batches = batch_snapshots(found)
