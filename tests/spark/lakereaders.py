@@ -6,6 +6,9 @@ after it, in version order) replayed as add/remove actions; the live files read 
 Iceberg: the SQL catalog's SQLite table ``iceberg_tables`` -> the table's metadata JSON -> the
 current snapshot's manifest list (Avro, read with fastavro) -> its manifests -> the live data files
 (position delete files applied; equality deletes are refused, the sink never writes them).
+DuckDB's delta and iceberg extensions would be another independent reader, but DuckDB downloads
+them at run time from its own site, which CI cannot reach (checked: ``INSTALL delta`` fails), so
+the readers are built here from pyarrow and fastavro, packages the lakehouse extra installs.
 """
 
 from __future__ import annotations
