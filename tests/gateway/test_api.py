@@ -23,7 +23,7 @@ import pytest
 
 from upsertmat.gateway.lifecycle import Event
 from upsertmat.gateway.registry import new_id
-from upsertmat.spark.sink import Column, UpsertSink, open_sink
+from upsertmat.spark.sink import BatchSink, Column, open_sink
 
 from .conftest import TOKEN, Served
 
@@ -51,7 +51,7 @@ def registered(served: Served, document: str) -> str:
     return job_id
 
 
-def sink_of(served: Served, job_id: str) -> UpsertSink:
+def sink_of(served: Served, job_id: str) -> BatchSink:
     job = served.gateway.resolve(served.gateway.job(job_id))
     return open_sink(job.sink.url, job.sink.table, COLUMNS, (0,), changelog=True)
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -190,7 +191,12 @@ def test_jobs_results_failure_and_restart(
         lambda: (s := client.job(fragile).model_dump())["state"].value == "FAILED" and s,
         what="the fragile job to fail",
     )
-    assert failed["error"] and "XX" in failed["error"]
+    # the one-line bad-input message of the embedded run, naming the file, line and value
+    assert re.search(
+        r"^bad input in micro-batch \d+: \S*/fragile/part-01\.jsonl line 1: unknown op 'XX' in column 'op' "
+        r"\(expected one of \+I, -U, \+U, -D\); nothing of this batch is committed",
+        failed["error"],
+    ), failed["error"]
     assert client.job(job).state.value == "RUNNING"
 
     pinned: list[tuple[int | None, list[Any], str | None]] = []

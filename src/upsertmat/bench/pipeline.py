@@ -75,6 +75,28 @@ class PipelineBench:
     source_format: SourceFormat = SourceFormat.JSONL
     key_buckets: int | None = DEFAULT_KEY_BUCKETS
     shuffle_partitions: int = 2
+    sink: str = "sqlite"  # sqlite, delta or iceberg (SINKS)
+
+
+SINKS = ("sqlite", "delta", "iceberg")
+
+
+def sink_url(directory: Path, sink: str, suffix: str = "") -> str:
+    """The benchmark's sink in ``directory``: a SQLite file, a Delta table or an Iceberg warehouse
+    (``suffix`` names a second one: the keyed run's)."""
+    if sink == "delta":
+        return f"delta:///{directory / f'bench{suffix}-delta'}"
+    if sink == "iceberg":
+        return f"iceberg:///{directory / f'bench{suffix}-iceberg'}"
+    return str(directory / f"bench{suffix}.db")
+
+
+def sink_bytes(directory: Path, sink: str) -> int:
+    """Bytes of every file the sink has written (nothing is deleted during the run)."""
+    root = {"delta": directory / "bench-delta", "iceberg": directory / "bench-iceberg"}.get(sink)
+    if root is None:
+        return sum(path.stat().st_size for path in directory.glob("bench.db*"))
+    return sum(path.stat().st_size for path in root.rglob("*") if path.is_file())
 
 
 @dataclass(frozen=True)
@@ -104,6 +126,9 @@ class PipelineFigures:
     """Run 4: the end-to-end run with the upsert key :data:`KEYED` (None: not run)."""
     peak_rss_mb: dict[str, float] | None = None
     """Peak RSS in MiB of ``driver`` (the Python process), ``jvm`` and ``workers``."""
+    sink: str = "sqlite"
+    sink_bytes: int = 0
+    """Bytes of the files the sink wrote in the end-to-end run (with ``--pipeline-sink``)."""
 
     @property
     def end_to_end_rate(self) -> float:
@@ -216,13 +241,13 @@ def _write_file(
 def bench_job(
     directory: Path, bench: PipelineBench, source: Path, upsert_key: tuple[str, ...] = ()
 ) -> JobSpec:
-    """The end-to-end job of the benchmark (SQLite sink in ``directory``): whole-row matching,
+    """The end-to-end job of the benchmark (its sink in ``directory``): whole-row matching,
     or with ``upsert_key`` (then on a checkpoint and sink table of its own)."""
     suffix = "-keyed" if upsert_key else ""
     return JobSpec(
         name="bench" + suffix,
         source=SourceSpec(source, bench.source_format, COLUMNS),
-        sink=SinkSpec(url=str(directory / f"bench{suffix}.db"), table="bench"),
+        sink=SinkSpec(url=sink_url(directory, bench.sink, suffix), table="bench"),
         primary_key=("id",),
         upsert_key=upsert_key,
         checkpoint=directory / f"checkpoint{suffix}",
@@ -294,7 +319,8 @@ def run_pipeline_bench(
         started = time.monotonic()
         result = run_job(job)
         end_to_end = time.monotonic() - started
-        say(f"end to end into SQLite: {end_to_end:.1f} s ({len(result.batches)} micro-batches)")
+        say(f"end to end into {bench.sink}: {end_to_end:.1f} s ({len(result.batches)} micro-batches)")
+        written = sink_bytes(directory, bench.sink)
         fixed = fixed_cost_batches(job, source, changes)
         say(f"fixed cost: {len(fixed)} one-change micro-batches, median {statistics.median(fixed):.0f} ms")
         started = time.monotonic()
@@ -325,6 +351,8 @@ def run_pipeline_bench(
             fixed_batch_ms=fixed,
             keyed_end_to_end_seconds=keyed_seconds,
             peak_rss_mb={role: round(peak / 2**20, 1) for role, peak in rss.peaks.items()},
+            sink=bench.sink,
+            sink_bytes=written,
         )
 
 
@@ -351,7 +379,7 @@ def report(figures: PipelineFigures) -> str:
         f"pipeline: {figures.changes:,} changes over {figures.keys:,} keys, {figures.files} file(s) "
         f"({figures.batches} micro-batches, {figures.source_format}), strategy {figures.strategy}, local[2], "
         f"{figures.shuffle_partitions} shuffle partitions, "
-        f"key buckets {figures.key_buckets or 'none (one group per key)'}",
+        f"key buckets {figures.key_buckets or 'none (one group per key)'}, sink {figures.sink}",
         f"end to end, whole rows (upsert-key: [], as the example job): {figures.end_to_end_seconds:.1f} s "
         f"= {rate:,.0f} changes/s "
         f"(goal {GOAL_CHANGES_PER_SECOND:,.0f}: ratio {rate / GOAL_CHANGES_PER_SECOND:.2f})",
@@ -376,6 +404,11 @@ def report(figures: PipelineFigures) -> str:
         f"Spark session start {figures.session_seconds:.1f} s and writing the files "
         f"{figures.write_seconds:.1f} s are excluded)"
     )
+    if figures.sink_bytes:
+        lines.append(
+            f"  (the sink wrote {figures.sink_bytes:,} bytes: "
+            f"{figures.sink_bytes / max(figures.batches, 1):,.0f} per micro-batch)"
+        )
     summary = figures.batch_summary()
     if summary:
         lines.append("per micro-batch (ms):            min   median      max")
@@ -405,6 +438,7 @@ def bench_of(args: Any) -> PipelineBench:
         source_format=SourceFormat(args.source_format),
         key_buckets=DEFAULT_KEY_BUCKETS if args.key_buckets is None else args.key_buckets or None,
         shuffle_partitions=getattr(args, "shuffle_partitions", None) or PipelineBench.shuffle_partitions,
+        sink=getattr(args, "pipeline_sink", None) or "sqlite",
     )
 
 

@@ -309,6 +309,20 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     pipe.add_argument("--source-format", choices=("jsonl", "parquet"), default="jsonl", help="default jsonl")
     pipe.add_argument(
+        "--pipeline-sink",
+        choices=("sqlite", "delta", "iceberg"),
+        default="sqlite",
+        help="the end-to-end run's sink: SQLite (default), a Delta Lake table or an Iceberg table "
+        "(needs the lakehouse extra)",
+    )
+    pipe.add_argument(
+        "--table-reads",
+        type=positive_int,
+        metavar="N",
+        help="with --pipeline-sink delta|iceberg: drive the sink with N micro-batches of updates, then "
+        "compare a full read before and after maintenance with the same table written in one batch",
+    )
+    pipe.add_argument(
         "--key-buckets",
         type=_non_negative_int,
         default=None,
@@ -451,6 +465,10 @@ def run(args: argparse.Namespace) -> int:
         from upsertmat.bench.pipeline import run_gateway_command
 
         return run_gateway_command(args)
+    if args.pipeline and args.table_reads:
+        from upsertmat.bench.lakehouse import run_table_reads_command
+
+        return run_table_reads_command(args)
     if args.pipeline:
         from upsertmat.bench.pipeline import run_pipeline_command
 

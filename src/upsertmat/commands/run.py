@@ -48,6 +48,7 @@ Ctrl-C / SIGTERM: while Spark starts, the run ends at once; once the query runs,
 
 exit codes:
   0        the input is processed (--follow: --until-idle reached)
+  1        bad input: a source row that cannot be a change (on-error: fail)
   2        usage or configuration error (before Spark starts), or Spark did not start
   4        I/O error: the sink cannot be written, or Spark's log cannot
   70       internal error (a bug; please report it)
@@ -60,6 +61,10 @@ job file format and examples: docs/plans.md, examples/jobs/.
 
 paths: the source is relative to the job file; the sink file and the checkpoint to the
   working directory. A rerun on the same checkpoint continues exactly once.
+
+bad input: a source row that cannot be a change (malformed line, unknown op, wrong type,
+  missing key or order column) stops the job before its batch commits (exit 1, the file and
+  line named); fix the file in place and run again, or --on-error skip (dead-letter directory).
 
 {STOPPING}
 examples:
@@ -82,6 +87,12 @@ def add_job_arguments(parser: argparse.ArgumentParser, materialize: bool = True)
     group.add_argument("--table", metavar="NAME", help="sink table")
     group.add_argument("--checkpoint", metavar="DIR", type=Path, help="Spark checkpoint directory")
     group.add_argument("--source", metavar="PATH", type=Path, help="the changelog files")
+    group.add_argument(
+        "--on-error",
+        choices=("fail", "skip"),
+        help="a source row that cannot be a change: fail (the job's default: stop before the batch "
+        "commits, exit 1) or skip (write it to the dead-letter directory and go on)",
+    )
     if materialize:
         group.add_argument(
             "--no-materialize",
@@ -101,6 +112,7 @@ def overridden(job: JobSpec, args: argparse.Namespace) -> JobSpec:
         checkpoint=args.checkpoint,
         source_path=args.source,
         materialize=getattr(args, "materialize", None),
+        on_error=getattr(args, "on_error", None),
     )
 
 
@@ -185,6 +197,7 @@ def execute(job: JobSpec, options: RunOptions, prefix: str) -> int:
 def _execute(job: JobSpec, options: RunOptions, prefix: str, signals: StopSignals) -> int:
     """:func:`execute` inside its signal frame, which starts ``busy``: signals are looked at once
     the set-up is done; the frame is not busy while Spark starts, busy again while the query runs."""
+    from upsertmat.spark.badinput import BadInput
     from upsertmat.spark.config import PipelineConfigError
     from upsertmat.spark.sink import SinkError
 
@@ -223,6 +236,8 @@ def _execute(job: JobSpec, options: RunOptions, prefix: str, signals: StopSignal
             )
     except PipelineConfigError as error:
         raise CliError(str(error), ExitCode.USAGE) from None
+    except BadInput as error:
+        raise CliError(str(error), ExitCode.BAD_INPUT) from None
     except SinkError as error:
         raise CliError(str(error), ExitCode.IO) from None
     finally:
@@ -301,6 +316,13 @@ def _summary(job: JobSpec, result: PipelineResult, resumed: int, options: RunOpt
         print(text, file=stream, flush=True)
         for line in result.misses.lines(job.source.column_names):
             print(f"{prefix}: {line}", file=stream, flush=True)
+        if result.bad_rows:
+            directory = job.source.dead_letter or job.checkpoint / "dead-letter"
+            print(
+                f"{prefix}: skipped {result.bad_rows:,} bad source row(s); they are in {directory}",
+                file=stream,
+                flush=True,
+            )
         if result.misses.misses:
             where = "the internal result's database" if job.sink.internal else job.sink.url
             print(

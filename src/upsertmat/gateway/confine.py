@@ -66,7 +66,8 @@ def _identity(path: Path) -> tuple[int, int] | None:
 
 
 def job_paths(job: JobSpec, root: Path) -> tuple[Path, Path, Path | None]:
-    """(source, checkpoint, SQLite sink file or None) of ``job``, resolved and confined."""
+    """(source, checkpoint, the sink's SQLite file or lakehouse table directory) of ``job``,
+    resolved and confined."""
     source = confine(job.source.path, root, "source.path")
     checkpoint = confine(job.checkpoint, root, "checkpoint")
     if job.sink.is_postgresql:
@@ -74,7 +75,10 @@ def job_paths(job: JobSpec, root: Path) -> tuple[Path, Path, Path | None]:
             "sink.url: the gateway writes only under its data root; use a SQLite file there or "
             "sink: {internal: true}"
         )
-    return source, checkpoint, confine(job.sink.sqlite_path(), root, "sink.url")
+    local = job.sink.local_path()
+    if local is None:  # a named Iceberg catalog: outside what the gateway can confine
+        raise OutsideRoot("sink.url: the gateway writes only under its data root; name a directory there")
+    return source, checkpoint, confine(local, root, "sink.url")
 
 
 def confine_job(job: JobSpec, root: Path, own_dir: Path | None = None) -> None:

@@ -5,10 +5,12 @@ A job file::
     name: users-levels
     source:
       path: changes.jsonl          # relative paths are relative to the job file
-      format: jsonl                # jsonl (default), parquet or csv
+      format: jsonl                # jsonl (default), parquet, csv, debezium-json, canal-json, maxwell-json
       columns: [{id: long}, {level: long}, {attr: string}]
       op-column: op                # default op
       order-column: seq            # default seq: the arrival order
+      on-error: fail               # fail (default) or skip: bad rows go to the dead-letter directory
+      dead-letter: bad-rows        # default <checkpoint>/dead-letter; relative to the output base
     keys:
       primary-key: [id]            # the sink primary key (column names)
       upsert-key: []               # default: none (whole-row matching)
@@ -84,7 +86,8 @@ state read and one write per sink key and batch). Every strategy that runs on Sp
 with its own granularity there too: LEGACY per sink key, the others per element."""
 
 _TOP = ("name", "source", "keys", "sink", "checkpoint", "materialize", "spark", "config")
-_SOURCE = ("path", "format", "columns", "op-column", "order-column")
+_SOURCE = ("path", "format", "columns", "op-column", "order-column", "on-error", "dead-letter")
+ON_ERROR = ("fail", "skip")
 _KEYS = ("primary-key", "upsert-key")
 _SINK = ("url", "table", "internal")
 _SPARK = ("master", "shuffle-partitions", "max-files-per-trigger", "key-buckets", "ui")
@@ -298,12 +301,20 @@ def job_from_document(
         known = ", ".join(f.value for f in SourceFormat)
         raise JobError(f"{where}: source.format {format_text!r} is not one of {known}") from None
     columns = _columns(source_data["columns"], f"{where}: source.columns")
+    on_error = source_data.get("on-error", "fail")
+    if on_error not in ON_ERROR:
+        raise JobError(f"{where}: source.on-error must be fail or skip, got {on_error!r}")
+    dead_letter = source_data.get("dead-letter")
     source = SourceSpec(
         path=_path(source_data["path"], f"{where}: source.path", base),
         format=source_format,
         columns=columns,
         op_column=_identifier(source_data.get("op-column", "op"), f"{where}: source.op-column"),
         order_column=_identifier(source_data.get("order-column", "seq"), f"{where}: source.order-column"),
+        on_error=on_error,
+        dead_letter=None
+        if dead_letter is None
+        else _path(dead_letter, f"{where}: source.dead-letter", outputs),
     )
     names = source.column_names
     for meta in (source.op_column, source.order_column):
@@ -378,6 +389,7 @@ def with_overrides(
     checkpoint: Path | None = None,
     source_path: Path | None = None,
     materialize: bool | None = None,
+    on_error: str | None = None,
 ) -> JobSpec:
     """``job`` with command-line overrides (relative paths are relative to the working directory)."""
     cwd = Path.cwd()
@@ -391,4 +403,8 @@ def with_overrides(
         job = replace(job, source=replace(job.source, path=_path(str(source_path), "--source", cwd)))
     if materialize is not None:
         job = replace(job, materialize=materialize)
+    if on_error is not None:
+        if on_error not in ON_ERROR:
+            raise JobError(f"--on-error must be fail or skip, got {on_error!r}")
+        job = replace(job, source=replace(job.source, on_error=on_error))
     return job

@@ -12,7 +12,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..impls.settings import Settings
-from ..spark.sinkurl import is_postgresql, sqlite_path
+from ..spark.sinkurl import (
+    delta_location,
+    iceberg_warehouse,
+    is_delta,
+    is_iceberg,
+    is_postgresql,
+    sqlite_path,
+)
 
 
 class SourceFormat(enum.Enum):
@@ -21,6 +28,14 @@ class SourceFormat(enum.Enum):
     JSONL = "jsonl"
     PARQUET = "parquet"
     CSV = "csv"
+    DEBEZIUM = "debezium-json"
+    CANAL = "canal-json"
+    MAXWELL = "maxwell-json"
+
+    @property
+    def is_cdc(self) -> bool:
+        """A CDC envelope format (each line a Debezium, Canal or Maxwell envelope)."""
+        return self in (SourceFormat.DEBEZIUM, SourceFormat.CANAL, SourceFormat.MAXWELL)
 
 
 # Column types a job may declare, and their Spark SQL DDL spelling.
@@ -53,7 +68,10 @@ class SourceSpec:
     """A changelog in files: one change per record.
 
     ``columns`` are the row's data columns in order; ``op_column`` holds ``+I -U +U -D`` and
-    ``order_column`` the arrival order (an integer that increases along the changelog).
+    ``order_column`` the arrival order (an integer that increases along the changelog); a CDC
+    format fills both from its envelopes (docs/plans.md). ``on_error``: ``fail`` stops at a row
+    that cannot be a change, ``skip`` writes it to ``dead_letter`` (None: the checkpoint's
+    ``dead-letter`` directory) and goes on.
     """
 
     path: Path
@@ -61,6 +79,8 @@ class SourceSpec:
     columns: tuple[Column, ...]
     op_column: str = "op"
     order_column: str = "seq"
+    on_error: str = "fail"
+    dead_letter: Path | None = None
 
     @property
     def column_names(self) -> tuple[str, ...]:
@@ -94,6 +114,25 @@ class SinkSpec:
     def is_postgresql(self) -> bool:
         """True for ``postgresql://`` and ``postgres://`` URLs."""
         return is_postgresql(self.url)
+
+    @property
+    def kind(self) -> str:
+        """``postgresql``, ``delta``, ``iceberg`` or ``sqlite``."""
+        if self.is_postgresql:
+            return "postgresql"
+        if is_delta(self.url):
+            return "delta"
+        return "iceberg" if is_iceberg(self.url) else "sqlite"
+
+    def local_path(self) -> Path | None:
+        """The local file or directory the sink writes (None: a database server or a named catalog)."""
+        if self.kind == "postgresql" or self.url == INTERNAL_URL:
+            return None
+        if self.kind == "delta":
+            return delta_location(self.url)
+        if self.kind == "iceberg":
+            return iceberg_warehouse(self.url)
+        return sqlite_path(self.url)
 
     def sqlite_path(self) -> Path:
         """The SQLite database file of a non-PostgreSQL URL (:mod:`upsertmat.spark.sinkurl`)."""

@@ -20,7 +20,14 @@ from .model import JobSpec, SourceFormat
 if TYPE_CHECKING:
     from ..spark.config import BatchProgress, PipelineConfig, PipelineResult
 
-_FORMATS = {SourceFormat.JSONL: "json", SourceFormat.PARQUET: "parquet", SourceFormat.CSV: "csv"}
+_FORMATS = {
+    SourceFormat.JSONL: "json",
+    SourceFormat.PARQUET: "parquet",
+    SourceFormat.CSV: "csv",
+    SourceFormat.DEBEZIUM: "debezium-json",
+    SourceFormat.CANAL: "canal-json",
+    SourceFormat.MAXWELL: "maxwell-json",
+}
 INSTALL_HINT = "the pipeline needs PySpark and Java 17+: pip install 'upsertmat[spark]'"
 
 
@@ -68,6 +75,8 @@ def pipeline_config(
         master=job.spark.master,
         changelog=changelog,
         query_name=query_name,
+        on_error=source.on_error,
+        dead_letter_dir=source.dead_letter,
     )
 
 
@@ -86,6 +95,8 @@ def batch_line(prefix: str, batch: BatchProgress) -> str:
     if batch.misses:
         columns = f" (differing: {batch.miss_columns})" if batch.miss_columns else ""
         text += f"; {batch.misses:,} retraction(s) matched no stored row{columns}"
+    if batch.bad_rows:
+        text += f"; {batch.bad_rows:,} bad source row(s) skipped (dead letters)"
     return text + (" (already committed: skipped)" if batch.skipped else "")
 
 

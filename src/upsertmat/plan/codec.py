@@ -35,7 +35,7 @@ _TOP_KEYS = ("format", "version", "job", "configuration", "checkpoint", "spark",
 _NODE_COMMON = ("id", "type", "inputs", "state")
 _NODE_FIELDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     # type: (required fields, optional fields)
-    SOURCE: (("path", "format", "columns", "op-column", "order-column"), ()),
+    SOURCE: (("path", "format", "columns", "op-column", "order-column"), ("on-error", "dead-letter")),
     MATERIALIZER: (("primary-key",), ("upsert-key", "strategy")),
     SINK: (("url", "table", "primary-key"), ()),
 }

@@ -36,6 +36,10 @@ def compile_job(job: JobSpec) -> Plan:
             "order-column": job.source.order_column,
         },
     )
+    if job.source.on_error != "fail":
+        source.fields["on-error"] = job.source.on_error
+    if job.source.dead_letter is not None:
+        source.fields["dead-letter"] = str(job.source.dead_letter.resolve())
     nodes = [source]
     if job.materialize:
         nodes.append(
@@ -54,7 +58,7 @@ def compile_job(job: JobSpec) -> Plan:
     if job.sink.internal:
         url = INTERNAL_URL  # the client that runs the plan gives it its database
     else:
-        url = job.sink.url if job.sink.is_postgresql else str(job.sink.sqlite_path().resolve())
+        url = job.sink.url if job.sink.kind != "sqlite" else str(job.sink.sqlite_path().resolve())
     nodes.append(
         Node(
             id=len(nodes) + 1,
@@ -113,15 +117,19 @@ def job_of_plan(
         if materializer.state is not None:
             (entry,) = materializer.state
             layers.append((f"{where} node {materializer.id} state[0].ttl", {TTL: entry.ttl_ms}))
+    source_document: dict[str, Any] = {
+        "path": source.fields["path"],
+        "format": source.fields["format"],
+        "columns": source.fields["columns"],
+        "op-column": source.fields["op-column"],
+        "order-column": source.fields["order-column"],
+    }
+    source_document.update(
+        {name: source.fields[name] for name in ("on-error", "dead-letter") if name in source.fields}
+    )
     document = {
         "name": plan.job,
-        "source": {
-            "path": source.fields["path"],
-            "format": source.fields["format"],
-            "columns": source.fields["columns"],
-            "op-column": source.fields["op-column"],
-            "order-column": source.fields["order-column"],
-        },
+        "source": source_document,
         "keys": keys,
         "sink": {"internal": True, "table": sink.fields["table"]}
         if sink.fields["url"] == INTERNAL_URL

@@ -50,11 +50,15 @@ def _describe(node: Node, job: JobSpec) -> list[str]:
                 lines.append(f"    state[{entry.index}] {entry.name}: ttl {format_ttl(entry.ttl_ms)}")
         return lines
     if node.type == SINK:
-        kind = "postgresql" if job.sink.is_postgresql else "sqlite"
+        kind = job.sink.kind
+        commit = {
+            "delta": "batch ids committed as Delta application transactions (txn) of the same commit",
+            "iceberg": "batch ids committed in the summary of the same Iceberg snapshot",
+        }.get(kind, "batch ids committed in the same transaction")
         return [
             head,
             f"    upsert into {kind} {fields['url']} table {fields['table']}",
-            f"    primary key {_keys(fields['primary-key'])}; batch ids committed in the same transaction",
+            f"    primary key {_keys(fields['primary-key'])}; {commit}",
         ]
     return [head]  # pragma: no cover - parse_plan admits no other node types
 

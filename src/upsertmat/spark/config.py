@@ -32,7 +32,8 @@ from ..impls.settings import (
 )
 from .sinkurl import SinkUrlError, check_sink_url
 
-FORMATS = ("json", "parquet", "csv")
+FORMATS = ("json", "parquet", "csv", "debezium-json", "canal-json", "maxwell-json")
+ON_ERROR = ("fail", "skip")
 PIPELINE_STRATEGIES: tuple[Strategy, ...] = tuple(
     strategy for strategy, backend in PIPELINE_ONLY if backend is Backend.SPARK
 )
@@ -67,6 +68,9 @@ class BatchProgress:
     """Retractions of the batch that matched no stored row (explained; docs/spark.md, Misses)."""
     miss_columns: str = ""
     """The columns those misses differed in, most often first (``uuid 12, ts 12``)."""
+    bad_rows: int = 0
+    """Source rows of the batch that could not be changes, written to the dead-letter directory
+    (``on_error="skip"``; docs/spark.md, Bad input)."""
 
 
 @dataclass(frozen=True)
@@ -151,6 +155,10 @@ class PipelineConfig:
     # upsertmat.misses.max-rows: explain each miss from at most this many stored rows (0: off);
     # the explanations go to the sink database's _upsertmat_misses table.
     miss_rows: int = DEFAULT_MISS_ROWS
+    # A source row that cannot be a change: "fail" stops the batch before the sink commits it,
+    # "skip" writes it to dead_letter_dir (default <checkpoint_dir>/dead-letter) and goes on.
+    on_error: str = "fail"
+    dead_letter_dir: Path | None = None
     progress: Callable[[BatchProgress], None] | None = field(default=None, compare=False)
 
     def to_json(self) -> str:
@@ -184,6 +192,8 @@ class PipelineConfig:
         try:
             for name in ("source_path", "checkpoint_dir"):
                 data[name] = Path(data[name])
+            if data.get("dead_letter_dir") is not None:
+                data["dead_letter_dir"] = Path(data["dead_letter_dir"])
             for name in ("pk", "upsert_key", "columns"):
                 if data.get(name) is not None:
                     data[name] = tuple(data[name])
@@ -205,6 +215,13 @@ class PipelineConfig:
 
     def __post_init__(self) -> None:
         check_config(self)
+
+    @property
+    def dead_letters(self) -> Path:
+        """The dead-letter directory of ``on_error="skip"`` (default ``<checkpoint>/dead-letter``)."""
+        return (
+            self.dead_letter_dir if self.dead_letter_dir is not None else self.checkpoint_dir / "dead-letter"
+        )
 
     def with_progress(self, progress: Callable[[BatchProgress], None] | None) -> PipelineConfig:
         """A copy reporting to ``progress``."""
@@ -230,6 +247,8 @@ def check_config(config: PipelineConfig) -> None:
         )
     if not config.pk:
         raise PipelineConfigError("the sink primary key (pk) needs at least one column")
+    if config.on_error not in ON_ERROR:
+        raise PipelineConfigError(f"on_error must be one of {', '.join(ON_ERROR)}, got {config.on_error!r}")
     try:
         check_sink_url(config.sink_url)
     except SinkUrlError as error:
@@ -308,3 +327,8 @@ class PipelineResult:
     def changes(self) -> int:
         """Rows that reached the sink in this run."""
         return sum(batch.changes for batch in self.batches)
+
+    @property
+    def bad_rows(self) -> int:
+        """Source rows of the committed batches of this run that went to the dead-letter directory."""
+        return sum(batch.bad_rows for batch in self.batches if not batch.skipped)

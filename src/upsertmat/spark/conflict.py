@@ -46,7 +46,8 @@ from ..impls.conflict.materializer import CURRENT, DIRTY, META, PENDING
 from ..impls.settings import Backend, Settings
 from ..impls.state.spark import SparkBackend
 from ..spec import Change, ConflictBehavior, RowKind
-from .processor import KEY_STRUCT, OUTPUT_SCHEMA, VALUE_STRUCT, ProcessorSpec
+from .badinput import BAD_OP
+from .processor import KEY_STRUCT, OUTPUT_SCHEMA, VALUE_STRUCT, ProcessorSpec, split_bad_records
 
 __all__ = ["CONFLICT_OP", "OUTPUT_SCHEMA", "ConflictProcessor", "build_conflict_frame"]
 
@@ -93,19 +94,24 @@ class ConflictProcessor(StatefulProcessor):
         return materializer
 
     def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: Any) -> Iterator[SparkRow]:
-        """Buffer the key's rows in arrival order; arm the watermark timer. Emits nothing."""
+        """Buffer the key's rows in arrival order; arm the watermark timer. Emits only the rows
+        that cannot be changes (``BAD_OP``, upsertmat.spark.badinput)."""
         records = list(rows)
+        reported: list[SparkRow] = []
         if records:
             fields = records[0].__fields__
             arrival, op = fields.index(self.spec.arrival), fields.index(self.spec.op)
             row_of = self.spec.row_reader(fields)
             materializer = self._materializer()
-            for record in sorted(map(tuple, records), key=itemgetter(arrival)):
+            good, bad = split_bad_records(list(map(tuple, records)), arrival, op)
+            for record in sorted(good, key=itemgetter(arrival)):
                 materializer.process(Change(_KINDS[record[op]], row_of(record)))
-            if not list(self._handle.listTimers()):
+            # Rows that cannot be changes are reported at once, not buffered.
+            reported = [_OUTPUT_ROW(at, BAD_OP, info) for at, info in bad]
+            if good and not list(self._handle.listTimers()):
                 self._handle.registerTimer(max(timerValues.getCurrentWatermarkInMs(), 0) + 1)
         self._backend.flush()
-        return iter([])
+        return iter(reported)
 
     def handleExpiredTimer(self, key: Any, timerValues: Any, expiredTimerInfo: Any) -> Iterator[SparkRow]:
         """The watermark advanced: compact the grouping key's pending sink keys and emit."""
@@ -134,8 +140,8 @@ def build_conflict_frame(config: Any, source: DataFrame, layout: Any) -> tuple[D
     ``config.watermark_delay`` on ``config.ts_column`` (a config under ERROR or NOTHING has one:
     :func:`~.config.check_config`); rows are grouped
     by the sink key or by key bucket as for DEDUPLICATE (typed columns; no packed input), and run
-    through :class:`ConflictProcessor` in event-time mode. Returns ``(frame, decoder, time mode)``
-    like ``pipeline.build_query_frame``. Under ERROR a conflict fails the query.
+    through :class:`ConflictProcessor` in event-time mode. Returns ``(frame, None, time mode)``
+    (the pipeline decodes with its own ``materialized_changes``). Under ERROR a conflict fails the query.
     """
     spec = ProcessorSpec(
         keys=layout.keys,
@@ -157,7 +163,4 @@ def build_conflict_frame(config: Any, source: DataFrame, layout: Any) -> tuple[D
         ConflictProcessor(spec, config.conflict), OUTPUT_SCHEMA, "Append", "EventTime"
     )
 
-    def decode(record: Any) -> tuple[int, str, tuple[Any, ...]]:
-        return record.arrival, record.op, tuple(json.loads(record.row))
-
-    return frame, decode, "EventTime"
+    return frame, None, "EventTime"

@@ -12,6 +12,7 @@ recognised by its id and skipped in the sink, so the table sees every batch exac
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -27,6 +28,7 @@ from ..impls.misses import MissSummary
 from ..impls.settings import Backend, Settings
 from ..spec import Keys
 from ..spec.changes import Row
+from .badinput import BAD_OP, BadInput, BadRow, DeadLetters, SourceShape, local_path, locate, split_bad
 from .config import BatchProgress, BatchTiming, PipelineConfig, PipelineConfigError, PipelineResult
 from .conflict import build_conflict_frame
 from .misses import MISS_OP, short_columns, split_misses, summarize
@@ -38,7 +40,7 @@ from .processor import (
     ProcessorSpec,
 )
 from .session import build_session
-from .sink import Column, SinkFailure, UpsertSink, open_sink
+from .sink import BatchSink, Column, SinkFailure, open_sink
 from .sources import read_changelog
 
 BUCKET = "_upsertmat_bucket"
@@ -175,7 +177,7 @@ def materialized_changes(table: Any) -> list[Change]:
         changes: list[Change] = []
         unpackb = msgpack.unpackb
         for arrival, op, blob in zip(arrivals, ops, table.column("changes").to_pylist(), strict=True):
-            if op == MISS_OP:  # a miss's explanation (upsertmat.spark.misses), not a change
+            if op in (MISS_OP, BAD_OP):  # a miss's explanation or a bad source row, not a change
                 changes.append((arrival, op, (unpackb(blob, raw=False),)))
             else:
                 changes.extend(unpackb(blob, use_list=False, raw=False))
@@ -183,7 +185,7 @@ def materialized_changes(table: Any) -> list[Change]:
     loads = json.loads
     texts = table.column("row").to_pylist()
     return [
-        (arrival, op, (text,) if op == MISS_OP else tuple(loads(text)))
+        (arrival, op, (text,) if op in (MISS_OP, BAD_OP) else tuple(loads(text)))
         for arrival, op, text in zip(arrivals, ops, texts, strict=True)
     ]
 
@@ -235,13 +237,15 @@ def start_pipeline(config: PipelineConfig, spark: SparkSession | None = None) ->
     if not config.available_now:
         spark.conf.set(POLLING_DELAY_CONF, f"{interval_ms(config.trigger_interval)}ms")
     source = read_changelog(spark, config)
-    layout = resolve_layout(config, column_types(source))
+    types = column_types(source)
+    layout = resolve_layout(config, types)
     frame, decode, _time_mode = build_query_frame(config, source, layout)
+    shape = SourceShape(config.source_format, types, config.op_column, config.arrival_column, config.pk)
     sink = open_sink(
         config.sink_url, config.table, layout.sink_columns, layout.keys.pk, changelog=config.changelog
     )
     try:
-        return PipelineRun(config, frame, decode, sink, layout.columns)
+        return PipelineRun(config, frame, decode, sink, layout.columns, shape)
     except BaseException:
         sink.close()
         raise
@@ -263,17 +267,23 @@ class PipelineRun:
         config: PipelineConfig,
         frame: DataFrame,
         decode: Decoder,
-        sink: UpsertSink,
+        sink: BatchSink,
         columns: Sequence[str],
+        shape: SourceShape | None = None,
     ) -> None:
         self.config = config
+        self.shape = shape or SourceShape(
+            config.source_format, {}, config.op_column, config.arrival_column, config.pk
+        )
+        self.dead_letters = DeadLetters(config.dead_letters)
         self.sink = sink
         self.decode = decode
         self.columns = columns  # the source's column names, for the miss summaries
         self.batches: list[BatchProgress] = []
         self.misses = MissSummary()  # every explained miss of this run (upsertmat.spark.misses)
         self.explained = config.materialize and not config.conflict.compacting and config.miss_rows > 0
-        self.failures: list[SinkFailure] = []  # raised inside Spark's foreachBatch: reported as they are
+        # Raised inside Spark's foreachBatch: reported as they are.
+        self.failures: list[SinkFailure | BadInput] = []
         self.query_ids: list[str] = []
         self.started = self.last_batch_at = time.monotonic()
         self.in_batch = False
@@ -314,7 +324,9 @@ class PipelineRun:
         begin = time.monotonic()
         if not self.query_ids:
             self.query_ids.append(checkpoint_query_id(config.checkpoint_dir))
-        changes = self.decode(batch.toArrow())
+        changes = self.decode(self._collect(batch, batch_id))
+        changes, bad_infos = split_bad(changes)
+        bad_rows = self._bad_rows(batch_id, bad_infos) if bad_infos else []
         changes, explained_misses = split_misses(changes) if self.explained else (changes, [])
         changes.sort(key=itemgetter(0))
         written = time.monotonic()
@@ -337,12 +349,38 @@ class PipelineRun:
             write_seconds=end - written,
             misses=len(explained_misses),
             miss_columns=short_columns(summarize(explained_misses), self.columns) if explained_misses else "",
+            bad_rows=len(bad_rows),
         )
         if explained_misses and not outcome.skipped:
             summarize(explained_misses, self.misses)
         self.batches.append(progress)
         if config.progress is not None:
             config.progress(progress)
+
+    def _collect(self, batch: DataFrame, batch_id: int) -> Any:
+        """The batch as Arrow (this runs the batch's source, shuffle and materializer stages). A
+        Parquet file whose column types differ from the declared ones fails the read: that is bad
+        input naming the file and the column, not an internal error."""
+        try:
+            return batch.toArrow()
+        except Exception as error:
+            found = parquet_mismatch(str(error))
+            if found is None:
+                raise
+            failure = BadInput(batch_id, [BadRow(found[0], None, None, found[1], None)])
+            self.failures.append(failure)
+            raise failure from None
+
+    def _bad_rows(self, batch_id: int, infos: list[dict[str, Any]]) -> list[BadRow]:
+        """The batch's bad rows, located in their files: :class:`BadInput` (the batch is not
+        committed) with ``on_error="fail"``, else written to the dead-letter directory first."""
+        rows = locate(infos, self.shape)
+        if self.config.on_error == "fail":
+            failure = BadInput(batch_id, rows)
+            self.failures.append(failure)
+            raise failure
+        self.dead_letters.write(batch_id, rows)
+        return rows
 
     def stop(self, grace_seconds: float = 60.0) -> None:
         """Stop at a micro-batch boundary: wait (up to ``grace_seconds``) until no trigger is
@@ -420,6 +458,32 @@ class PipelineRun:
         )
 
 
+_PARQUET_MISMATCH = (
+    # Spark 4: [FAILED_READ_FILE.PARQUET_COLUMN_DATA_TYPE_MISMATCH]
+    re.compile(
+        r"error while reading file (\S+?)\. Data type mismatches when reading Parquet column \[([^\]]*)\]\. "
+        r"Expected Spark type (\S+?), actual Parquet type (\S+?)\."
+    ),
+    # Spark 3.x
+    re.compile(
+        r"Parquet column cannot be converted in file (\S+?)\.? "
+        r"Column: \[([^\]]*)\], Expected: (\S+), Found: (\S+?)[\.\s]"
+    ),
+)
+
+
+def parquet_mismatch(text: str) -> tuple[str, str] | None:
+    """(file, reason) when Spark's error ``text`` says a Parquet column has another type than the
+    declared one (None otherwise)."""
+    for pattern in _PARQUET_MISMATCH:
+        found = pattern.search(text)
+        if found is not None:
+            file, column, expected, got = found.groups()
+            reason = f"column {column!r} is {got} in the file, the job declares {expected}: it cannot be read"
+            return local_path(file), reason
+    return None
+
+
 def batch_timing(report: Any) -> BatchTiming:
     """A :class:`BatchTiming` from one of Spark's progress reports (``StreamingQueryProgress``)."""
     operators = report.get("stateOperators") or []
@@ -441,7 +505,7 @@ def read_table(config: PipelineConfig, spark: SparkSession | None = None) -> lis
         sink.close()
 
 
-def _open_config_sink(config: PipelineConfig, spark: SparkSession | None) -> UpsertSink:
+def _open_config_sink(config: PipelineConfig, spark: SparkSession | None) -> BatchSink:
     spark = spark or build_session(
         master=config.master, shuffle_partitions=config.shuffle_partitions, conf=config.spark_conf
     )

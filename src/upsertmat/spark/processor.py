@@ -36,6 +36,7 @@ from ..impls.state.spark import SparkBackend
 from ..impls.strategies.common import changes_of_records
 from ..spec import Change, Keys, Materializer, RowKind
 from ..spec.changes import Row
+from .badinput import BAD_OP
 from .config import PIPELINE_STRATEGIES
 from .misses import EXPIRED_STATE, decode_expired, encode_expired, expiry_note_ttl, miss_outputs
 from .packing import PACKED, unpack_records
@@ -164,6 +165,27 @@ class ProcessorSpec:
         return lambda record: tuple(pick(record))
 
 
+def split_bad_records(
+    records: list[tuple[Any, ...]], arrival: int, op: int
+) -> tuple[list[tuple[Any, ...]], list[tuple[Any, str]]]:
+    """(records that are changes, ``(arrival, description JSON)`` of those that are not): a record
+    whose op is not ``+I -U +U -D`` is a bad source row (its op is a
+    :data:`~upsertmat.spark.badinput.BAD_OP` marker). One pass when every op is good."""
+    kinds = _KINDS
+    if all(record[op] in kinds for record in records):
+        return records, []
+    good = [record for record in records if record[op] in kinds]
+    bad = []
+    for record in records:
+        text = record[op]
+        if text not in kinds:
+            info = text[len(BAD_OP) :] if isinstance(text, str) and text.startswith(BAD_OP) else None
+            if info is None:
+                info = _ENCODER.encode({"code": "unknown-op", "op": text})
+            bad.append((record[arrival], info))
+    return good, bad
+
+
 class MaterializerProcessor(StatefulProcessor):
     """Row-API (``transformWithState``) processor running one strategy per grouping key.
 
@@ -241,9 +263,13 @@ class MaterializerProcessor(StatefulProcessor):
         make = _BATCHED_ROW if self.spec.batched_output else _OUTPUT_ROW
         return iter([make(*output) for output in outputs])
 
-    def _apply(self, now: int, arrivals: list[int], changes: list[Change]) -> list[tuple[int, str, Any]]:
+    def _apply(
+        self, now: int, arrivals: list[int], changes: list[Change], bad: list[tuple[Any, str]] | None = None
+    ) -> list[tuple[int, str, Any]]:
         """Run the key's changes (sorted by arrival) and flush: the output ``(arrival, op, text)``s
-        (``(arrival, BATCH_OP, msgpack bytes)`` with ``batched_output``)."""
+        (``(arrival, BATCH_OP, msgpack bytes)`` with ``batched_output``). ``bad``: the key's rows
+        that cannot be changes, ``(arrival, description JSON)``, passed through as ``BAD_OP``
+        outputs without touching state (upsertmat.spark.badinput)."""
         materializer = self._materializer(now)
         outputs: list[tuple[int, str, Any]] = []
         if changes:
@@ -279,24 +305,29 @@ class MaterializerProcessor(StatefulProcessor):
                 ]
             if self._explain:
                 outputs += miss_outputs(materializer, arrivals, changes, self.spec.batched_output)
+        if bad:
+            batched = self.spec.batched_output
+            outputs += [(at, BAD_OP, _PACK(info) if batched else info) for at, info in bad]
         self._keep_expired(materializer)
         self._finish()
         return outputs
 
-    def _packed_changes(self, blobs: list[bytes]) -> tuple[list[int], list[Change]]:
-        """(arrivals, changes) of packed input blobs (:data:`PACKED`), sorted by arrival.
+    def _packed_changes(self, blobs: list[bytes]) -> tuple[list[int], list[Change], list[tuple[Any, str]]]:
+        """(arrivals, changes, bad rows) of packed input blobs (:data:`PACKED`), sorted by arrival.
         O(records log records); a record's row is a slice of the decoded tuple."""
-        records = unpack_records(blobs)
+        records, bad = split_bad_records(unpack_records(blobs), 0, 1)
         records.sort(key=itemgetter(0))
         kinds, start = _KINDS, 2 if self.spec.ts is None else 3
         bulk = self.spec.bulk_read_rows
         if bulk is not None and len(records) >= bulk:
             self._backend.bulk_reads(True)
         changes = changes_of_records(records, kinds, start == 3)
-        return [record[0] for record in records], changes
+        return [record[0] for record in records], changes, bad
 
-    def _row_changes(self, first: Any, rows: Iterator[Any]) -> tuple[list[int], list[Change]]:
-        """(arrivals, changes) of typed input rows, sorted by arrival."""
+    def _row_changes(
+        self, first: Any, rows: Iterator[Any]
+    ) -> tuple[list[int], list[Change], list[tuple[Any, str]]]:
+        """(arrivals, changes, bad rows) of typed input rows, sorted by arrival."""
         # Index plain tuples by position: Row.__getitem__ is a Python-level override (and a
         # by-name lookup a field search), tuple indexing is C.
         records = [tuple(first)]
@@ -305,12 +336,13 @@ class MaterializerProcessor(StatefulProcessor):
 
     def _sorted_changes(
         self, records: list[tuple[Any, ...]], fields: list[str]
-    ) -> tuple[list[int], list[Change]]:
+    ) -> tuple[list[int], list[Change], list[tuple[Any, str]]]:
         spec = self.spec
+        arrival, op = fields.index(spec.arrival), fields.index(spec.op)
+        records, bad = split_bad_records(records, arrival, op)
         bulk = spec.bulk_read_rows
         if bulk is not None and len(records) >= bulk:
             self._backend.bulk_reads(True)
-        arrival, op = fields.index(spec.arrival), fields.index(spec.op)
         ts = None if spec.ts is None else fields.index(spec.ts)
         row_of = spec.row_reader(fields)
         records.sort(key=itemgetter(arrival))
@@ -319,7 +351,7 @@ class MaterializerProcessor(StatefulProcessor):
             changes = [Change(kinds[record[op]], row_of(record), None) for record in records]
         else:
             changes = [Change(kinds[record[op]], row_of(record), record[ts]) for record in records]
-        return [record[arrival] for record in records], changes
+        return [record[arrival] for record in records], changes, bad
 
     def handleExpiredTimer(self, key: Any, timerValues: Any, expiredTimerInfo: Any) -> Iterator[SparkRow]:
         """A cleanup timer fired: expire the key's due elements (emits nothing)."""

@@ -7,6 +7,13 @@ batch left it, and that batch is the greatest id recorded for the table: SQLite 
 a read transaction a snapshot from its first read on, PostgreSQL's ``REPEATABLE READ`` likewise.
 Never a half-applied batch. Each call opens its own connection (the writer keeps its own), so
 readers in other threads or processes never block a commit. No pyspark import.
+
+Lakehouse sinks (``delta:``, ``iceberg:`` URLs) are read the same way through :func:`lakehouse_snapshot`
+and :func:`lakehouse_changes`: a snapshot is the table at ONE pinned Delta version / Iceberg
+snapshot (the batch id is the one that version's newest batch commit carries); the changelog is
+Delta's change data feed of each batch commit, or for Iceberg the difference between the data
+files a batch's snapshots added and removed; positions are ``batch_id << 32 | index + 1``
+(increasing and stable, not dense).
 """
 
 from __future__ import annotations
@@ -20,7 +27,7 @@ import msgpack
 
 from ..spec.changes import Row
 from .sink import BATCHES_TABLE, CHANGES_PER_CHUNK, CHANGES_TABLE, SinkError, quote
-from .sinkurl import SinkUrlError, is_postgresql, sqlite_path
+from .sinkurl import SinkUrlError, delta_location, is_delta, is_lakehouse, is_postgresql, sqlite_path
 
 _LAST_POSITION = f"SELECT max(first_pos + count - 1) FROM {CHANGES_TABLE} WHERE sink_table = {{mark}}"
 
@@ -80,10 +87,55 @@ def _tables(connection: Any, postgres: bool) -> set[str]:
     return {str(row[0]) for row in found}
 
 
+def lakehouse_snapshot(url: str, table: str, pk: Sequence[str], limit: int | None = None) -> TableSnapshot:
+    """:func:`read_snapshot` of a Delta or Iceberg sink: the table at its current version /
+    snapshot, pinned (one version read whole). O(rows)."""
+    try:
+        if is_delta(url):
+            from .delta import read_snapshot as read_delta
+
+            found: Any = read_delta(delta_location(url), pk, limit)
+        else:
+            from .iceberg import read_snapshot as read_iceberg
+
+            found = read_iceberg(url, table, pk, limit)
+    except SinkError:
+        raise
+    except Exception as error:  # the table libraries raise their own classes
+        raise SinkError(
+            f"cannot read the sink table {table} of {url}: {type(error).__name__}: {error}"
+        ) from None
+    if found is None:
+        return TableSnapshot(None, (), (), 0, 0)
+    return TableSnapshot(found.batch_id, found.columns, found.rows, found.total, found.changes_pos)
+
+
+def lakehouse_changes(url: str, table: str, after: int, limit: int, upto: int | None = None) -> list[Change]:
+    """:func:`read_changes` of a Delta or Iceberg sink (its primary key from the table's metadata)."""
+    try:
+        if is_delta(url):
+            from .delta import read_changes as delta_changes
+
+            found = delta_changes(delta_location(url), [], after, limit, upto)
+        else:
+            from .iceberg import read_changes as iceberg_changes
+
+            found = iceberg_changes(url, table, [], after, limit, upto)
+    except SinkError:
+        raise
+    except Exception as error:
+        raise SinkError(
+            f"cannot read the changes of {table} of {url}: {type(error).__name__}: {error}"
+        ) from None
+    return [Change(pos, batch, op, row) for pos, batch, op, row in found]
+
+
 def read_snapshot(url: str, table: str, pk: Sequence[str], limit: int | None = None) -> TableSnapshot:
     """The table as the last committed batch left it, in ONE read transaction: that batch's id,
     the first ``limit`` rows by primary key (all if None), the row count and the changelog
     position. O(rows returned) plus the count."""
+    if is_lakehouse(url):
+        return lakehouse_snapshot(url, table, pk, limit)
     connection, mark = _connect(url)
     if connection is None:
         return TableSnapshot(None, (), (), 0, 0)
@@ -123,6 +175,8 @@ def read_changes(url: str, table: str, after: int, limit: int, upto: int | None 
     ``limit``. O(limit + one chunk): the chunks are found by their first position (the primary
     key), and a chunk holding position ``after + 1`` starts at most ``CHANGES_PER_CHUNK - 1``
     before it."""
+    if is_lakehouse(url):
+        return lakehouse_changes(url, table, after, limit, upto)
     connection, mark = _connect(url)
     if connection is None:
         return []
@@ -154,6 +208,11 @@ def read_changes(url: str, table: str, after: int, limit: int, upto: int | None 
 
 def last_batch(url: str, table: str) -> int | None:
     """The greatest batch id committed for ``table`` (None: none yet, or no database)."""
+    if is_lakehouse(url):
+        try:
+            return lakehouse_snapshot(url, table, (), 0).batch_id
+        except SinkError:
+            return None
     try:
         connection, mark = _connect(url)
     except SinkError:
@@ -173,6 +232,8 @@ def last_batch(url: str, table: str) -> int | None:
 
 def last_position(url: str, table: str) -> int:
     """The changelog position of the last committed change of ``table`` (0: none)."""
+    if is_lakehouse(url):
+        return lakehouse_snapshot(url, table, (), 0).changes_pos
     connection, mark = _connect(url)
     if connection is None:
         return 0

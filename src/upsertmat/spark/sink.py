@@ -26,7 +26,7 @@ from typing import Any
 import msgpack
 
 from ..spec.changes import Row
-from .sinkurl import SinkUrlError, is_postgresql, sqlite_path
+from .sinkurl import SinkUrlError, delta_location, is_delta, is_iceberg, is_postgresql, sqlite_path
 
 BATCHES_TABLE = "_upsertmat_batches"
 CHANGES_TABLE = "_upsertmat_changes"
@@ -104,8 +104,38 @@ def last_per_key(changes: Sequence[tuple[str, Row]], pk: Sequence[int]) -> tuple
     return upserts, deletes
 
 
-class UpsertSink(ABC):
-    """A table keyed by ``pk`` (column indexes into ``columns``) plus the batch bookkeeping."""
+class BatchSink(ABC):
+    """Where the pipeline commits its micro-batches, each exactly once (SQL databases here; Delta
+    Lake and Iceberg tables in :mod:`.delta` and :mod:`.iceberg`)."""
+
+    table: str
+    where: str = "the sink"
+
+    @abstractmethod
+    def apply_batch(
+        self,
+        query_id: str,
+        batch_id: int,
+        changes: Sequence[tuple[str, Row]],
+        misses: Sequence[tuple[int, str]] = (),
+    ) -> BatchOutcome:
+        """Apply ``changes`` (arrival order) as batch ``batch_id`` of query ``query_id``, atomically;
+        a batch already committed is skipped (``BatchOutcome.skipped``)."""
+
+    @abstractmethod
+    def rows(self) -> list[Row]:
+        """Every row of the table, ordered by primary key (for checks and the demo)."""
+
+    @abstractmethod
+    def committed_batches(self) -> int:
+        """How many batches are recorded as committed."""
+
+    @abstractmethod
+    def close(self) -> None: ...
+
+
+class UpsertSink(BatchSink):
+    """A SQL table keyed by ``pk`` (column indexes into ``columns``) plus the batch bookkeeping."""
 
     paramstyle = "?"
     blob_type = "BLOB"
@@ -222,7 +252,6 @@ class UpsertSink(ABC):
 
     errors: tuple[type[BaseException], ...] = ()
     """The database driver's error classes: what :meth:`apply_batch` reports as a SinkFailure."""
-    where = "the sink"
 
     def apply_batch(
         self,
@@ -268,17 +297,6 @@ class UpsertSink(ABC):
         deletes: list[Row],
         misses: list[tuple[Any, ...]],
     ) -> BatchOutcome: ...
-
-    @abstractmethod
-    def rows(self) -> list[Row]:
-        """Every row of the table, ordered by primary key (for checks and the demo)."""
-
-    @abstractmethod
-    def committed_batches(self) -> int:
-        """How many batches are recorded in the bookkeeping table (all queries)."""
-
-    @abstractmethod
-    def close(self) -> None: ...
 
     def _select_all(self) -> str:
         order = ", ".join(quote(self.columns[index].name) for index in self.pk)
@@ -422,10 +440,19 @@ def _without_password(url: str) -> str:
 
 def open_sink(
     url: str, table: str, columns: Sequence[Column], pk: Sequence[int], *, changelog: bool = False
-) -> UpsertSink:
+) -> BatchSink:
     """The sink for ``url`` (:mod:`.sinkurl`: ``postgresql://...``, ``sqlite:///relative.db``,
-    ``sqlite:////absolute.db`` or a file path). ``changelog``: record every committed batch's
-    table changes in :data:`CHANGES_TABLE` (see :meth:`UpsertSink.apply_batch`)."""
+    ``sqlite:////absolute.db``, a file path, ``delta:///…``, ``iceberg:///…``). ``changelog``:
+    record every committed batch's table changes (SQL: :data:`CHANGES_TABLE`; Delta: its change
+    data feed)."""
+    if is_delta(url):
+        from .delta import DeltaSink
+
+        return DeltaSink(delta_location(url), table, columns, pk, changelog=changelog)
+    if is_iceberg(url):
+        from .iceberg import IcebergSink
+
+        return IcebergSink(url, table, columns, pk, changelog=changelog)
     if is_postgresql(url):
         return PostgresSink(url, table, columns, pk, changelog=changelog)
     try:

@@ -1,0 +1,416 @@
+"""The Iceberg sink: each micro-batch one Iceberg transaction, committed exactly once through the
+snapshot summary (``pyiceberg``; by default its SQL catalog on a local SQLite file).
+
+A batch's net table changes (:func:`~.sink.last_per_key`) are applied in ONE pyiceberg
+transaction: an overwrite whose filter matches every key the batch touches (copy-on-write: the
+data files holding them are rewritten without them) and whose data is the rows whose last change
+adds. Every
+snapshot the transaction creates carries ``upsertmat.batch`` and ``upsertmat.query`` in its
+summary properties, and the transaction also sets the table property
+``upsertmat.batch.<query id>``; the catalog swaps the table's metadata in one atomic step, so
+either all of it is committed or none. Before a batch is applied, the batch id is read back
+(:func:`committed_batch`: the newest snapshot of the current branch that carries it, and the
+table property, which survives snapshot expiry): a batch at or below it is skipped.
+
+Deletes: pyiceberg writes copy-on-write (data files holding deleted or updated rows are rewritten;
+it writes no delete files), so a read never merges delete files, and the number of data files is
+bounded by :func:`maintain` (compaction: the table rewritten in one overwrite snapshot; snapshot
+expiry; manifests merged on commit). An empty batch commits nothing.
+
+Catalogs: ``iceberg:///dir`` keeps a SQL catalog on ``dir/catalog.db`` (SQLite) with its
+warehouse in ``dir``; ``iceberg+catalog:NAME`` loads pyiceberg's configured catalog ``NAME``
+(``.pyiceberg.yaml``, ``PYICEBERG_CATALOG__NAME__*``). Tables live in namespace :data:`NAMESPACE`.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from ..spec.changes import Row
+from .delta import arrow_schema, position
+from .sink import BatchOutcome, BatchSink, Column, SinkError, SinkFailure, last_per_key
+from .sinkurl import ICEBERG_CATALOG_PREFIX, iceberg_warehouse
+
+NAMESPACE = "upsertmat"
+BATCH_KEY = "upsertmat.batch"
+QUERY_KEY = "upsertmat.query"
+MAINTENANCE_KEY = "upsertmat.maintenance"
+PK_PROPERTY = "upsertmat.primary-key"
+TABLE_PROPERTIES = {
+    # Merge the manifests of many small commits (pyiceberg writes one per snapshot otherwise).
+    "commit.manifest-merge.enabled": "true",
+    "commit.manifest.min-count-to-merge": "16",
+}
+
+
+def load_catalog(url: str) -> Any:
+    """The pyiceberg catalog of an ``iceberg:`` URL (SinkError if pyiceberg is missing)."""
+    try:
+        from pyiceberg.catalog import load_catalog as load
+        from pyiceberg.catalog.sql import SqlCatalog
+    except ImportError:
+        raise SinkError("the Iceberg sink needs pyiceberg: pip install 'upsertmat[lakehouse]'") from None
+    warehouse = iceberg_warehouse(url)
+    if warehouse is None:
+        return load(url[len(ICEBERG_CATALOG_PREFIX) :].strip())
+    warehouse.mkdir(parents=True, exist_ok=True)
+    return SqlCatalog(
+        "upsertmat",
+        uri=f"sqlite:///{warehouse.resolve() / 'catalog.db'}",
+        warehouse=warehouse.resolve().as_uri(),
+    )
+
+
+def properties_of(snapshot: Any) -> dict[str, str]:
+    """A snapshot's summary properties (pyiceberg's ``Summary`` keeps them beside ``operation``)."""
+    summary = snapshot.summary
+    return {} if summary is None else dict(summary.additional_properties)
+
+
+def property_key(query_id: str) -> str:
+    """The table property holding the last batch committed by ``query_id``."""
+    return f"{BATCH_KEY}.{query_id}"
+
+
+def committed_batch(table: Any, query_id: str) -> int | None:
+    """The greatest batch id of ``query_id`` the table holds (None: none): from the newest
+    snapshot of the current branch whose summary carries one, and the table property."""
+    found: int | None = None
+    text = table.properties.get(property_key(query_id))
+    if text is not None:
+        found = int(text)
+    snapshot = table.current_snapshot()
+    while snapshot is not None:
+        summary = properties_of(snapshot)
+        if summary.get(QUERY_KEY) == query_id and BATCH_KEY in summary:
+            batch = int(summary[BATCH_KEY])
+            found = batch if found is None else max(found, batch)
+            break
+        parent = snapshot.parent_snapshot_id
+        snapshot = None if parent is None else table.snapshot_by_id(parent)
+    return found
+
+
+class IcebergSink(BatchSink):
+    """An Iceberg table ``upsertmat.<table>`` keyed by ``pk`` (created if missing)."""
+
+    def __init__(
+        self, url: str, table: str, columns: Sequence[Column], pk: Sequence[int], *, changelog: bool = False
+    ) -> None:
+        if not pk:
+            raise SinkError("the sink table needs a primary key")
+        self.url = url
+        self.table = table
+        self.where = f"the Iceberg sink {url} table {NAMESPACE}.{table}"
+        self.columns = tuple(columns)
+        self.pk = tuple(pk)
+        self.names = [column.name for column in self.columns]
+        self.keys = [self.names[index] for index in self.pk]
+        self.schema = arrow_schema(self.columns)
+        try:
+            self.catalog = load_catalog(url)
+            self.catalog.create_namespace_if_not_exists(NAMESPACE)
+            self._table = self.catalog.create_table_if_not_exists(
+                (NAMESPACE, table),
+                schema=self.schema,
+                properties={**TABLE_PROPERTIES, PK_PROPERTY: ",".join(self.keys)},
+            )
+        except SinkError:
+            raise
+        except Exception as error:  # pyiceberg and its catalogs raise their own classes
+            raise SinkError(f"cannot open {self.where}: {type(error).__name__}: {error}") from None
+        found = [field.name for field in self._table.schema().fields]
+        if found != self.names:
+            raise SinkError(
+                f"{self.where} has columns {found}, the job writes {self.names}: use another table"
+            )
+
+    def apply_batch(
+        self,
+        query_id: str,
+        batch_id: int,
+        changes: Sequence[tuple[str, Row]],
+        misses: Sequence[tuple[int, str]] = (),
+    ) -> BatchOutcome:
+        """Delete and upsert the batch's last change per key in one transaction whose snapshots
+        carry the batch id; skip a batch already committed. SinkFailure if pyiceberg fails."""
+        upserts, deletes = last_per_key(changes, self.pk)
+        try:
+            table = self._table
+            table.refresh()
+            done = committed_batch(table, query_id)
+            if done is not None and done >= batch_id:
+                return BatchOutcome(0, 0, skipped=True)
+            if not upserts and not deletes:
+                return BatchOutcome(0, 0, skipped=False)
+            self._commit(table, query_id, batch_id, upserts, deletes)
+        except SinkError:
+            raise
+        except Exception as error:
+            raise SinkFailure(
+                f"{self.where} failed on micro-batch {batch_id}: {type(error).__name__}: "
+                f"{str(error).strip()}; "
+                "every batch before it is committed and this one is not. Fix the sink and run the job again: "
+                "it continues at this batch, each batch applied once"
+            ) from error
+        return BatchOutcome(len(upserts), len(deletes), skipped=False)
+
+    def _commit(
+        self, table: Any, query_id: str, batch_id: int, upserts: list[Row], deletes: list[Row]
+    ) -> None:
+        import pyarrow as pa  # type: ignore[import-untyped]
+
+        properties = {BATCH_KEY: str(batch_id), QUERY_KEY: query_id}
+        with table.transaction() as transaction:
+            # One overwrite: the touched keys' rows deleted (copy-on-write), the batch's rows
+            # appended. No scan of the matched rows first (pyiceberg's upsert does one to skip
+            # unchanged rows; rewriting an unchanged row costs bytes, a scan costs a read).
+            columns: list[tuple[Any, ...]] = (
+                list(zip(*upserts, strict=True)) if upserts else [() for _ in self.names]
+            )
+            data = pa.Table.from_arrays(
+                [
+                    pa.array(list(values), type=field.type)
+                    for values, field in zip(columns, self.schema, strict=True)
+                ],
+                schema=self.schema,
+            )
+            with warnings.catch_warnings():  # a retraction of a key the table lacks is no news
+                warnings.filterwarnings("ignore", "Delete operation did not match any records")
+                transaction.overwrite(
+                    data,
+                    overwrite_filter=key_filter(self.keys, [*deletes, *(self._key(row) for row in upserts)]),
+                    snapshot_properties=properties,
+                )
+            transaction.set_properties({property_key(query_id): str(batch_id)})
+
+    def _key(self, row: Row) -> Row:
+        return tuple(row[index] for index in self.pk)
+
+    def rows(self) -> list[Row]:
+        self._table.refresh()
+        return scan_rows(self._table, None, self.names, self.keys)
+
+    def committed_batches(self) -> int:
+        self._table.refresh()
+        return len(batch_snapshots(self._table))
+
+    def close(self) -> None:
+        pass
+
+
+def key_filter(keys: Sequence[str], values: Sequence[Row]) -> Any:
+    """The pyiceberg filter matching the primary keys ``values`` (``In`` for one column)."""
+    import pyiceberg.expressions
+
+    # Any: pyiceberg's expression classes are pydantic models whose positional constructors mypy misreads.
+    build: Any = pyiceberg.expressions
+    if len(keys) == 1:
+        return build.In(keys[0], {value[0] for value in values})
+    terms = [
+        build.And(*[build.EqualTo(name, value) for name, value in zip(keys, key, strict=True)])
+        for key in values
+    ]
+    return terms[0] if len(terms) == 1 else build.Or(*terms)
+
+
+def scan_rows(table: Any, snapshot_id: int | None, names: Sequence[str], keys: Sequence[str]) -> list[Row]:
+    """The rows of the table at ``snapshot_id`` (None: current), ordered by ``keys``."""
+    data = table.scan(snapshot_id=snapshot_id).to_arrow().select(list(names))
+    if keys:
+        data = data.sort_by([(key, "ascending") for key in keys])
+    return [tuple(row) for row in zip(*(data.column(name).to_pylist() for name in names), strict=True)]
+
+
+def latest_batch(table: Any) -> int | None:
+    """The batch id the current snapshot holds: that of the newest snapshot of the current branch
+    that carries one (a compaction carries it forward). None: no batch."""
+    snapshot = table.current_snapshot()
+    while snapshot is not None:
+        summary = properties_of(snapshot)
+        if BATCH_KEY in summary:
+            return int(summary[BATCH_KEY])
+        parent = snapshot.parent_snapshot_id
+        snapshot = None if parent is None else table.snapshot_by_id(parent)
+    return None
+
+
+def batch_snapshots(table: Any) -> dict[int, list[Any]]:
+    """The snapshots of the current branch that carry a batch id, by batch id (oldest first);
+    expired snapshots are gone from it."""
+    chain = []
+    snapshot = table.current_snapshot()
+    while snapshot is not None:
+        chain.append(snapshot)
+        parent = snapshot.parent_snapshot_id
+        snapshot = None if parent is None else table.snapshot_by_id(parent)
+    found: dict[int, list[Any]] = {}
+    for snapshot in reversed(chain):
+        summary = properties_of(snapshot)
+        if BATCH_KEY in summary and MAINTENANCE_KEY not in summary:
+            found.setdefault(int(summary[BATCH_KEY]), []).append(snapshot)
+    return found
+
+
+@dataclass(frozen=True)
+class IcebergSnapshot:
+    """A table read at one snapshot: its id, the batch it holds, columns, rows, count, position."""
+
+    snapshot_id: int | None
+    batch_id: int | None
+    columns: tuple[str, ...]
+    rows: tuple[Row, ...]
+    total: int
+    changes_pos: int
+
+
+def table_key(table: Any) -> list[str]:
+    """The primary key columns the sink recorded in the table's properties ([]: none)."""
+    return [name for name in table.properties.get(PK_PROPERTY, "").split(",") if name]
+
+
+def _open(url: str, table: str) -> Any | None:
+    catalog = load_catalog(url)
+    if not catalog.table_exists((NAMESPACE, table)):
+        return None
+    return catalog.load_table((NAMESPACE, table))
+
+
+def read_snapshot(
+    url: str, table: str, pk: Sequence[str], limit: int | None = None
+) -> IcebergSnapshot | None:
+    """The table at its current snapshot (pinned: one snapshot id read whole). None: no table."""
+    found = _open(url, table)
+    if found is None:
+        return None
+    names = [field.name for field in found.schema().fields]
+    pk = list(pk) or table_key(found) or names
+    current = found.current_snapshot()
+    snapshot_id = None if current is None else current.snapshot_id
+    batches = batch_snapshots(found)
+    batch = latest_batch(found)
+    rows = [] if current is None else scan_rows(found, snapshot_id, names, pk)
+    pos = 0
+    if batches:
+        last = max(batches)
+        count = len(batch_changes(found, batches[last], names, pk))
+        pos = position(last, count - 1) if count else position(last, 0) - 1
+    return IcebergSnapshot(
+        snapshot_id, batch, tuple(names), tuple(rows if limit is None else rows[:limit]), len(rows), pos
+    )
+
+
+def _files(table: Any, snapshot: Any) -> tuple[list[str], list[str]]:
+    """(data files added, data files removed) by one snapshot (its own manifest entries)."""
+    added: list[str] = []
+    removed: list[str] = []
+    for manifest in snapshot.manifests(table.io):
+        if manifest.added_snapshot_id != snapshot.snapshot_id:
+            continue
+        for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=False):
+            if entry.snapshot_id != snapshot.snapshot_id:
+                continue
+            status = int(entry.status)
+            (added if status == 1 else removed if status == 2 else []).append(entry.data_file.file_path)
+    return added, removed
+
+
+def batch_changes(
+    table: Any, snapshots: Sequence[Any], names: Sequence[str], pk: Sequence[str]
+) -> list[tuple[str, Row]]:
+    """The table changes of one batch, from the data files its snapshots added and removed
+    (copy-on-write: a rewritten file's untouched rows appear on both sides and cancel): per key,
+    the row before (in a removed file) and after (in an added file): ``-D``, ``+I`` or
+    ``-U``/``+U``; deletes first, then by key. O(rows of the touched files)."""
+    import pyarrow.parquet as pq  # type: ignore[import-untyped]
+
+    added: list[str] = []
+    removed: list[str] = []
+    for snapshot in snapshots:
+        more, gone = _files(table, snapshot)
+        added += more
+        removed += gone
+    both = set(added) & set(removed)  # written and rewritten inside the batch
+    key_index = [names.index(key) for key in pk]
+
+    def rows_of(paths: list[str]) -> dict[Row, Row]:
+        found: dict[Row, Row] = {}
+        for path in paths:
+            if path in both:
+                continue
+            data = pq.read_table(table.io.new_input(path).open()).select(list(names))
+            for row in zip(*(data.column(name).to_pylist() for name in names), strict=True):
+                found[tuple(row[i] for i in key_index)] = tuple(row)
+        return found
+
+    before, after = rows_of(removed), rows_of(added)
+    deletes = [("-D", before[key]) for key in sorted(set(before) - set(after))]
+    changes: list[tuple[str, Row]] = []
+    for key in sorted(after):
+        old = before.get(key)
+        if old is None:
+            changes.append(("+I", after[key]))
+        elif old != after[key]:
+            changes += [("-U", old), ("+U", after[key])]
+    return deletes + changes
+
+
+def read_changes(
+    url: str, table: str, pk: Sequence[str], after: int, limit: int, upto: int | None = None
+) -> list[tuple[int, int, str, Row]]:
+    """The committed changes ``(pos, batch, op, row)`` at ``after < pos [<= upto]``, at most
+    ``limit``, computed per batch from the files its snapshots added and removed (positions as
+    :func:`~.delta.position`). Expired snapshots' batches are no longer readable."""
+    found_table = _open(url, table)
+    if found_table is None:
+        return []
+    names = [field.name for field in found_table.schema().fields]
+    pk = (
+        list(pk) or [name for name in found_table.properties.get(PK_PROPERTY, "").split(",") if name] or names
+    )
+    found: list[tuple[int, int, str, Row]] = []
+    for batch, snapshots in sorted(batch_snapshots(found_table).items()):
+        if position(batch, 1 << 31) <= after or (upto is not None and position(batch, 0) > upto):
+            continue
+        for offset, (op, row) in enumerate(batch_changes(found_table, snapshots, names, pk)):
+            pos = position(batch, offset)
+            if pos <= after or (upto is not None and pos > upto):
+                continue
+            found.append((pos, batch, op, row))
+            if len(found) >= limit:
+                return found
+    return found
+
+
+def maintain(url: str, table: str, *, keep_snapshots: int = 1) -> dict[str, Any]:
+    """The documented maintenance of an Iceberg sink table: compaction (the current rows rewritten
+    in one overwrite snapshot that carries the last batch's summary properties forward, so the
+    exactly-once check still finds them), then expiry of all but the newest ``keep_snapshots``
+    snapshots (their files are no longer referenced; pyiceberg does not delete orphan files).
+    Do not run it while a job writes the table (the job's commit would then conflict and fail
+    the batch, which a rerun applies). Returns counts."""
+    found = _open(url, table)
+    if found is None:
+        return {}
+    current = found.current_snapshot()
+    summary = {} if current is None else properties_of(current)
+    carried = {key: value for key, value in summary.items() if key in (BATCH_KEY, QUERY_KEY)}
+    carried[MAINTENANCE_KEY] = "compact"
+    data = found.scan().to_arrow()
+    found.overwrite(data, snapshot_properties=carried)
+    found.refresh()
+    snapshots = sorted(found.snapshots(), key=lambda snapshot: snapshot.timestamp_ms)
+    expired = 0
+    if len(snapshots) > keep_snapshots:
+        newest = snapshots[-keep_snapshots]
+        expire = found.maintenance.expire_snapshots().older_than(
+            datetime.fromtimestamp(newest.timestamp_ms / 1000, tz=UTC)
+        )
+        expire.commit()
+        found.refresh()
+        expired = len(snapshots) - len(found.snapshots())
+    return {"rows": data.num_rows, "expired_snapshots": expired, "snapshots": len(found.snapshots())}
