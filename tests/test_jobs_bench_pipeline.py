@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from upsertmat.bench.footprint import RssSampler
 from upsertmat.bench.pipeline import PipelineBench, PipelineFigures, report, write_workload
 from upsertmat.jobs.model import SourceFormat
 
@@ -70,16 +69,23 @@ def test_stages_and_report() -> None:
 
 
 def test_the_rss_sampler_sees_this_process_and_its_children() -> None:
-    """The pipeline's peak RSS per role (driver, JVM, Python workers) comes from /proc."""
+    """The pipeline's peak RSS per role (driver, JVM, Python workers) comes from /proc. Sampled in a
+    fresh process: this one may have a Spark JVM of an earlier test among its children."""
     import subprocess
     import sys
 
-    with RssSampler(interval=0.05) as sampler:
-        child = "import time; block = bytearray(64 * 2**20); time.sleep(0.5)"
-        subprocess.run([sys.executable, "-c", child], check=True)
-    assert sampler.peaks["driver"] > 10 * 2**20
-    assert sampler.peaks["workers"] > 64 * 2**20  # a Python child: counted as a worker
-    assert sampler.peaks["jvm"] == 0
+    script = """
+import json, subprocess, sys
+with RssSampler(interval=0.05) as sampler:
+    child = "import time; block = bytearray(64 * 2**20); time.sleep(0.5)"
+    subprocess.run([sys.executable, "-c", child], check=True)
+print(json.dumps(sampler.peaks))
+"""
+    done = subprocess.run([sys.executable, "-c", script], check=True, capture_output=True, text=True)
+    peaks = json.loads(done.stdout)
+    assert peaks["driver"] > 10 * 2**20
+    assert peaks["workers"] > 64 * 2**20  # a Python child: counted as a worker
+    assert peaks["jvm"] == 0
 
 
 def test_per_batch_timings_and_fixed_cost_in_the_report() -> None:
