@@ -76,6 +76,7 @@ def test_the_rss_sampler_sees_this_process_and_its_children() -> None:
 
     script = """
 import json, subprocess, sys
+from upsertmat.bench.footprint import RssSampler
 with RssSampler(interval=0.05) as sampler:
     child = "import time; block = bytearray(64 * 2**20); time.sleep(0.5)"
     subprocess.run([sys.executable, "-c", child], check=True)
