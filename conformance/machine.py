@@ -330,8 +330,16 @@ class MaterializerMachine(RuleBasedStateMachine):
         """The implementation's own layout invariants, where it has a ``_check()`` (the
         built-in strategies do; third-party ones may): after every step."""
         check = getattr(self.impl, "_check", None)
-        if callable(check):
+        if not callable(check):
+            return
+        try:
             check()
+        except Exception as error:
+            raise self.mismatch(
+                f"the implementation's own layout check failed: {type(error).__name__}: {error}",
+                differs=Differs.STATE,
+                breaks="the implementation's own layout invariant (its _check())",
+            ) from error
 
     @invariant()
     def elements_agree(self) -> None:

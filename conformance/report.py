@@ -96,6 +96,9 @@ def _reproduction_of(error: BaseException) -> dict[str, Any] | None:
 MAX_SHOWN = 200
 """Inputs listed in a counterexample (the counterexample file holds them all)."""
 
+_FAILING_EXAMPLE = ("Falsifying example", "Failing test case", "Failing explicit example")
+"""How Hypothesis's note naming the failing example starts (it changed across versions)."""
+
 _PROGRAM_LINE = re.compile(r"^(\w+(, \w+)* = )?state\b")
 """A line of the program Hypothesis prints for a failing state machine."""
 
@@ -117,7 +120,7 @@ def hypothesis_notes(error: BaseException, with_inputs: bool) -> list[str]:
         if _PROGRAM_LINE.match(note):
             if note.removeprefix("state.").removesuffix("()") not in INVARIANTS:
                 program += note.splitlines()
-        elif note.startswith("Falsifying example") and not with_inputs:
+        elif note.startswith(_FAILING_EXAMPLE) and not with_inputs and not note.endswith("<state machine>"):
             shown.append(note)
         elif "@reproduce_failure" in note:
             shown.append(note.strip())

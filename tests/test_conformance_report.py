@@ -14,7 +14,7 @@ from upsertmat.conformance.checks import check_timed_stream
 from upsertmat.conformance.generators import KEYS_WITH_UPSERT_KEY, KEYS_WITHOUT_UPSERT_KEY, Advance, Step
 from upsertmat.conformance.mismatch import RULES, Differs, Mismatch, rules_broken
 from upsertmat.conformance.pinned import ttl_probe
-from upsertmat.conformance.report import anchor
+from upsertmat.conformance.report import _counterexample, anchor
 from upsertmat.conformance.suite import TTL_CONFIGS
 from upsertmat.spec import Granularity, Keys, ModelMaterializer, TtlSettings, delete, insert, update_after
 
@@ -86,6 +86,19 @@ def test_the_rule_deciding_the_failing_input() -> None:
     )
     assert crash.diagnosis.rules == (9,)
     assert str(crash).splitlines() == [f"breaks rule 9: {RULES[9]} (docs/spec.md)", "boom"]
+
+
+def test_a_failure_without_a_mismatch_shows_hypothesis_example_and_blob() -> None:
+    """A crash the checks do not wrap (here a bare error) still shows the example Hypothesis
+    found and the blob that replays it, and decides no rule."""
+    error = RuntimeError("export failed")
+    example = "Failing test case: property_(value=GeneratedStream(keys=..., arrival=(+I[1, 'a'],)))"
+    blob = "You can reproduce this test case by temporarily adding @reproduce_failure('6.1', b'AXic')"
+    for note in (example, "Explanation:", blob):
+        error.add_note(note)
+    text, mismatch = _counterexample(error)
+    assert mismatch is None
+    assert text.splitlines() == ["export failed", example, blob]
 
 
 @pytest.mark.parametrize("granularity", list(Granularity))
