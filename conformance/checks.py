@@ -2,17 +2,20 @@
 
 They take a *maker* ``(Keys) -> Materializer`` so each check builds fresh implementations and
 always closes them (implementations may hold files and locks). Outputs are compared exactly
-(kind, row with exact JSON types, order) after EVERY input, and ``retract_misses`` with it.
+(kind, row with exact JSON types, order) after EVERY input, and ``retract_misses`` with it. A
+difference, or an exception the implementation raises (other than ``Unsupported``), fails
+with a :class:`~.mismatch.Mismatch` carrying every input fed and naming the rule it breaks (a
+crash is chained, so its traceback shows).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 
-from ..spec import Change, Granularity, Keys, Materializer, ModelMaterializer, TtlSettings
+from ..spec import Change, Granularity, Keys, Materializer, ModelMaterializer, TtlSettings, Unsupported
 from .generators import Advance, GeneratedStream, Step, TimedStream
-from .mismatch import Mismatch
+from .mismatch import Differs, Mismatch
 from .scenarios import Scenario, TtlScenario
 
 Maker = Callable[[Keys], Materializer]
@@ -28,13 +31,46 @@ def opened(make: Maker, keys: Keys) -> Iterator[Materializer]:
         materializer.close()
 
 
-def _ops(output: object) -> tuple[str, ...]:
-    return (output.kind.value,) if isinstance(output, Change) else ()
+def _answer(materializer: Materializer, step: Step) -> Change | None:
+    """Feed one input: a change is processed, a clock line advances the clock (no output)."""
+    if isinstance(step, Advance):
+        materializer.advance_time(step.time)
+        return None
+    return materializer.process(step)
+
+
+def _outputs(change: Change | None) -> tuple[Change, ...]:
+    return () if change is None else (change,)
 
 
 def _history(inputs: Iterable[Step], upto: int) -> str:
     lines = [f"  [{i}] {change!r}" for i, change in enumerate(inputs) if i <= upto]
     return "\n".join(lines[-12:])
+
+
+def crashed(
+    error: Exception,
+    place: str,
+    keys: Keys,
+    steps: Sequence[Step],
+    expected: Change | None,
+    ttl: TtlSettings | None = None,
+    granularity: Granularity = Granularity.PER_ELEMENT,
+) -> Mismatch:
+    """The :class:`Mismatch` for an implementation that raised ``error`` at the last of
+    ``steps`` (``place`` names that input); raise it ``from error``, so the traceback shows."""
+    wanted = "" if isinstance(steps[-1], Advance) else f" (expected {expected!r})"
+    return Mismatch(
+        f"{place}: the implementation raised {type(error).__name__}: {error}{wanted}\n"
+        f"inputs so far:\n{_history(steps, len(steps) - 1)}",
+        keys=keys,
+        steps=steps,
+        actual=(),
+        expected=_outputs(expected),
+        ttl=ttl,
+        granularity=granularity,
+        differs=Differs.CRASH,
+    )
 
 
 def _replay_as_written(
@@ -53,10 +89,16 @@ def _replay_as_written(
     count must be as written. ``label`` names the scenario in messages, ``unit`` its steps."""
     __tracebackhide__ = True  # a failure shows the check's message, not its code
     for index, (step, want) in enumerate(zip(steps, expected, strict=True)):
+        written = want if isinstance(want, Change) else None
+        try:
+            actual = _answer(materializer, step)
+        except Unsupported:
+            raise
+        except Exception as error:
+            place = f"{label}, {unit} [{index}] {step!r}"
+            raise crashed(error, place, keys, steps[: index + 1], written, ttl, granularity) from error
         if isinstance(step, Advance):
-            materializer.advance_time(step.time)
             continue
-        actual = materializer.process(step)
         if actual != want:
             raise Mismatch(
                 f"{label}, {unit} [{index}] {step!r}: expected {want!r}, "
@@ -64,15 +106,21 @@ def _replay_as_written(
                 + (f"\nnote: {note}" if note else ""),
                 keys=keys,
                 steps=steps[: index + 1],
-                actual_ops=_ops(actual),
+                actual=_outputs(actual),
+                expected=_outputs(written),
                 ttl=ttl,
                 granularity=granularity,
             )
     if materializer.retract_misses != misses:
         raise Mismatch(
-            f"{label}: expected retract_misses == {misses}, got {materializer.retract_misses}",
+            f"{label}: expected retract_misses == {misses}, got {materializer.retract_misses} "
+            f"after all {len(steps)} {unit}s:\n{_history(steps, len(steps) - 1)}",
             keys=keys,
-            steps=(),
+            steps=steps,
+            misses=(misses, materializer.retract_misses),
+            ttl=ttl,
+            granularity=granularity,
+            differs=Differs.MISSES,
         )
 
 
@@ -110,19 +158,24 @@ def check_against_model(
     model = ModelMaterializer(keys, ttl, granularity)
     with opened(make, keys) as materializer:
         for index, change in enumerate(inputs):
+            expected = _answer(model, change)
+            try:
+                actual = _answer(materializer, change)
+            except Unsupported:
+                raise
+            except Exception as error:
+                place = f"input [{index}] {change!r}"
+                raise crashed(error, place, keys, inputs[: index + 1], expected, ttl, granularity) from error
             if isinstance(change, Advance):
-                model.advance_time(change.time)
-                materializer.advance_time(change.time)
                 continue
-            expected = model.process(change)
-            actual = materializer.process(change)
             if actual != expected:
                 raise Mismatch(
                     f"input [{index}] {change!r}: the model emits {expected!r}, the implementation "
                     f"{actual!r}\ninputs so far:\n{_history(inputs, index)}",
                     keys=keys,
                     steps=inputs[: index + 1],
-                    actual_ops=_ops(actual),
+                    actual=_outputs(actual),
+                    expected=_outputs(expected),
                     ttl=ttl,
                     granularity=granularity,
                 )
@@ -132,9 +185,12 @@ def check_against_model(
                     f"the model counts {model.retract_misses}\ninputs so far:\n{_history(inputs, index)}",
                     keys=keys,
                     steps=inputs[: index + 1],
-                    actual_ops=_ops(actual),
+                    actual=_outputs(actual),
+                    expected=_outputs(expected),
+                    misses=(model.retract_misses, materializer.retract_misses),
                     ttl=ttl,
                     granularity=granularity,
+                    differs=Differs.MISSES,
                 )
 
 

@@ -14,6 +14,10 @@ TTL: a machine bound with ``ttl_configs`` draws one TTL configuration at initial
 event time (late records included), and an invariant compares the exported elements with
 their stamps (:class:`~upsertmat.spec.StateTransfer`).
 
+A failure (a different output, a crash, an invariant) raises a :class:`~.mismatch.Mismatch`
+carrying every input fed since ``open`` and the rule it breaks, computed from the model's state
+at the failing input (Hypothesis then prints the machine's steps).
+
 Later features add rules by subclassing (checkpoint/restore, migrate, rescale): feed changes
 with :meth:`MaterializerMachine.step`, build a fresh implementation configured like the
 current one with :meth:`MaterializerMachine.fresh`, swap it in with
@@ -46,7 +50,8 @@ from ..spec import (
     canonical,
 )
 from .checks import Maker
-from .generators import KEYS_WITH_UPSERT_KEY, KEYS_WITHOUT_UPSERT_KEY
+from .generators import KEYS_WITH_UPSERT_KEY, KEYS_WITHOUT_UPSERT_KEY, Advance, Step
+from .mismatch import Differs, Mismatch, deciding_rules, state_rules, stored_match
 
 _PKS: tuple[JsonValue, ...] = (1, 2, 3, 1.0, True)
 _UKS: tuple[JsonValue, ...] = ("u1", "u2", 1, 1.0)
@@ -60,6 +65,9 @@ adds = st.sampled_from((RowKind.INSERT, RowKind.UPDATE_AFTER))
 retracts = st.sampled_from((RowKind.UPDATE_BEFORE, RowKind.DELETE))
 
 TtlMaker = Callable[[Keys, TtlSettings], Materializer]
+
+INVARIANTS = ("misses_agree", "histories_agree", "layout_holds", "elements_agree")
+"""The invariants of :class:`MaterializerMachine` (checked after every step)."""
 
 
 class MaterializerMachine(RuleBasedStateMachine):
@@ -82,6 +90,14 @@ class MaterializerMachine(RuleBasedStateMachine):
         self.now = 0
         self.ts_offset = 0
         self.steps = 0
+        self.fed: list[Step] = []
+        """Every input fed since :meth:`open` (changes as fed, clock lines), for failures."""
+        self.moved = False
+        """Whether the state moved to another instance since :meth:`open` (lifecycle rules):
+        then feeding :attr:`fed` to a fresh implementation is not the whole story."""
+        self._last: tuple[Change | Advance, bool, bool] | None = None
+        """The last input since the last move, with whether it matched a stored row (an ADD's
+        replacement) and whether it missed (rule 7), to name the rule a failure breaks."""
 
     def make(self, keys: Keys) -> Materializer:
         """Build the implementation under test (overridden by :meth:`bound_to`)."""
@@ -126,26 +142,102 @@ class MaterializerMachine(RuleBasedStateMachine):
 
     # -- plumbing subclasses reuse -------------------------------------------------------------
 
+    def mismatch(
+        self,
+        message: str,
+        actual: Change | None = None,
+        expected: Change | None = None,
+        *,
+        differs: Differs = Differs.OUTPUT,
+        breaks: str | None = None,
+        misses: tuple[int, int] | None = None,
+    ) -> Mismatch:
+        """A :class:`Mismatch` at the last input fed (``message`` says what differs), carrying
+        every input fed since :meth:`open` and the rule that decided the last one (computed
+        here: after a migration across granularities the model cannot be replayed from the
+        inputs alone)."""
+        rules: tuple[int, ...] | None = None
+        if breaks is None:
+            breaks, rules = self._decided(differs, actual, expected)
+        inputs = "\n".join(f"  [{i}] {step!r}" for i, step in enumerate(self.fed))
+        return Mismatch(
+            f"{message}\ninputs fed so far ({len(self.fed)}, the last one last"
+            + (", the state moved between them by the steps below" if self.moved else "")
+            + f"):\n{inputs or '  (none)'}",
+            keys=self.keys,
+            steps=self.fed,
+            actual=None if differs is not Differs.OUTPUT else () if actual is None else (actual,),
+            expected=None if differs is not Differs.OUTPUT else () if expected is None else (expected,),
+            ttl=self.ttl if self.ttl.enabled else None,
+            granularity=self.model.granularity,
+            misses=misses,
+            differs=differs,
+            rules=rules,
+            breaks=breaks,
+            replayable=not self.moved,
+        )
+
+    def _decided(
+        self, differs: Differs, actual: Change | None, expected: Change | None
+    ) -> tuple[str | None, tuple[int, ...] | None]:
+        """(what else a failure breaks, or the rules it breaks) from the last input."""
+        last = self._last
+        if last is None:  # nothing fed since open or the last move
+            return "the state moved by checkpoint/restore, migration or rescaling (docs/operations.md)", None
+        change, replaces, missed = last
+        if isinstance(change, Advance):
+            return "TTL expiry when the clock advances (docs/ttl.md)", None
+        if differs is Differs.STATE:
+            return None, state_rules(self.keys, change, replaces=replaces, missed=missed)
+        if differs is Differs.MISSES:
+            return None, (7,)
+        ops = () if actual is None else (actual.kind.value,)
+        return None, deciding_rules(change, missed=missed, expected=expected, actual_ops=ops)
+
     def step(self, change: Change) -> Change | None:
         """Feed ``change`` to both; the outputs must be exactly equal. Returns the output.
 
-        In event time a change without ``ts`` gets ``now + ts_offset`` (at least 0).
+        In event time a change without ``ts`` gets ``now + ts_offset`` (at least 0). A
+        difference or a crash raises a :class:`Mismatch` naming the rule it breaks.
         """
         assert self.impl is not None
         if change.ts is None and self.ttl.time_domain is TimeDomain.EVENT_TIME:
             change = Change(change.kind, change.row, ts=max(0, self.now + self.ts_offset))
-        expected = self.model.process(change)
-        actual = self.impl.process(change)
-        self.steps += 1
-        assert actual == expected, (
-            f"step {self.steps} {change!r}: model {expected!r}, implementation {actual!r}"
+        replaces = (
+            change.kind.is_add and self.keys.has_upsert_key and stored_match(self.model, self.keys, change)
         )
+        misses = self.model.retract_misses
+        expected = self.model.process(change)
+        self.fed.append(change)
+        self._last = (change, replaces, self.model.retract_misses > misses)
+        self.steps += 1
+        try:
+            actual = self.impl.process(change)
+        except Unsupported:
+            raise
+        except Exception as error:
+            raise self.mismatch(
+                f"input [{len(self.fed) - 1}] {change!r}: the implementation raised {type(error).__name__}: "
+                f"{error} (the model emits {expected!r})",
+                None,
+                expected,
+                differs=Differs.CRASH,
+            ) from error
+        if actual != expected:
+            raise self.mismatch(
+                f"input [{len(self.fed) - 1}] {change!r}: the model emits {expected!r}, the implementation "
+                f"{actual!r}",
+                actual,
+                expected,
+            )
         return actual
 
     def replace_implementation(self, impl: Materializer) -> None:
         """Close the current implementation and continue with ``impl`` (restore, migrate...)."""
         if self.impl is not None:
             self.impl.close()
+            self.moved = True
+            self._last = None
         self.impl = impl
 
     # -- rules ---------------------------------------------------------------------------------
@@ -192,7 +284,18 @@ class MaterializerMachine(RuleBasedStateMachine):
         assert self.impl is not None
         self.now += delta
         self.model.advance_time(self.now)
-        self.impl.advance_time(self.now)
+        self.fed.append(Advance(self.now))
+        self._last = (Advance(self.now), False, False)
+        try:
+            self.impl.advance_time(self.now)
+        except Unsupported:
+            raise
+        except Exception as error:
+            raise self.mismatch(
+                f"advance_time({self.now}): the implementation raised {type(error).__name__}: {error}",
+                differs=Differs.CRASH,
+                breaks="the clock (advance_time never emits nor fails; docs/conformance.md)",
+            ) from error
 
     @rule(offset=st.integers(-8, 6))
     def shift_event_time(self, offset: int) -> None:
@@ -203,9 +306,11 @@ class MaterializerMachine(RuleBasedStateMachine):
 
     @invariant()
     def misses_agree(self) -> None:
-        if self.impl is not None:
-            assert self.impl.retract_misses == self.model.retract_misses, (
-                f"retract_misses {self.impl.retract_misses}, model {self.model.retract_misses}"
+        if self.impl is not None and self.impl.retract_misses != self.model.retract_misses:
+            raise self.mismatch(
+                f"retract_misses {self.impl.retract_misses}, model {self.model.retract_misses}",
+                differs=Differs.MISSES,
+                misses=(self.model.retract_misses, self.impl.retract_misses),
             )
 
     @invariant()
@@ -217,15 +322,24 @@ class MaterializerMachine(RuleBasedStateMachine):
             actual = {context: [canonical(row) for row in rows] for context, rows in self.impl.histories()}
         except Unsupported:
             return  # declared not supported: nothing to compare
-        assert actual == expected, f"state differs: {actual!r} vs model {expected!r}"
+        if actual != expected:
+            raise self.mismatch(f"state differs: {actual!r} vs model {expected!r}", differs=Differs.STATE)
 
     @invariant()
     def layout_holds(self) -> None:
         """The implementation's own layout invariants, where it has a ``_check()`` (the
         built-in strategies do; third-party ones may): after every step."""
         check = getattr(self.impl, "_check", None)
-        if callable(check):
+        if not callable(check):
+            return
+        try:
             check()
+        except Exception as error:
+            raise self.mismatch(
+                f"the implementation's own layout check failed: {type(error).__name__}: {error}",
+                differs=Differs.STATE,
+                breaks="the implementation's own layout invariant (its _check())",
+            ) from error
 
     @invariant()
     def elements_agree(self) -> None:
@@ -237,8 +351,20 @@ class MaterializerMachine(RuleBasedStateMachine):
             actual = {c: [(canonical(r), s) for r, s in e] for c, e in self.impl.export_elements()}
         except Unsupported:
             return  # declared not supported: nothing to compare
-        assert actual == expected, f"elements differ: {actual!r} vs model {expected!r}"
-        assert self.impl.now == self.model.now
+        if actual != expected:
+            rows = {context: [row for row, _ in elements] for context, elements in actual.items()}
+            wanted = {context: [row for row, _ in elements] for context, elements in expected.items()}
+            raise self.mismatch(
+                f"elements differ: {actual!r} vs model {expected!r}",
+                differs=Differs.STATE,
+                breaks=None if rows != wanted else "the TTL stamps of the stored rows (docs/ttl.md)",
+            )
+        if self.impl.now != self.model.now:
+            raise self.mismatch(
+                f"the clock: implementation now={self.impl.now}, model now={self.model.now}",
+                differs=Differs.STATE,
+                breaks="the clock (now follows advance_time; docs/ttl.md)",
+            )
 
     def teardown(self) -> None:
         if self.impl is not None:

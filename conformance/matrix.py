@@ -32,7 +32,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from .report import RULES, anchor
+from .mismatch import RULES
+from .report import anchor
 
 FLINK_VERSION = "2.3.0"
 FLINK_STRATEGIES = ("LEGACY", "VALUE", "MAP", "ADAPTIVE")

@@ -7,8 +7,8 @@ failure, pin its ``arrival`` here (or as a hand-checked scenario in ``scenarios.
 
 from __future__ import annotations
 
-from ..spec import Change, delete, insert, update_after, update_before
-from .generators import KEYS_WITH_UPSERT_KEY, KEYS_WITHOUT_UPSERT_KEY, GeneratedStream
+from ..spec import Change, TtlSettings, delete, insert, update_after, update_before
+from .generators import KEYS_WITH_UPSERT_KEY, KEYS_WITHOUT_UPSERT_KEY, Advance, GeneratedStream, TimedStream
 
 
 def _stream(upsert_key: bool, *arrival: Change) -> GeneratedStream:
@@ -96,3 +96,17 @@ PINNED: tuple[GeneratedStream, ...] = (
 )
 """In this order: an implementation that fails several reports the first, so the ones whose
 failure is a wrong output (a rule to blame) come before the one that crashes Flink's MAP."""
+
+
+def ttl_probe(ttl: TtlSettings) -> TimedStream:
+    """A timed stream that tells TTL ``ttl`` from no TTL in every configuration (both time
+    domains, every update policy, per element and per key): a row, the clock (the watermark in
+    event time) moved past its expiry, the row retracted. With TTL the row is gone: a miss
+    (rule 7), nothing emitted; without TTL: ``-D`` (rule 8). The suite feeds it before the TTL
+    streams and machines, so an implementation that ignores TTL fails at once, on three inputs,
+    not after Hypothesis has shrunk a generated stream."""
+    later = 2 * max(ttl.ttl_ms, 1)
+    return TimedStream(
+        KEYS_WITHOUT_UPSERT_KEY,
+        (insert(1, "u1", 10, "a", ts=0), Advance(later), delete(1, "u1", 10, "a", ts=later)),
+    )

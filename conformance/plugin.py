@@ -16,7 +16,11 @@ Loaded by pytest wherever upsertmat is installed, so it imports nothing heavy at
    (Hypothesis loads it); else the one named by ``HYPOTHESIS_PROFILE``; else ``upsertmat-dev``
    unless a profile of the user's own is loaded already. In any other pytest session the
    Hypothesis settings are left untouched.
-4. Rule-7 misses seen by the suite are counted and reported in one summary line (``misses``).
+4. Rule-7 misses seen by the suite are counted and reported in one summary line (``misses``),
+   and so are the failures of an implementation that behaves as if it had no TTL, with the hint
+   to declare ``upsertmat.spec.Unsupported``.
+5. ``--upsertmat-quick`` is for first contact: Hypothesis does not shrink (a failure shows the
+   example as found, at once) and the run stops at the first failing test (``-x``).
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+from collections.abc import Generator
 from pathlib import Path
 from types import ModuleType
 
@@ -32,6 +37,7 @@ import pytest
 OPTION = "--upsertmat-impl"
 CMD_OPTION = "--upsertmat-cmd"
 GRANULARITY_OPTION = "--upsertmat-ttl-granularity"
+QUICK_OPTION = "--upsertmat-quick"
 PROFILE_VARIABLE = "HYPOTHESIS_PROFILE"
 EXTRA_HINT = "the conformance suite needs its extra: pip install 'upsertmat[conformance]'"
 
@@ -41,6 +47,7 @@ _SUITE_CLASSES = (
     ("upsertmat.conformance.backends", "PersistentBackendTests"),
 )
 _loaded_profile: list[str] = []  # the profile this plugin loaded for the selected suite
+_ttl_ignored: list[str] = []  # node ids of the tests failed as if the implementation had no TTL
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -53,6 +60,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="NAME",
         help="run the upsertmat conformance suite against NAME: STRATEGY/backend, an alias, "
         "or package.module:factory (a callable (Keys, Settings) -> Materializer)",
+    )
+    group.addoption(
+        QUICK_OPTION,
+        dest="upsertmat_quick",
+        action="store_true",
+        help="first contact: Hypothesis does not shrink (a failure shows the example as found, not "
+        "a minimal one) and the run stops at the first failing test (like -x)",
     )
     _add_program_options(group)
 
@@ -157,6 +171,8 @@ def pytest_configure(config: pytest.Config) -> None:
             from . import profiles  # noqa: F401  (registers them)
         except ImportError as error:
             raise pytest.UsageError(f"{EXTRA_HINT} ({error})") from None
+    if config.getoption("upsertmat_quick", default=False) and not config.option.maxfail:
+        config.option.maxfail = 1
     name = selected_implementation(config)
     command = selected_command(config)
     if name is None and command is None:
@@ -197,10 +213,10 @@ def pytest_pycollect_makemodule(module_path: Path, parent: pytest.Collector) -> 
     """Collect the shipped suite file as :data:`SUITE_MODULE` (see :class:`_SuiteModule`)."""
     if module_path != suite_path():
         return None
-    # Node ids are relative to the rootdir, and the suite file lies outside the user's: name it
-    # by its path from the invocation directory instead, so that a failing test's id, passed
-    # back to pytest as printed, runs that test.
-    nodeid = os.path.relpath(module_path, parent.config.invocation_params.dir)
+    # Node ids are paths relative to the rootdir, and the suite file lies outside it: give its
+    # path from the rootdir (pytest prints it relative to the invocation directory), so that a
+    # failing test's id, passed back to pytest as printed, runs that test.
+    nodeid = os.path.relpath(module_path, parent.config.rootpath)
     return _SuiteModule.from_parent(parent, path=module_path, nodeid=nodeid)
 
 
@@ -220,20 +236,71 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         _load_profile(config)
 
 
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """With ``--upsertmat-quick``: the suite's profile without shrinking (after every plugin
+    loaded its profile: Hypothesis loads ``--hypothesis-profile`` itself)."""
+    if not _loaded_profile or not session.config.getoption("upsertmat_quick", default=False):
+        return
+    from hypothesis import Phase, settings
+
+    current = settings.get_current_profile_name()
+    if current.endswith("-quick"):
+        return
+    settings.register_profile(
+        f"{current}-quick",
+        parent=settings.get_profile(current),
+        phases=(Phase.explicit, Phase.reuse, Phase.generate),
+        report_multiple_bugs=False,
+    )
+    settings.load_profile(f"{current}-quick")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """Note the failures of an implementation that behaves as if it had no TTL (suite only)."""
+    report = yield
+    if _loaded_profile and report.failed and call.excinfo is not None:
+        mismatch = sys.modules.get("upsertmat.conformance.mismatch")
+        found = mismatch.find_mismatch(call.excinfo.value) if mismatch is not None else None
+        if found is not None and found.diagnosis.ttl_ignored:
+            _ttl_ignored.append(report.nodeid)
+    return report
+
+
 def pytest_report_header(config: pytest.Config) -> list[str]:
     """Name the profile and the implementation under test (only when the suite is selected)."""
     name = selected_implementation(config) or selected_command(config)
     if name is None:
         return []
-    profile = [f"upsertmat: hypothesis profile {_loaded_profile[0]!r}"] if _loaded_profile else []
+    profile = (
+        [f"upsertmat: hypothesis profile {_loaded_profile[0]!r}{_quick(config)}"] if _loaded_profile else []
+    )
     return [*profile, f"upsertmat: conformance suite against {name}"]
+
+
+def _quick(config: pytest.Config) -> str:
+    if not config.getoption("upsertmat_quick", default=False):
+        return ""
+    return " (--upsertmat-quick: no shrinking, stops at the first failure)"
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     """Name the profile the suite ran with; count its rule-7 misses (logged at DEBUG only)."""
     if not _loaded_profile:
         return
-    terminalreporter.write_line(f"upsertmat: the suite ran with hypothesis profile {_loaded_profile[0]!r}")
+    quick = _quick(terminalreporter.config)
+    terminalreporter.write_line(
+        f"upsertmat: the suite ran with hypothesis profile {_loaded_profile[0]!r}{quick}"
+    )
+    if _ttl_ignored:
+        from .mismatch import TTL_HINT
+
+        count = len(_ttl_ignored)
+        terminalreporter.write_line(
+            f"upsertmat: {count} TTL test(s) failed as if the implementation had no TTL: {TTL_HINT}"
+        )
     from .misses import MISSES
 
     if MISSES.count:

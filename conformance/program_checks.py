@@ -23,7 +23,7 @@ import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from ..spec import Change, Granularity, JsonValue, Keys, ModelMaterializer, TtlSettings
+from ..spec import Change, Granularity, JsonValue, Keys, ModelMaterializer, RowKind, TtlSettings
 from .generators import Advance, Step
 from .mismatch import Mismatch
 from .protocol import Output, Program, as_output, by_input, state_directory, ttl_flags
@@ -171,9 +171,20 @@ def compare(
             keys=batch.keys,
             steps=batch.steps[: index + 1],
             actual_ops=[o.op for o in have],
+            actual=_changes(have),
+            expected=_changes(want),
             ttl=ttl,
             granularity=granularity,
+            program=True,
         )
+
+
+def _changes(outputs: Sequence[Output]) -> list[Change] | None:
+    """Outputs as changes, or None when one has an op that is no change kind (rule 11)."""
+    try:
+        return [Change(RowKind.parse(output.op), output.row) for output in outputs]
+    except ValueError:
+        return None
 
 
 def run_program(

@@ -27,6 +27,7 @@ from hypothesis import strategies as st
 
 from ..spec import CanonicalEqualizer, Granularity, Keys, TtlSettings, insert
 from .generators import GeneratedStream, Step, TimedStream, bare_update_streams, timed_streams, valid_streams
+from .pinned import ttl_probe
 from .program_checks import check_program_scenario, check_program_streams
 from .protocol import Program, Unsupported, state_directory, ttl_flags
 from .session import check_in_session
@@ -143,6 +144,7 @@ class ProgramSuite:
             check,
             weight=weight,
             scale=self.scale,
+            examples=(ttl_probe(ttl),),
         )
 
     def split_runs(self, ttl_configs: Sequence[TtlSettings], weight: float) -> None:

@@ -2,16 +2,19 @@
 
 :func:`run_suite` runs the shipped suite in-process under pytest (``--upsertmat-impl`` or
 ``--upsertmat-cmd``) with a :class:`Collector` plugin that keeps every test's outcome, skip
-reason and failure. A failure raised by a check is a :class:`~.mismatch.Mismatch`; its
-counterexample is replayed on the model (:func:`rules_exercised`) to name the rules of
-docs/spec.md the failing input exercises. :func:`render_markdown` and :func:`to_json` write
-the one-page report. Cost: one suite run, plus one model replay per failure.
+reason and failure. A failure raised by a check or a state machine is a
+:class:`~.mismatch.Mismatch`: it carries every input fed and its diagnosis names the rule of
+docs/spec.md it breaks (or TTL, with the hint to declare ``Unsupported``, or a state move).
+:func:`render_markdown` and :func:`to_json` write the one-page report, with each failure's
+inputs and the command that replays them (:mod:`.reproduce`). Cost: one suite run, plus one
+model replay per failure.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shlex
 import sys
 import tempfile
@@ -22,25 +25,12 @@ from typing import Any
 
 import pytest
 
-from ..spec import Granularity, Keys, ModelMaterializer, RowKind, TtlSettings
-from .generators import Advance, Step
-from .mismatch import Mismatch
-from .plugin import suite_path
+from ..spec import Granularity, Keys, TtlSettings
+from .generators import Step
+from .machine import INVARIANTS
+from .mismatch import RULES, TTL_HINT, Mismatch, find_mismatch
+from .plugin import CMD_OPTION, OPTION, suite_path
 from .protocol import ProtocolError, encode_step, ttl_flags
-
-RULES: dict[int, str] = {
-    1: "`+I`/`+U` are ADD, `-U`/`-D` RETRACT; the kind has no other effect",
-    2: "match by upsert-key projection, else by whole row",
-    3: "ADD without upsert key appends (multiset)",
-    4: "ADD with upsert key replaces the first match in place",
-    5: "every ADD emits the incoming row, `+I` into empty state, else `+U`",
-    6: "RETRACT removes the first match in insertion order",
-    7: "RETRACT without match: nothing emitted or changed, counted",
-    8: "RETRACT emptying the key emits `-D` with the incoming row's values",
-    9: "RETRACT of the last element emits `+U` of the new last",
-    10: "RETRACT of a non-last element emits nothing",
-    11: "0 or 1 output per input, only `+I`, `+U`, `-D`",
-}
 
 AREAS: dict[str, str] = {
     "test_scenario": "scenarios (hand-written catalogue)",
@@ -68,6 +58,11 @@ class TestResult:
     reason: str = ""
     counterexample: str = ""
     rules: list[int] = field(default_factory=list)
+    breaks: str = ""
+    """What the failure breaks when it is none of rules 1-11 (TTL, a state move); see
+    :class:`~.mismatch.Diagnosis`."""
+    ttl_ignored: bool = False
+    """The implementation behaved as if it had no TTL (the report suggests ``Unsupported``)."""
     reproduce: dict[str, Any] | None = None
     """What the failing run was fed, to replay by hand: ``pk``, ``upsert_key``, ``settings``
     (``--set``), ``granularity`` and ``input`` (JSON Lines), when the failure carries them."""
@@ -87,9 +82,10 @@ def reproduction(
 
 
 def _reproduction_of(error: BaseException) -> dict[str, Any] | None:
-    """The reproduction a failure carries: a Mismatch's steps, or a ProtocolError's run."""
+    """The reproduction a failure carries: a Mismatch's steps (unless a state machine moved the
+    state between them), or a ProtocolError's run."""
     found = _find(error, (Mismatch, ProtocolError))
-    if isinstance(found, Mismatch) and found.steps:
+    if isinstance(found, Mismatch) and found.steps and found.replayable:
         ttl = found.ttl if found.ttl is not None else TtlSettings()
         return reproduction(found.keys, found.steps, ttl_flags(ttl), found.granularity)
     if isinstance(found, ProtocolError) and found.keys is not None and found.steps:
@@ -97,63 +93,71 @@ def _reproduction_of(error: BaseException) -> dict[str, Any] | None:
     return None
 
 
-def rules_exercised(mismatch: Mismatch) -> list[int]:
-    """The rule that decides the expected output of the failing input (docs/spec.md), found by
-    replaying the model on the counterexample: for an ADD rule 4 (an upsert-key replacement) or
-    5, for a RETRACT rule 7, 8, 9 or 10; plus 11 when the implementation emitted more than one
-    change or another kind. An earlier wrong match (rules 2, 3, 6) shows as one of these later."""
-    if not mismatch.steps:
-        return [7]  # only the final miss count differed
-    model = ModelMaterializer(mismatch.keys, mismatch.ttl, mismatch.granularity)
-    for step in mismatch.steps[:-1]:
-        if isinstance(step, Advance):
-            model.advance_time(step.time)
-        else:
-            model.process(step)
-    last = mismatch.steps[-1]
-    rules: set[int] = set()
-    if len(mismatch.actual_ops) > 1 or set(mismatch.actual_ops) - {"+I", "+U", "-D"}:
-        rules.add(11)
-    if isinstance(last, Advance):
-        return sorted(rules | {11})  # output on a clock line
-    keys = mismatch.keys
-    if last.kind.is_add:
-        stored = dict(model.histories()).get(keys.context_key(last.row), [])
-        wanted = keys.match_key(last.row)
-        replaces = keys.has_upsert_key and any(keys.match_key(row) == wanted for row in stored)
-        rules.add(4 if replaces else 5)
-        return sorted(rules)
-    misses = model.retract_misses
-    out = model.process(last)
-    if model.retract_misses > misses:
-        rules.add(7)
-    else:
-        rules.add(10 if out is None else 8 if out.kind is RowKind.DELETE else 9)
-    return sorted(rules)
+MAX_SHOWN = 200
+"""Inputs listed in a counterexample (the counterexample file holds them all)."""
+
+_FAILING_EXAMPLE = ("Falsifying example", "Failing test case", "Failing explicit example")
+"""How Hypothesis's note naming the failing example starts (it changed across versions)."""
+
+_PROGRAM_LINE = re.compile(r"^(\w+(, \w+)* = )?state\b")
+"""A line of the program Hypothesis prints for a failing state machine."""
 
 
-def _counterexample(error: BaseException) -> tuple[str, list[int]]:
-    mismatch = _find_mismatch(error)
-    text = str(error).strip()
-    lines = text.splitlines()
-    body = "\n".join(lines[:40]) + ("\n..." if len(lines) > 40 else "")
+def _listing(steps: Sequence[Step]) -> list[str]:
+    """``  [i] step`` lines, every input (the first ones elided past :data:`MAX_SHOWN`)."""
+    skipped = max(0, len(steps) - MAX_SHOWN)
+    lines = [f"  ... ({skipped} earlier inputs: see the counterexample file)"] if skipped else []
+    return lines + [f"  [{i}] {step!r}" for i, step in enumerate(steps) if i >= skipped]
+
+
+def hypothesis_notes(error: BaseException, with_inputs: bool) -> list[str]:
+    """What Hypothesis attached to a failure that a reader needs: a state machine's steps (the
+    program that fails, its invariant checks left out), the falsifying example when the failure
+    does not carry its inputs itself (``with_inputs``), and the ``@reproduce_failure`` blob."""
+    shown: list[str] = []
+    program: list[str] = []
+    for note in map(str, getattr(error, "__notes__", ())):
+        if _PROGRAM_LINE.match(note):
+            if note.removeprefix("state.").removesuffix("()") not in INVARIANTS:
+                program += note.splitlines()
+        elif note.startswith(_FAILING_EXAMPLE) and not with_inputs and not note.endswith("<state machine>"):
+            shown.append(note)
+        elif "@reproduce_failure" in note:
+            shown.append(note.strip())
+    if program:
+        steps = "\n".join(f"  {line}" for line in program)
+        shown.insert(0, f"the state machine's steps, as Hypothesis prints them:\n{steps}")
+    return shown
+
+
+def _counterexample(error: BaseException) -> tuple[str, Mismatch | None]:
+    """The failure as the report shows it: what it breaks, its first line, every input fed and
+    a state machine's steps; and the Mismatch it carries, if any."""
+    mismatch = find_mismatch(error)
+    group = (
+        [f"(Hypothesis found {len(error.exceptions)} distinct failures; the first is shown)"]
+        if isinstance(error, BaseExceptionGroup)
+        else []
+    )
     if mismatch is None:
         # a crash or protocol error: Hypothesis's notes hold the shrunk input that caused it
-        notes = [
-            str(note)
-            for note in getattr(error, "__notes__", ())
-            if str(note).startswith(("Falsifying example", "Failing test case"))
-        ]
-        return "\n".join([body, *notes[:1]]), []
+        found = _find(error, (ProtocolError,)) or error
+        lines = str(found).strip().splitlines()
+        body = [*lines[:40], *(["..."] if len(lines) > 40 else [])]
+        steps = found.steps if isinstance(found, ProtocolError) else ()
+        if steps:
+            body += ["fed (every input of the failing run):", *_listing(steps)]
+        return "\n".join([*group, *body, *hypothesis_notes(found, bool(steps))]), None
+    message = mismatch.message.splitlines()
+    body = [mismatch.verdict, *message[:1]]
     if mismatch.steps:
-        inputs = "\n".join(f"  [{i}] {step!r}" for i, step in enumerate(mismatch.steps[-60:]))
-        body = f"{lines[0]}\nfed (the failing input last):\n{inputs}"
-    return body, rules_exercised(mismatch)
-
-
-def _find_mismatch(error: BaseException) -> Mismatch | None:
-    found = _find(error, (Mismatch,))
-    return found if isinstance(found, Mismatch) else None
+        body += ["fed (every input, the failing one last):", *_listing(mismatch.steps)]
+    if not mismatch.replayable:
+        body.append(
+            "(the state machine moved the state between these inputs: checkpoint/restore, migration "
+            "or rescaling, see its steps below; feeding them to a fresh instance is not the whole story)"
+        )
+    return "\n".join([*group, *body, *hypothesis_notes(mismatch, True)]), mismatch
 
 
 def _find(error: BaseException, kinds: tuple[type[BaseException], ...]) -> BaseException | None:
@@ -173,6 +177,8 @@ class Collector:
 
     def __init__(self) -> None:
         self.results: list[TestResult] = []
+        self.failed_nodeids: list[str] = []
+        """pytest's node ids of the failed tests, relative to the directory the suite ran in."""
         self.profile = ""
 
     @pytest.hookimpl(hookwrapper=True)
@@ -187,10 +193,16 @@ class Collector:
         if function == "test_ttl_streams":
             area = f"TTL streams: {parameter.replace('-', ', ')}"
         result = TestResult(item.name, area, report.outcome)
+        if report.failed:
+            self.failed_nodeids.append(report.nodeid)
         if report.skipped and isinstance(report.longrepr, tuple):
             result.reason = str(report.longrepr[2]).removeprefix("Skipped: ")
         elif report.failed and call.excinfo is not None:
-            result.counterexample, result.rules = _counterexample(call.excinfo.value)
+            result.counterexample, mismatch = _counterexample(call.excinfo.value)
+            if mismatch is not None:
+                diagnosis = mismatch.diagnosis
+                result.rules = list(diagnosis.rules)
+                result.breaks, result.ttl_ignored = diagnosis.breaks, diagnosis.ttl_ignored
             result.reproduce = _reproduction_of(call.excinfo.value)
         self.results.append(result)
 
@@ -201,7 +213,12 @@ class Collector:
 
 
 def run_suite(target: Sequence[str], profile: str, extra: Sequence[str] = ()) -> Collector:
-    """Run the suite with ``target`` options (e.g. ``["--upsertmat-impl=LEGACY/heap"]``)."""
+    """Run the suite with ``target`` options (e.g. ``["--upsertmat-impl=LEGACY/heap"]``).
+
+    The current directory is pytest's rootdir (so the node ids pytest prints are relative to
+    it and pytest accepts them back, run from there), with an empty configuration file of its
+    own (so a project's ``pytest.ini``/``pyproject.toml`` options do not apply) and no cache.
+    """
     collector = Collector()
     previous = os.environ.get("HYPOTHESIS_PROFILE")
     os.environ["HYPOTHESIS_PROFILE"] = profile
@@ -209,7 +226,15 @@ def run_suite(target: Sequence[str], profile: str, extra: Sequence[str] = ()) ->
         with tempfile.TemporaryDirectory(prefix="upsertmat-report-") as directory:
             ini = Path(directory) / "pytest.ini"
             ini.write_text("[pytest]\n", encoding="utf-8")
-            arguments = [str(suite_path()), "-c", str(ini), "--rootdir", directory, "-p", "no:cacheprovider"]
+            arguments = [
+                str(suite_path()),
+                "-c",
+                str(ini),
+                "--rootdir",
+                os.getcwd(),
+                "-p",
+                "no:cacheprovider",
+            ]
             # upsertmat (this very module) is imported before pytest starts, so pytest cannot
             # rewrite its asserts and would warn about it: the suite's checks do not need it.
             arguments += ["-W", "ignore::pytest.PytestAssertRewriteWarning"]
@@ -234,10 +259,12 @@ def _status(results: Sequence[TestResult]) -> str:
 
 def rule_table(results: Sequence[TestResult]) -> dict[int, dict[str, Any]]:
     """Per rule: FAIL (with the failing tests), pass, not run, or ``undecided``: no failure is
-    attributed to the rule, but a test failed without a counterexample a rule decides (the
-    implementation crashed or broke the protocol), so the rule cannot be said to pass."""
+    attributed to the rule, but a test failed without a counterexample a rule decides (a
+    program crashed or broke the protocol), so the rule cannot be said to pass. A failure that
+    breaks something else (TTL, a state move: :attr:`TestResult.breaks`) is decided, and
+    attributed to no rule."""
     ran = any(r.outcome != "skipped" for r in results if not r.area.startswith("TTL"))
-    unattributed = [r.name for r in results if r.outcome == "failed" and not r.rules]
+    unattributed = [r.name for r in results if r.outcome == "failed" and not r.rules and not r.breaks]
     table: dict[int, dict[str, Any]] = {}
     for rule, text in RULES.items():
         failing = [r.name for r in results if r.outcome == "failed" and rule in r.rules]
@@ -251,10 +278,38 @@ def rule_table(results: Sequence[TestResult]) -> dict[int, dict[str, Any]]:
     return table
 
 
-def reproduce_command(target: Sequence[str], record: dict[str, Any], path: str) -> str:
+def needs_workdir(target: Sequence[str]) -> bool:
+    """Whether replaying depends on the directory the suite ran in: a ``module:factory`` is
+    imported from it, a program's command may name files relative to it."""
+    return any(
+        option.startswith(f"{CMD_OPTION}=") or (option.startswith(f"{OPTION}=") and ":" in option)
+        for option in target
+    )
+
+
+def workdir_for(target: Sequence[str], page_directory: Path, workdir: Path | None = None) -> str | None:
+    """The ``--workdir`` of the reproduce commands on a page written to ``page_directory``: the
+    directory the suite ran in (``workdir``, default the current one), relative to the page's
+    directory (so a report moved with its tree still works), or None when not needed."""
+    if not needs_workdir(target):
+        return None
+    start = (workdir or Path.cwd()).resolve()
+    try:
+        relative = os.path.relpath(start, page_directory.resolve())
+    except ValueError:  # another drive (Windows)
+        return str(start)
+    return None if relative == os.curdir else relative
+
+
+def reproduce_command(
+    target: Sequence[str], record: dict[str, Any], path: str, workdir: str | None = None
+) -> str:
     """The command that replays ``record``'s input (saved at ``path``) against the model, for
-    the suite's ``target`` options (``--upsertmat-impl=...`` or ``--upsertmat-cmd=...``)."""
+    the suite's ``target`` options (``--upsertmat-impl=...`` or ``--upsertmat-cmd=...``), run
+    in the directory of ``path``; ``workdir`` (:func:`workdir_for`) is where the suite ran."""
     words = ["python", "-m", "upsertmat.conformance.reproduce"]
+    if workdir is not None:
+        words += ["--workdir", workdir]
     for option in target:
         name, _, value = option.partition("=")
         if name == "--upsertmat-impl":
@@ -281,8 +336,11 @@ def counterexample_name(base: str, test: str) -> str:
     return f"{base}.{anchor(test)}.jsonl"
 
 
-def to_json(title: str, command: str, collector: Collector, target: Sequence[str] = ()) -> dict[str, Any]:
-    """The report as JSON-ready data (``target``: the suite options it ran with)."""
+def to_json(
+    title: str, command: str, collector: Collector, target: Sequence[str] = (), workdir: str | None = None
+) -> dict[str, Any]:
+    """The report as JSON-ready data (``target``: the suite options it ran with; ``workdir``:
+    where it ran, relative to the report, when replaying needs it, see :func:`workdir_for`)."""
     results = collector.results
     areas: dict[str, list[TestResult]] = {}
     for result in results:
@@ -291,6 +349,7 @@ def to_json(title: str, command: str, collector: Collector, target: Sequence[str
         "implementation": title,
         "command": command,
         "target": list(target),
+        "workdir": workdir,
         "profile": collector.profile,
         "summary": {k: sum(r.outcome == k for r in results) for k in ("passed", "failed", "skipped")},
         "rules": rule_table(results),
@@ -323,6 +382,19 @@ def render_markdown(data: dict[str, Any], base: str | None = None) -> str:
         f"Generated by `{data['command']}` (Hypothesis profile `{data['profile']}`).",
         f"**{summary['passed']} passed, {summary['failed']} failed, {summary['skipped']} skipped.**",
         "",
+    ]
+    ignored = [
+        t["name"]
+        for entry in data["areas"].values()
+        for t in entry["tests"]
+        if t["outcome"] == "failed" and t.get("ttl_ignored")
+    ]
+    if ignored:
+        lines += [
+            f"**TTL:** {len(ignored)} test(s) failed as if the implementation had no TTL: {TTL_HINT}.",
+            "",
+        ]
+    lines += [
         "## Rules of the specification (docs/spec.md)",
         "",
         "| rule | | result |",
@@ -338,10 +410,13 @@ def render_markdown(data: dict[str, Any], base: str | None = None) -> str:
     lines += [
         "",
         "A rule is FAIL when it decides the expected output of a minimal failing input (the model",
-        "replayed on the counterexample); a wrong match (rules 2, 3, 6) shows as the emission rule",
-        "of the input where it becomes visible. A rule is undecided when no failure is attributed",
-        "to it but a test failed without a counterexample a rule decides (a crash, a protocol",
-        "error). Rule 12 (convergence) follows from rules 1-11.",
+        "replayed on the counterexample; a crash counts as a wrong output); a wrong match or",
+        "placement (rules 2, 3, 4, 6) shows as the emission rule of the input where it becomes",
+        "visible, or as itself in the state machine, which compares the stored rows after every",
+        "step. A failure under TTL whose expected output expiry decides breaks TTL, one right after",
+        "a state move breaks the move: neither is attributed to a rule. A rule is undecided when no",
+        "failure is attributed to it but a test failed without a counterexample a rule decides (a",
+        "program that crashed or broke the protocol). Rule 12 (convergence) follows from rules 1-11.",
         "",
         "## Suite areas",
         "",
@@ -361,7 +436,8 @@ def render_markdown(data: dict[str, Any], base: str | None = None) -> str:
     if failures:
         lines += ["", "## Minimal counterexamples", ""]
         for test in failures:
-            rules = f" (rules {', '.join(map(str, test['rules']))})" if test["rules"] else ""
+            numbers = ", ".join(map(str, test["rules"]))
+            rules = f" (rule{'s' if len(test['rules']) > 1 else ''} {numbers})" if test["rules"] else ""
             lines += [
                 f'<a id="{anchor(test["name"])}"></a>',
                 "",
@@ -377,11 +453,12 @@ def render_markdown(data: dict[str, Any], base: str | None = None) -> str:
                 path = counterexample_name(base, test["name"])
                 shown = "\n".join(record["input"][-40:])
                 lines += [
-                    f"To reproduce: the input is [`{path}`]({path}), next to this page (shown below); this "
-                    "prints the implementation's output next to the model's, input by input:",
+                    f"To reproduce, run this in this page's directory (the input is [`{path}`]({path}), "
+                    "next to this page, shown below); it prints the implementation's output next to "
+                    "the model's, input by input:",
                     "",
                     "```",
-                    reproduce_command(data.get("target", []), record, path),
+                    reproduce_command(data.get("target", []), record, path, data.get("workdir")),
                     "```",
                     "",
                     "```",

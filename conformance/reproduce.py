@@ -2,20 +2,26 @@
 
     python -m upsertmat.conformance.reproduce --impl MAP/rocksdb --pk 0 --upsert-key 1 in.jsonl
     python -m upsertmat.conformance.reproduce --cmd "java -cp /tmp/um UpsertMaterializer" --pk 0 in.jsonl
+    python -m upsertmat.conformance.reproduce --workdir ../.. --impl mine:factory --pk 0 in.jsonl
 
 The input is the JSON Lines of ``upsertmat replay`` (changes and ``{"time": T}`` clock lines),
 e.g. a counterexample file the conformance report wrote. ``--set KEY=VALUE`` passes TTL
 settings (as the suite does); ``--ttl-granularity per_key`` models one stamp per sink key (for
-``--impl`` it follows from the strategy). Prints one line per input line whose outputs differ
-(``in N``, the input, what the model emits, what the implementation emitted) or ``identical``;
-a program that fails is reported with its stderr. Exit 0 when identical, 1 when they differ,
-2 on bad arguments or input. Cost: one model run and one implementation run (or one process).
+``--impl`` it follows from the strategy). ``--workdir DIR`` is the directory the suite ran in
+(the report writes it, relative to the report's directory): a ``module:factory`` is imported
+from it and a ``--cmd`` program runs in it, as under the suite; the input path stays relative
+to the current directory. Prints one line per input line whose outputs differ (``in N``, the
+input, what the model emits, what the implementation emitted) and, for ``--impl``, the final
+``retract_misses`` when they differ (rule 7), or ``identical``; a program that fails is
+reported with its stderr. Exit 0 when identical, 1 when they differ, 2 on bad arguments or
+input. Cost: one model run and one implementation run (or one process).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -23,7 +29,7 @@ from pathlib import Path
 from ..impls import ConfigError, build_settings
 from ..impls.config import parse_set_option
 from ..impls.registry import UnknownImplementation, create_named
-from ..spec import Change, Granularity, Keys, RowKind, TtlSettings
+from ..spec import Change, Granularity, Keys, ModelMaterializer, RowKind, TtlSettings
 from .generators import Advance, Step
 from .lifecycle import granularity_of
 from .program_checks import model_outputs
@@ -56,8 +62,9 @@ def read_steps(lines: Sequence[str]) -> list[Step]:
 
 def implementation_outputs(
     name: str, keys: Keys, steps: Sequence[Step], settings: dict[str, str]
-) -> list[list[Output]]:
-    """The outputs of registry implementation (or ``module:factory``) ``name`` per input."""
+) -> tuple[list[list[Output]], int]:
+    """The outputs of registry implementation (or ``module:factory``) ``name`` per input, and
+    its ``retract_misses`` at the end."""
     materializer = create_named(name, keys, build_settings([("--set", settings)]))
     outputs: list[list[Output]] = []
     try:
@@ -67,9 +74,20 @@ def implementation_outputs(
                 outputs.append([])
             else:
                 outputs.append(as_output(materializer.process(step), index))
+        return outputs, materializer.retract_misses
     finally:
         materializer.close()
-    return outputs
+
+
+def model_misses(keys: Keys, steps: Sequence[Step], ttl: TtlSettings, granularity: Granularity) -> int:
+    """The model's ``retract_misses`` after ``steps``."""
+    model = ModelMaterializer(keys, ttl, granularity)
+    for step in steps:
+        if isinstance(step, Advance):
+            model.advance_time(step.time)
+        else:
+            model.process(step)
+    return model.retract_misses
 
 
 def differences(expected: Sequence[Sequence[Output]], actual: Sequence[Sequence[Output]]) -> list[int]:
@@ -91,15 +109,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--upsert-key", default=(), type=_columns, metavar="COLS")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a TTL setting")
     parser.add_argument("--ttl-granularity", choices=("per_element", "per_key"))
-    parser.add_argument("input", type=Path, help="the counterexample, JSON Lines")
+    parser.add_argument(
+        "--workdir",
+        type=Path,
+        metavar="DIR",
+        help="the directory the suite ran in: module:factory names import from it, a --cmd program "
+        "runs in it (relative to the current directory)",
+    )
+    parser.add_argument(
+        "input", type=Path, help="the counterexample, JSON Lines (relative to the current directory)"
+    )
     args = parser.parse_args(argv)
     try:
         keys = Keys(pk=args.pk, upsert_key=args.upsert_key)
         steps = read_steps(args.input.read_text(encoding="utf-8").splitlines())
         settings = dict(parse_set_option(text) for text in args.set)
         ttl = build_settings([("--set", settings)]).ttl
+        if args.workdir is not None:
+            workdir = args.workdir.resolve(strict=True)
+            os.chdir(workdir)  # a program's relative paths, as under the suite
+            sys.path.insert(0, str(workdir))  # module:factory names, as pytest's plugin does
     except (OSError, ValueError, ConfigError) as error:
-        print(f"reproduce: {error}", file=sys.stderr)
+        where = f"--workdir {args.workdir}: " if isinstance(error, OSError) and args.workdir else ""
+        print(f"reproduce: {where}{error}", file=sys.stderr)
         return 2
     if args.ttl_granularity:
         granularity = Granularity(args.ttl_granularity)
@@ -107,15 +139,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         granularity = granularity_of(args.impl)
     else:
         granularity = Granularity.PER_ELEMENT
-    expected = model_outputs(keys, steps, ttl if ttl.enabled else TtlSettings(), granularity)
+    ttl = ttl if ttl.enabled else TtlSettings()
+    expected = model_outputs(keys, steps, ttl, granularity)
+    misses: tuple[int, int] | None = None
     if args.impl:
         if ":" in args.impl and "" not in sys.path:
             sys.path.insert(0, "")  # module:factory names from the current directory, as pytest's
         try:
-            actual = implementation_outputs(args.impl, keys, steps, settings)
+            actual, impl_misses = implementation_outputs(args.impl, keys, steps, settings)
         except (UnknownImplementation, ImportError, AttributeError) as error:
-            print(f"reproduce: --impl {args.impl}: {error}", file=sys.stderr)
+            hint = (
+                " (--workdir: the directory the suite ran in)"
+                if ":" in args.impl and not args.workdir
+                else ""
+            )
+            print(f"reproduce: --impl {args.impl}: {error}{hint}", file=sys.stderr)
             return 2
+        misses = (model_misses(keys, steps, ttl, granularity), impl_misses)
     else:
         try:
             grouped = by_input(Program(args.cmd).run(keys, steps, settings))
@@ -129,6 +169,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"in {index}: {steps[index]!r}: the model emits {list(expected[index]) or 'nothing'}, "
             f"the implementation {list(actual[index]) or 'nothing'}"
         )
+    if misses is not None and misses[0] != misses[1]:
+        model_count, impl_count = misses
+        print(
+            f"retract_misses after all input lines: the model {model_count}, the implementation {impl_count}"
+        )
+        different.append(len(steps))
     if not different:
         print(f"identical: {len(steps)} input line(s)")
     return 1 if different else 0

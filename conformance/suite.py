@@ -57,7 +57,7 @@ from .generators import (
 from .lifecycle import LifecycleMachine, MigrationTarget, granularity_of
 from .machine import MaterializerMachine
 from .misses import misses_at_debug
-from .pinned import PINNED
+from .pinned import PINNED, ttl_probe
 from .program_suite import STATE_MACHINE_SKIP, ProgramSuite
 from .protocol import Program
 from .scenarios import SCENARIOS, TTL_SCENARIOS, Scenario, TtlScenario
@@ -345,6 +345,7 @@ class MaterializerTests:
             )
         timed = with_stamps and self.implementation is not None
         accepted = self._supported_ttl_configs()[0] if timed else ()
+        self._probe_ttl(accepted)
         current = scaled_settings(0.25, self.examples_scale)
         run_state_machine_as_test(  # type: ignore[no-untyped-call, unused-ignore]
             self.lifecycle_machine.bound_to(
@@ -392,7 +393,20 @@ class MaterializerTests:
             ),
             weight=self.ttl_weight,
             scale=self.examples_scale,
+            examples=(ttl_probe(ttl),),
         )
+
+    def _probe_ttl(self, configs: Sequence[TtlSettings]) -> None:
+        """Feed :func:`~.pinned.ttl_probe` under each of ``configs`` before a machine draws
+        from them: an implementation that ignores TTL fails here at once, on three inputs."""
+        __tracebackhide__ = True
+        granularity = self.granularity()
+        for ttl in configs:
+
+            def make(keys: Keys, ttl: TtlSettings = ttl) -> Materializer:
+                return self._made_ttl(keys, ttl)
+
+            check_timed_stream(make, ttl_probe(ttl), ttl, granularity)
 
     def test_ttl_state_machine(self) -> None:
         """The state machine under a drawn TTL configuration, with clock and event-time rules."""
@@ -403,6 +417,7 @@ class MaterializerTests:
         accepted, reasons = self._supported_ttl_configs()
         if not accepted:
             pytest.skip("; ".join(reasons))
+        self._probe_ttl(accepted)
         current = scaled_settings(0.5 * self.ttl_weight * len(TTL_CONFIGS), self.examples_scale)
         run_state_machine_as_test(  # type: ignore[no-untyped-call, unused-ignore]
             self.machine.bound_to(

@@ -2,8 +2,11 @@
 
 Each mutant is LEGACY on the heap with exactly one defect. For each one, the hand-written
 catalogue, a Hypothesis differential run and the state machine are run directly (fast
-settings: generation only, no shrinking) and must raise AssertionError; the unmodified
-LEGACY passes the same three checks (so the checks fail because of the defect).
+settings: generation only, no shrinking) and must raise a Mismatch that carries the inputs fed
+and names the rule of docs/spec.md the defect breaks (the state machine, which compares the
+stored rows after every step, at the very input where the defect acts; the others where it
+becomes visible); the unmodified LEGACY passes the same three checks (so the checks fail
+because of the defect).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from hypothesis.stateful import run_state_machine_as_test
 from upsertmat.conformance.checks import Maker, check_scenario, check_stream
 from upsertmat.conformance.generators import GeneratedStream, any_streams
 from upsertmat.conformance.machine import MaterializerMachine
+from upsertmat.conformance.mismatch import find_mismatch
 from upsertmat.conformance.scenarios import SCENARIOS
 from upsertmat.impls import Settings
 from upsertmat.impls.state import open_backend
@@ -33,6 +37,7 @@ class Defect(enum.Enum):
     EMIT_ON_RULE_10 = "removing a non-last element emits +U of the last"
     MISSES_NOT_COUNTED = "rule-7 misses are not counted"
     APPEND_WITH_UPSERT_KEY = "with an upsert key an ADD appends instead of replacing in place"
+    CRASH_ON_ROLLBACK = "removing the last of several rows raises instead of emitting +U of the new last"
 
 
 class MutantLegacy(LegacyMaterializer):
@@ -85,6 +90,8 @@ class MutantLegacy(LegacyMaterializer):
                 RowKind.DELETE, removed if self.defect is Defect.DELETE_CARRIES_STORED else change.row
             )
         self._state.put(context, rows)
+        if index == len(rows) and self.defect is Defect.CRASH_ON_ROLLBACK:
+            raise IndexError("no rollback here")
         if index == len(rows) or self.defect is Defect.EMIT_ON_RULE_10:
             return Change(RowKind.UPDATE_AFTER, rows[-1])
         return None
@@ -127,6 +134,17 @@ def machine(make: Maker) -> None:
     )
 
 
+BREAKS: dict[Defect, tuple[set[int], int]] = {
+    Defect.REMOVE_LAST_MATCH: ({6, 9, 10}, 6),  # rule 6; visible as a rollback's output
+    Defect.DELETE_CARRIES_STORED: ({8}, 8),
+    Defect.INSERT_ON_NON_EMPTY: ({5}, 5),
+    Defect.EMIT_ON_RULE_10: ({10}, 10),
+    Defect.MISSES_NOT_COUNTED: ({7}, 7),
+    Defect.APPEND_WITH_UPSERT_KEY: ({4, 8, 9, 10}, 4),  # rule 4; visible when retracted
+    Defect.CRASH_ON_ROLLBACK: ({9}, 9),  # a crash is a wrong output of the input it crashed on
+}
+"""Defect -> (the rules a failure may name, the rule the state machine names)."""
+
 CHECKS: dict[str, Callable[[Maker], None]] = {
     "catalogue": catalogue,
     "differential": differential,
@@ -143,5 +161,11 @@ def test_unmutated_variant_passes(check: str) -> None:
 @pytest.mark.parametrize("check", CHECKS)
 @pytest.mark.parametrize("defect", MUTANTS, ids=[defect.name.lower() for defect in MUTANTS])
 def test_mutant_is_caught(defect: Defect, check: str) -> None:
-    with pytest.raises(AssertionError):
+    with pytest.raises(AssertionError) as caught:
         CHECKS[check](maker(defect))
+    mismatch = find_mismatch(caught.value)
+    assert mismatch is not None and mismatch.steps, caught.value
+    allowed, by_machine = BREAKS[defect]
+    rules = set(mismatch.diagnosis.rules)
+    assert rules == {by_machine} if check == "machine" else rules and rules <= allowed, str(mismatch)
+    assert str(mismatch).startswith(f"breaks rule {min(rules)}: ")

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from upsertmat.conformance.mismatch import RULES
 from upsertmat.conformance.scenarios import SCENARIOS, TTL_SCENARIOS
 from upsertmat.conformance.suite import TTL_CONFIGS
 from upsertmat.spec.ttl import Granularity
@@ -80,30 +81,78 @@ def test_suite_accepts_an_alias(pytester: pytest.Pytester) -> None:
 @pytest.mark.usefixtures("dev_profile")
 def test_suite_fails_for_a_broken_third_party_factory(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(broken_impl=BROKEN_IMPL)
-    # the scenarios and one Hypothesis test (each failing Hypothesis test costs a shrink)
+    # the scenarios, one Hypothesis test (each failing Hypothesis test costs a shrink) and the TTL
+    # streams, which this factory accepts and ignores: they fail on the TTL probe, without shrinking
     result = pytester.runpytest_subprocess(
-        "--upsertmat-impl=broken_impl:factory", "-p", "no:cacheprovider", "-k", "scenario or valid_streams"
+        "--upsertmat-impl=broken_impl:factory",
+        "-p",
+        "no:cacheprovider",
+        "-k",
+        "scenario or valid_streams or ttl_streams",
     )
     outcomes = result.parseoutcomes()
     assert result.ret == pytest.ExitCode.TESTS_FAILED
-    # every scenario with an ADD into a non-empty key fails, and the Hypothesis test
-    assert outcomes["failed"] >= 20
+    # every scenario with an ADD into a non-empty key fails, and the Hypothesis tests
+    assert outcomes["failed"] >= 20 + len(TTL_CONFIGS)
     result.stdout.fnmatch_lines(["*expected +U*got +I*"])
     result.stdout.fnmatch_lines(["FAILED *test_valid_streams*"])
+    # each failure names the rule it breaks, first
+    result.stdout.fnmatch_lines([f"E * breaks rule 5: {RULES[5]} (docs/spec.md)"])
+    # the TTL failures say the implementation behaves as if it had no TTL, and what to do
+    under = "under TTL (ttl_ms=5, event_time, on_create) the implementation emits what the model emits*"
+    result.stdout.fnmatch_lines([f"E * breaks TTL (docs/ttl.md): {under}*"])
+    hint = "raise upsertmat.spec.Unsupported from the factory when settings.ttl.enabled"
+    result.stdout.fnmatch_lines(
+        [f"upsertmat: * TTL test(s) failed as if the implementation had no TTL: *{hint}*"]
+    )
 
 
 @pytest.mark.usefixtures("dev_profile")
 def test_a_failing_tests_printed_id_runs_that_test_alone(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(broken_impl=BROKEN_IMPL)
-    first = pytester.runpytest_subprocess(
-        "--upsertmat-impl=broken_impl:factory", "-p", "no:cacheprovider", "-k", "pinned", "-rf"
+    # run in a subdirectory of a project: pytest's rootdir (the project) is not where it runs
+    pytester.makeini("[pytest]\n")
+    pytester.mkdir("sub").joinpath("broken_impl.py").write_text(BROKEN_IMPL, encoding="utf-8")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(pytester.path / "sub")
+        first = pytester.runpytest_subprocess(
+            "--upsertmat-impl=broken_impl:factory", "-p", "no:cacheprovider", "-k", "pinned", "-rf"
+        )
+        failed = [line.split(" ", 2)[1] for line in first.outlines if line.startswith("FAILED ")]
+        assert failed and all(node.split("::")[0].endswith("selected.py") for node in failed), first.outlines
+        again = pytester.runpytest_subprocess(
+            "--upsertmat-impl=broken_impl:factory", "-p", "no:cacheprovider", failed[0]
+        )
+    assert again.parseoutcomes() == {"failed": 1}, again.outlines
+
+
+COUNTING_IMPL = BROKEN_IMPL.replace(
+    "            return Change(RowKind.INSERT, out.row)",
+    "            with open('hits.txt', 'a') as hits:\n"
+    "                hits.write('hit\\n')\n"
+    "            return Change(RowKind.INSERT, out.row)",
+)
+"""BROKEN_IMPL noting in ``hits.txt`` every time its bug shows."""
+
+
+@pytest.mark.usefixtures("dev_profile")
+def test_quick_mode_stops_at_the_first_failure_without_shrinking(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(counting_impl=COUNTING_IMPL)
+    selected = "valid_streams or bare_update_streams or tolerated_streams"
+    result = pytester.runpytest_subprocess(
+        "--upsertmat-impl=counting_impl:factory",
+        "--upsertmat-quick",
+        "-p",
+        "no:cacheprovider",
+        "-k",
+        selected,
     )
-    failed = [line.split(" ", 2)[1] for line in first.outlines if line.startswith("FAILED ")]
-    assert failed and all(node.split("::")[0].endswith("selected.py") for node in failed), first.outlines
-    again = pytester.runpytest_subprocess(
-        "--upsertmat-impl=broken_impl:factory", "-p", "no:cacheprovider", failed[0]
+    assert result.parseoutcomes() == {"failed": 1, "deselected": SUITE_TESTS - 3}, result.outlines
+    result.stdout.fnmatch_lines(["*stopping after 1 failures*"])
+    result.stdout.fnmatch_lines(
+        ["*hypothesis profile 'upsertmat-dev' (--upsertmat-quick: no shrinking, stops at the first failure)*"]
     )
-    assert again.parseoutcomes() == {"failed": 1}
+    # the example that failed first, and Hypothesis's final replay of it: no shrinking
+    assert (pytester.path / "hits.txt").read_text().count("hit") <= 2
 
 
 @pytest.mark.usefixtures("dev_profile")
@@ -249,7 +298,9 @@ def test_a_failing_run_does_not_bury_its_failure_under_rule7_warnings(pytester: 
     text = "\n".join(result.stdout.lines)
     assert "matched no stored row (context key" not in text  # no captured miss records
     first = next(
-        i for i, line in enumerate(result.stdout.lines) if line.startswith("E") and ": input [" in line
+        i
+        for i, line in enumerate(result.stdout.lines)
+        if line.startswith("E") and "Mismatch: breaks rule" in line
     )
     assert first < 60, f"first failure on line {first}"
     result.stdout.fnmatch_lines(["upsertmat: * retraction(s) matched no stored row during the suite*"])

@@ -115,7 +115,7 @@ def run(args: argparse.Namespace) -> int:
     collector = report.run_suite(target, args.profile, ["-k", args.keyword] if args.keyword else [])
     if not collector.results:
         raise CliError("the suite did not run (see the messages above)", ExitCode.USAGE)
-    data = report.to_json(title, command, collector, target)
+    data = report.to_json(title, command, collector, target, report.workdir_for(target, args.output_dir))
     try:
         args.output_dir.mkdir(parents=True, exist_ok=True)
         base = _slug(args.name or title)  # may hold dots ("flink-2.3.0"): no with_suffix
@@ -135,4 +135,11 @@ def run(args: argparse.Namespace) -> int:
         f"{summary['skipped']} skipped",
         file=sys.stderr,
     )
+    if collector.failed_nodeids:
+        rerun = ["pytest", *target, f"--hypothesis-profile={collector.profile or args.profile}"]
+        print(
+            f"upsertmat {NAME}: to rerun a failed test under pytest, from this directory: "
+            f"{shlex.join([*rerun, collector.failed_nodeids[0]])}",
+            file=sys.stderr,
+        )
     return 1 if summary["failed"] else 0
