@@ -251,6 +251,10 @@ def test_pipeline_commands_offer_only_what_they_accept(
         ({"strategy": Strategy.SORTED}, "strategy SORTED does not run on the pipeline"),
         ({"sink_url": "sqlite://two.db"}, "sink_url: unsupported SQLite URL 'sqlite://two.db'"),
         ({"sink_url": "mysql://db"}, "sink_url: unsupported database URL"),
+        ({"sink_url": "delta://t"}, "sink_url: unsupported Delta Lake URL 'delta://t'"),
+        ({"sink_url": "iceberg:///"}, "sink_url: unsupported Iceberg URL 'iceberg:///'"),
+        ({"sink_url": "iceberg+catalog: "}, "names no catalog"),
+        ({"on_error": "ignore"}, "on_error must be one of fail, skip"),
         ({"source_format": "xml"}, "unknown source format 'xml'"),
         ({"pk": ()}, "pk) needs at least one column"),
         ({"trigger_interval": "soon"}, "trigger_interval: not a duration: 'soon'"),
@@ -280,3 +284,28 @@ def test_a_pipeline_config_is_checked_when_made(overrides: dict[str, Any], messa
         data = {**json.loads(good.to_json()), "sink_url": overrides["sink_url"]}
         with pytest.raises(PipelineConfigError, match=re.escape(message)):
             PipelineConfig.from_json(json.dumps(data))
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "sqlite:///sink.db",
+        "sink.db",
+        "postgresql://me@localhost/db",
+        "delta:///t",
+        "delta:////abs/t",
+        "iceberg:///w",
+        "iceberg+catalog:prod",
+    ],
+)
+def test_every_kind_of_sink_url_is_accepted_when_made(url: str) -> None:
+    from upsertmat.spark.config import PipelineConfig
+
+    config = PipelineConfig(
+        source_path=Path("in"),
+        schema="seq LONG, op STRING, id LONG",
+        pk=("id",),
+        checkpoint_dir=Path("ck"),
+        sink_url=url,
+    )
+    assert config.sink_url == url

@@ -100,7 +100,13 @@ def sqlite_path(url: str, base: Path | None = None) -> Path:
 def check_sink_url(url: str) -> None:
     """SinkUrlError unless ``url`` names a sink upsertmat can write (every kind of sink URL that
     :func:`~.sink.open_sink` opens passes). O(len(url))."""
-    if not is_postgresql(url):
+    if is_postgresql(url):
+        return
+    if is_delta(url):
+        delta_location(url)
+    elif is_iceberg(url):
+        iceberg_warehouse(url)
+    else:
         sqlite_path(url)
 
 
