@@ -2,7 +2,7 @@
 
 Usage::
 
-    python tools/doccheck.py [FILE...]          # default: README.md and docs/*.md
+    python tools/doccheck.py [FILE...]          # default: README.md, CONTRIBUTING.md, CHANGELOG.md, docs/*.md
     python tools/doccheck.py --list [FILE...]   # the runnable blocks and what CI runs for each
     python tools/doccheck.py --links-only       # only the links
 
@@ -405,8 +405,11 @@ def links(path: Path) -> Iterator[str]:
 
 
 def default_pages() -> list[Path]:
-    """README.md and every page of docs/ (not the generated conformance reports)."""
-    return [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    """README.md, CONTRIBUTING.md, CHANGELOG.md and every page of docs/ (not the generated
+    conformance reports)."""
+    return [ROOT / name for name in ("README.md", "CONTRIBUTING.md", "CHANGELOG.md")] + sorted(
+        (ROOT / "docs").glob("*.md")
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -415,7 +418,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         prog="python tools/doccheck.py",
         description="Run the commands the docs mark as runnable (<!-- doccheck -->) and check their links.",
     )
-    parser.add_argument("files", nargs="*", type=Path, help="pages (default: README.md and docs/*.md)")
+    parser.add_argument(
+        "files",
+        nargs="*",
+        type=Path,
+        help="pages (default: README.md, CONTRIBUTING.md, CHANGELOG.md and docs/*.md)",
+    )
     parser.add_argument("--list", action="store_true", help="list the runnable blocks and what CI runs")
     parser.add_argument("--links-only", action="store_true", help="check the links, run nothing")
     args = parser.parse_args(argv)
