@@ -17,6 +17,9 @@ from upsertmat.interrupt import Interrupted, StopSignals, call_interruptibly, in
 
 
 def test_outside_a_busy_frame_a_signal_raises_at_once_and_only_once() -> None:
+    # What was installed before (Python's defaults, or PySpark's SIGINT handler when a Spark test
+    # ran earlier in this worker) is what the frame must put back.
+    before = (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT))
     with StopSignals("test") as signals:
         with pytest.raises(Interrupted) as raised:
             os.kill(os.getpid(), signal.SIGTERM)
@@ -26,8 +29,7 @@ def test_outside_a_busy_frame_a_signal_raises_at_once_and_only_once() -> None:
         assert signals() and signals.exit_code == 143 and signals.name == "SIGTERM"
         os.kill(os.getpid(), signal.SIGINT)  # the clean-up the first one started is not cut
         assert signals.received == signal.SIGTERM
-    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    assert (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)) == before
 
 
 def test_a_busy_frame_records_and_the_work_stops_at_its_boundary() -> None:
