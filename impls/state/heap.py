@@ -30,7 +30,12 @@ owners are the states themselves (``key`` None for a value state or a map state'
 whole-context ``clear``; ``previous`` :data:`ABSENT` where the write found nothing) and, for a
 change made in place to a stored value (:meth:`HeapValueState.journal`), an :class:`Undoer` of
 the layout's own with the stored value as ``context`` and the change as ``key``. ``commit``
-clears the list.
+clears the list. The strategies' per-input loops end a unit with :meth:`HeapBackend.end_unit`
+instead, which only moves the *committed mark* (the records below it are never replayed) and
+clears the list once more than :data:`KEPT_RECORDS` records lie below it: clearing a list frees
+its buffer and the next input's first write allocates a new one (a free, a malloc and the
+clear itself, ~160 instructions per input on the compiled build, 5-8 % of a heap VALUE event),
+while a kept record costs only the reference it holds a little longer.
 """
 
 from __future__ import annotations
@@ -45,6 +50,10 @@ from .base import UserKey, Value
 from .named import NamedStates
 
 ABSENT: Final[Any] = object()  # undo record: the key had no value
+
+KEPT_RECORDS: Final = 64
+""":meth:`HeapBackend.end_unit` clears the journal once more committed records than this are
+kept (module docstring, *The journal*)."""
 
 
 class Undoer(Protocol):
@@ -413,6 +422,8 @@ class HeapBackend:
 
     def __init__(self) -> None:
         self._journal: Journal = []
+        # Journal records below this index are committed: never replayed (:meth:`end_unit`).
+        self._committed = 0
         self._states = NamedStates(lambda kind, _name: kind(self._journal))
 
     def value_state(self, name: str) -> HeapValueState:
@@ -435,15 +446,29 @@ class HeapBackend:
     def commit(self) -> None:
         """Forget the undo records: the writes since the last commit stay. O(1) amortised."""
         self._journal.clear()
+        self._committed = 0
+
+    def end_unit(self) -> None:
+        """:meth:`commit`, keeping up to :data:`KEPT_RECORDS` committed records in the journal
+        (below the committed mark, never replayed) so that the list keeps its buffer (module
+        docstring, *The journal*). O(1) amortised."""
+        journal = self._journal
+        size = len(journal)
+        if size > KEPT_RECORDS:
+            journal.clear()
+            self._committed = 0
+        else:
+            self._committed = size
 
     def checkpoint(self) -> None:
         """:meth:`commit` (heap state is not durable: every write so far stays, unjournaled)."""
-        self._journal.clear()
+        self.commit()
 
     def rollback(self) -> None:
         """Undo every write since the last commit, newest first. O(writes undone)."""
         journal = self._journal
-        while journal:
+        committed = self._committed
+        while len(journal) > committed:
             owner, context, key, previous = journal.pop()
             owner.undo(context, key, previous)
 
