@@ -50,9 +50,10 @@ def test_heap_hands_out_list_values_as_shallow_copies() -> None:
 
 
 def test_end_unit_commits_and_keeps_the_journal_buffer_until_it_fills() -> None:
-    """``end_unit`` (the per-input loops' commit) keeps committed undo records below a mark
-    instead of clearing the list; a rollback undoes only the records above it, and the list is
-    cleared once more than KEPT_RECORDS lie below the mark."""
+    """``end_unit`` (the per-input loops' commit) keeps the committed undo records of units of
+    one record below a mark instead of clearing the list; a rollback undoes only the records
+    above it, and the list is cleared once more than KEPT_RECORDS would lie below the mark, or
+    after a unit of several records."""
     backend = HeapBackend()
     state = backend.value_state("v")
     for unit in range(KEPT_RECORDS):
@@ -72,6 +73,12 @@ def test_end_unit_commits_and_keeps_the_journal_buffer_until_it_fills() -> None:
     state.put(b"c", "again")
     backend.end_unit()
     backend.commit()  # a full commit clears what end_unit kept
+    assert backend.journal == []
+    state.put(b"c", 1)
+    backend.end_unit()
+    state.put(b"c", 2)
+    state.put(b"d", 2)
+    backend.end_unit()  # a unit of two records: cleared at once
     assert backend.journal == []
 
 
