@@ -217,6 +217,7 @@ class KeyEncoder:
         self._last_context = b"[0]"
         self._tokens = False  # :meth:`use_tokens`
         self._whole_row = not keys.upsert_key and canonical_match  # tokens: :func:`row_token`
+        self._whole_tokens = False  # :meth:`use_tokens` where ``_whole_row``
         self._one_sink = len(keys.pk) == 1
 
     def _build(self) -> KeysOf:
@@ -261,6 +262,7 @@ class KeyEncoder:
         token is :func:`row_token`'s, usually the row itself. For layouts that never store match
         keys at rest (the heap variants)."""
         self._tokens = True
+        self._whole_tokens = self._whole_row
 
     def pair(self, row: StoredRow) -> tuple[bytes, MatchKey]:
         """``keys_of(row)``, for the strategies' per-input loops (the match key as a token
@@ -287,12 +289,41 @@ class KeyEncoder:
                 self._last_sink = sink
                 self._last_context = context
                 return context, match
-        if self._tokens and self._whole_row:
-            return self._sink_context(row), self._row_token(row)
+        if self._whole_tokens:
+            return self._whole_pair(row)
         context, encoded = self.keys_of(row)
         if self._tokens and self._one_column:
             return context, token_of(encoded)
         return context, encoded
+
+    def _whole_pair(self, row: StoredRow) -> tuple[bytes, MatchKey]:
+        """:meth:`pair` where rows match whole, as tokens: a tuple row of plain values
+        (:func:`_plain`) with one int sink-key column is tested in one pass and its token is
+        the row itself; its context key is formatted here, or is the last one's bytes object
+        when the sink key repeats. Anything else: :meth:`_sink_context` and :meth:`_row_token`
+        (the same keys, and the same errors in the same order)."""
+        if self._one_sink and type(row) is tuple and len(row) >= self._width:
+            values: tuple[Any, ...] = row
+            for value in values:
+                kind = type(value)
+                if kind is str:
+                    if not _isascii(value):
+                        return self._sink_context(row), row_token(row)
+                elif kind is int:
+                    number: int = value
+                    if number < -_SHORT or number > _SHORT:
+                        return self._sink_context(row), row_token(row)
+                elif value is not None:
+                    return self._sink_context(row), row_token(row)
+            sink = values[self._pk]
+            if type(sink) is int:  # a plain int: within +-_SHORT
+                if sink == self._last_sink:
+                    return self._last_context, row
+                context = b"[%d]" % sink
+                self._last_sink = sink
+                self._last_context = context
+                return context, row
+        return self._sink_context(row), self._row_token(row)
 
     def _row_token(self, row: StoredRow) -> MatchKey:
         """:func:`row_token`, with the test of a tuple row's values written out (the usual

@@ -30,7 +30,16 @@ owners are the states themselves (``key`` None for a value state or a map state'
 whole-context ``clear``; ``previous`` :data:`ABSENT` where the write found nothing) and, for a
 change made in place to a stored value (:meth:`HeapValueState.journal`), an :class:`Undoer` of
 the layout's own with the stored value as ``context`` and the change as ``key``. ``commit``
-clears the list.
+clears the list. The strategies' per-input loops end a unit with :meth:`HeapBackend.end_unit`
+instead: after a unit that journaled at most one record it only moves the *committed mark*
+(the records below it are never replayed), until more than :data:`KEPT_RECORDS` lie below it;
+otherwise it clears the list. Clearing a list frees its buffer and the next input's first
+write allocates a new one (a free, a malloc and the clear itself: ~140 instructions per input
+on the compiled build, 7 % of a heap VALUE event, which journals one record per input). A
+unit of several records clears at once: kept records would keep what they replaced (MAP's old
+nodes and index entries) alive for several inputs, and the allocator would then hand out
+colder memory (measured: 50 % more first-level cache misses per MAP event and a 10-20 %
+slower MAP cell when every unit kept its records).
 """
 
 from __future__ import annotations
@@ -45,6 +54,10 @@ from .base import UserKey, Value
 from .named import NamedStates
 
 ABSENT: Final[Any] = object()  # undo record: the key had no value
+
+KEPT_RECORDS: Final = 64
+""":meth:`HeapBackend.end_unit` clears the journal once more committed records than this would
+be kept (module docstring, *The journal*)."""
 
 
 class Undoer(Protocol):
@@ -413,6 +426,8 @@ class HeapBackend:
 
     def __init__(self) -> None:
         self._journal: Journal = []
+        # Journal records below this index are committed: never replayed (:meth:`end_unit`).
+        self._committed = 0
         self._states = NamedStates(lambda kind, _name: kind(self._journal))
 
     def value_state(self, name: str) -> HeapValueState:
@@ -435,15 +450,30 @@ class HeapBackend:
     def commit(self) -> None:
         """Forget the undo records: the writes since the last commit stay. O(1) amortised."""
         self._journal.clear()
+        self._committed = 0
+
+    def end_unit(self) -> None:
+        """:meth:`commit` for the per-input loops: after a unit that journaled at most one record,
+        the records stay in the journal below the committed mark (never replayed) so that the
+        list keeps its buffer, up to :data:`KEPT_RECORDS` of them; otherwise the journal is
+        cleared (module docstring, *The journal*). O(1) amortised."""
+        journal = self._journal
+        size = len(journal)
+        if size > KEPT_RECORDS or size > self._committed + 1:
+            journal.clear()
+            self._committed = 0
+        else:
+            self._committed = size
 
     def checkpoint(self) -> None:
         """:meth:`commit` (heap state is not durable: every write so far stays, unjournaled)."""
-        self._journal.clear()
+        self.commit()
 
     def rollback(self) -> None:
         """Undo every write since the last commit, newest first. O(writes undone)."""
         journal = self._journal
-        while journal:
+        committed = self._committed
+        while len(journal) > committed:
             owner, context, key, previous = journal.pop()
             owner.undo(context, key, previous)
 

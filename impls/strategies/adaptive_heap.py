@@ -3,7 +3,8 @@
 ADAPTIVE's rules are :mod:`.adaptive`'s (VALUE per key while short, MAP while long); this is
 its heap specialisation (docs/architecture.md, *Adding a strategy*), used on a
 :class:`~upsertmat.impls.state.heap.HeapBackend` with TTL and async state off. A key in VALUE
-mode is the in-place record of :mod:`.value_heap` (``add_in_place``/``retract_in_place``); a
+mode is the in-place record of :mod:`.value_heap` (with an upsert key ``add_in_place`` and
+``retract_in_place``, without one ``append_in_place`` and ``retract_whole_in_place``); a
 key in MAP mode runs through :class:`~.linked_map_heap.HeapLinkedList` (a MAP meta is never
 changed in place, so it is read by reference too); the conversions are ADAPTIVE's own.
 """
@@ -22,7 +23,16 @@ from .adaptive import AdaptiveMaterializer
 from .common import DELETE, UPDATE_AFTER, emit
 from .linked_map import Meta
 from .linked_map_heap import HeapLinkedList
-from .value_heap import RecordJournal, add_in_place, counted_record, retract_in_place
+from .value_heap import (
+    RecordJournal,
+    add_in_place,
+    append_in_place,
+    check_heap_record,
+    counted_record,
+    retract_in_place,
+    retract_whole_in_place,
+    whole_record,
+)
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)
@@ -69,10 +79,12 @@ class HeapAdaptiveMaterializer(AdaptiveMaterializer):
         record: list[Any] | None = records.stored(context)
         if record is not None and type(record[0]) is int:  # MAP mode
             return self._add_map_mode(context, record, match, row, stamp)
-        upsert, restamp = self._upsert, self._restamp_replaced
-        kind = add_in_place(
-            records, self._record_journal, context, record, match, row, stamp, upsert, restamp
-        )
+        journal = self._record_journal
+        if self._upsert:
+            restamp = self._restamp_replaced
+            kind = add_in_place(records, journal, context, record, match, row, stamp, True, restamp)
+        else:
+            kind = append_in_place(records, journal, context, record, match, row, stamp)
         if record is None:  # the new key's record: one element already reaches high = 1
             record = records.stored(context)
             assert record is not None
@@ -89,12 +101,25 @@ class HeapAdaptiveMaterializer(AdaptiveMaterializer):
         restamp = stamp if self._restamp_rollback else None
         if type(record[0]) is int:  # MAP mode
             return self._retract_map_mode(context, record, match, change, restamp)
-        found, output = retract_in_place(
-            records, self._record_journal, context, record, match, restamp, change
-        )
+        journal = self._record_journal
+        if self._upsert:
+            found, output = retract_in_place(records, journal, context, record, match, restamp, change)
+        else:
+            found, output = retract_whole_in_place(records, journal, context, record, match, restamp, change)
         if not found:
             self._miss(context, change)
         return output
 
     def _new_record(self, rows: list[StoredRow], stamps: list[int], matches: list[MatchKey]) -> list[Any]:
-        return counted_record(rows, stamps, matches)
+        if self._upsert:
+            return counted_record(rows, stamps, matches)
+        return whole_record(rows, stamps, matches)
+
+    def _check(self) -> None:
+        """ADAPTIVE's checks, and each VALUE-mode record's in-place form
+        (:func:`~.value_heap.check_heap_record`). O(state)."""
+        super()._check()
+        for context in self._heap_records.contexts():
+            record: list[Any] | None = self._heap_records.stored(context)
+            if record is not None and type(record[0]) is not int:
+                check_heap_record(context, record, self._upsert, self._match_key)

@@ -25,7 +25,7 @@ from ..settings import Settings
 from ..state import CorruptStateError, MapState, StateBackend, ValueState
 from ..state.codec import decode_seq, encode_seq
 from ..state.errors import storage_failure
-from ..state.heap import HeapBackend, Journal
+from ..state.heap import HeapBackend
 from .errors import LayoutError
 from .prefetch import PrefetchedMapState, PrefetchedValueState
 from .timers import Timers
@@ -248,9 +248,10 @@ class StrategyBase:
         # Rule-7 explanations (upsertmat.misses.max-rows > 0): only :meth:`_miss` and the TTL
         # expiry paths touch it, never an input that matches.
         self._explainer = MissRecorder(settings.miss_rows) if settings.miss_rows > 0 else None
-        # A heap backend's commit is clearing its undo journal: the loops clear it themselves
-        # (a subclass of HeapBackend may do more in ``commit``, so only the class itself).
-        self._heap_journal: Journal | None = backend.journal if type(backend) is HeapBackend else None
+        # A heap backend's commit is clearing its undo journal: the loops end a unit with its
+        # cheaper ``end_unit`` (a subclass of HeapBackend may do more in ``commit``, so only the
+        # class itself).
+        self._heap: HeapBackend | None = backend if type(backend) is HeapBackend else None
         # The input being applied, its kind and row (:meth:`_added`).
         self._input: Change | None = None
         self._input_kind: RowKind | None = None
@@ -382,8 +383,9 @@ class StrategyBase:
         The keys come from :meth:`~upsertmat.impls.encoding.KeyEncoder.pair`, the layout's
         methods are called through ``self`` (a direct native call in the compiled build;
         binding them to locals first would make each a generic Python call there), and on
-        a heap backend the commit is the journal's ``clear``."""
-        encoder, backend, journal = self._encoder, self.backend, self._heap_journal
+        a heap backend the commit is its ``end_unit`` (:class:`~upsertmat.impls.state.heap.HeapBackend`:
+        the journal's committed mark moves, its buffer is kept)."""
+        encoder, backend, heap = self._encoder, self.backend, self._heap
         stamp_of, stamp_is_now = self._ttl.stamp_of, self._stamp_is_now
         emitted: Change | None
         for change in changes:
@@ -398,10 +400,10 @@ class StrategyBase:
                     emitted = self._add(context, match, row, stamp)
                 else:
                     emitted = self._retract(context, match, change, stamp)
-                if journal is None:
+                if heap is None:
                     backend.commit()
                 else:
-                    journal.clear()
+                    heap.end_unit()
             except BaseException as error:
                 self._fail(misses, error)
             out.append(emitted)

@@ -1,31 +1,48 @@
 """VALUE records on heap, changed in place: O(1) per event unless a stored match must be located.
 
-The layout is VALUE's (:mod:`.value`) with a fourth element that never leaves memory::
+The layout is VALUE's (:mod:`.value`) kept by reference and changed in place, in one of two
+forms, by whether the strategy has an upsert key::
 
-    context -> [rows, stamps, matches, counts]
-               counts[m]  how many stored elements have match key m (absent: none)
+    with an upsert key:     context -> [rows, stamps, matches, counts]
+                            counts[m]  how many stored elements have match key m (absent: none)
+    without (whole rows):   context -> [rows, stamps, matches]
+                            matches is rows itself while every stored token is its own row
 
-Heap state keeps the record by reference (:meth:`~upsertmat.impls.state.heap.HeapValueState.stored`),
-so an event changes the three lists in place instead of copying them: an ADD that matches
-nothing appends (``match not in counts``: O(1), no scan of ``matches``); a rule-4 replacement
-and a RETRACT locate the first match with ``list.index`` (a C scan, stopping at the match)
-and change or remove that one element. Before each change the inverse is journaled
+With an upsert key an ADD must find its match (rule 4), so ``counts`` answers "is it stored?"
+in O(1): an ADD of a new upsert key appends without scanning ``matches``, a rule-4
+replacement and a RETRACT locate the first match with ``list.index`` (a C scan, stopping at
+the match). Without one an ADD never looks for a match (rule 3: it appends), so nothing is
+counted: no dict of match keys is kept, hashed or updated per event (for a whole row that
+was most of the event's extra cost: a new row's strings hashed once, the tuple hashed at
+each ADD and RETRACT), and a RETRACT finds its element with ``list.index`` alone (a miss
+scans the record, as the general layout's ``record_retract`` does). The match token of a
+whole row is usually the row object itself (:func:`~upsertmat.impls.encoding.row_token`), so
+while every stored token is its row ``matches`` *is* ``rows`` (one list, appended to and
+popped from once); the first stored row whose token is another object (a row the token path
+encodes, a list row) gives the record a ``matches`` list of its own, for as long as the key
+holds rows (:func:`whole_record`).
+
+Heap state keeps the record by reference
+(:meth:`~upsertmat.impls.state.heap.HeapValueState.stored`), so an event changes the lists in
+place instead of copying them. Before each change the inverse is journaled
 (:meth:`~upsertmat.impls.state.heap.HeapValueState.journal`), so an input that fails half-way
 is rolled back like any other heap write. Per event: 1 read, 0 or 1 state write (creating or
 emptying the key), O(1) work plus the ``list.index`` scan up to the first match (none for
-an ADD of a new upsert key or a retraction with no match) and ``del`` at that position (a
-C ``memmove``). Without this, VALUE copies the record on every event (its general path,
-shared with the byte backends, must not change a value the state hands out).
+an ADD) and ``pop`` at that position (a C ``memmove``). Without this, VALUE copies the record
+on every event (its general path, shared with the byte backends, must not change a value the
+state hands out).
 
 Used on a :class:`~upsertmat.impls.state.heap.HeapBackend` with TTL and async state off
 (with TTL, expiry rewrites whole records: the general path) by VALUE
 (:class:`HeapValueMaterializer`) and by ADAPTIVE in VALUE mode
 (:class:`~.adaptive_heap.HeapAdaptiveMaterializer`). Snapshots, savepoints and migration see only elements
-(:meth:`~.common.StrategyBase.export_elements`), so ``counts`` is rebuilt on import.
+(:meth:`~.common.StrategyBase.export_elements`), so ``counts`` and the shared list are rebuilt
+on import.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Final
 
 from mypy_extensions import mypyc_attr
@@ -34,7 +51,7 @@ from ...spec import Change, Keys, RowKind
 from ..rows import MatchKey, StoredRow
 from ..settings import Settings
 from ..state.heap import HeapBackend, HeapValueState, Journal
-from .common import DELETE, INSERT, UPDATE_AFTER, emit
+from .common import DELETE, INSERT, UPDATE_AFTER, emit, require
 from .value import ValueMaterializer, count_matches
 
 _APPEND: Final = 0
@@ -43,8 +60,21 @@ _REMOVE: Final = 2
 
 
 def counted_record(rows: list[StoredRow], stamps: list[int], matches: list[MatchKey]) -> list[Any]:
-    """An in-place record from parallel lists (taken by reference)."""
+    """An in-place record with an upsert key, from parallel lists (taken by reference)."""
     return [rows, stamps, matches, count_matches(matches)]
+
+
+def own_tokens(rows: list[StoredRow], matches: list[MatchKey]) -> bool:
+    """Whether every row's match token is the row object itself (so ``rows`` can stand for
+    ``matches``). O(n)."""
+    return all(match is row for row, match in zip(rows, matches, strict=True))
+
+
+def whole_record(rows: list[StoredRow], stamps: list[int], matches: list[MatchKey]) -> list[Any]:
+    """An in-place record without an upsert key, from parallel lists (taken by reference):
+    ``[rows, stamps, rows]`` when every token is its own row (:func:`own_tokens`), else
+    ``[rows, stamps, matches]``. O(n)."""
+    return [rows, stamps, rows if own_tokens(rows, matches) else matches]
 
 
 class _RecordUndo:
@@ -55,12 +85,15 @@ class _RecordUndo:
     row, stamp)`` or ``(_REMOVE, size, position, row, stamp, match)``. Each undo is idempotent
     per list (it checks the list's length before putting an element back), so a change
     interrupted between two of its list operations (a ``KeyboardInterrupt`` lands between
-    bytecodes) is reverted exactly; ``counts`` is recounted from ``matches`` (O(n), on the
-    failure path only).
+    bytecodes) is reverted exactly, and a record whose ``matches`` is ``rows`` is changed
+    once; ``counts`` (with an upsert key) is recounted from ``matches`` (O(n), on the failure
+    path only).
     """
 
     def undo(self, record: list[Any], change: Any, _unused: Any, /) -> None:
-        rows, stamps, matches, counts = record
+        rows: list[Any] = record[0]
+        stamps: list[int] = record[1]
+        matches: list[MatchKey] = record[2]
         if type(change) is int:
             del rows[change:], stamps[change:], matches[change:]
         elif change[0] == _APPEND:  # the lists had ``size`` elements
@@ -78,8 +111,10 @@ class _RecordUndo:
                 stamps.insert(position, stamp)
             if len(matches) < size:
                 matches.insert(position, match)
-        counts.clear()
-        counts.update(count_matches(matches))
+        if len(record) == 4:
+            counts: dict[MatchKey, int] = record[3]
+            counts.clear()
+            counts.update(count_matches(matches))
 
 
 _UNDO: Final = _RecordUndo()
@@ -87,7 +122,8 @@ _UNDO: Final = _RecordUndo()
 
 class _AppendUndo:
     """The inverse of the append :meth:`RecordJournal.appended` journaled last: the record's
-    lists are cut back to ``size`` elements (idempotent per list), ``counts`` recounted."""
+    lists are cut back to ``size`` elements (idempotent per list), ``counts`` recounted if
+    kept."""
 
     def __init__(self) -> None:
         self.record: list[Any] = []
@@ -99,7 +135,7 @@ class _AppendUndo:
 
 class _RemoveUndo:
     """The inverse of the removal :meth:`RecordJournal.removed` journaled last: the element is
-    put back at its position in each list that lacks it, ``counts`` recounted."""
+    put back at its position in each list that lacks it, ``counts`` recounted if kept."""
 
     def __init__(self) -> None:
         self.record: list[Any] = []
@@ -164,7 +200,8 @@ def add_in_place(
     upsert: bool,
     restamp: bool,
 ) -> RowKind:
-    """Rules 3-5 on the stored record of ``context`` in ``values`` (None: the key is empty),
+    """Rules 3-5 on the stored record (with an upsert key: ``counts`` kept) of ``context`` in
+    ``values`` (None: the key is empty),
     in place and journaled (an append through ``journal``): with ``upsert`` the first element
     matching ``match`` takes
     ``row`` (and ``stamp`` if ``restamp``), else the row is appended (an empty key gets a new
@@ -191,6 +228,77 @@ def add_in_place(
     matches.append(match)
     counts[match] = 1 if count is None else count + 1
     return UPDATE_AFTER
+
+
+def append_in_place(
+    values: HeapValueState,
+    journal: RecordJournal,
+    context: bytes,
+    record: list[Any] | None,
+    match: MatchKey,
+    row: StoredRow,
+    stamp: int,
+) -> RowKind:
+    """Rule 3 without an upsert key on the stored whole-row record of ``context`` in ``values``
+    (None: the key is empty), in place and journaled (through ``journal``): the row is
+    appended, nothing is looked up (an empty key gets a new record: 1 write). Returns the kind
+    of the change to emit (``+I``/``+U`` of ``row``). O(1) (amortised: a record whose ``rows``
+    stood for ``matches`` and meets a token that is not its row copies the tokens once)."""
+    if record is None:
+        rows = [row]
+        values.put(context, [rows, [stamp], rows if match is row else [match]])
+        return INSERT
+    rows = record[0]
+    stamps: list[int] = record[1]
+    matches: list[MatchKey] = record[2]
+    if match is not row and matches is rows:
+        # Not journaled: a record with a matches list of its own equal to rows is as valid.
+        matches = rows.copy()
+        record[2] = matches
+    journal.appended(record, len(rows))
+    rows.append(row)
+    stamps.append(stamp)
+    if matches is not rows:
+        matches.append(match)
+    return UPDATE_AFTER
+
+
+def retract_whole_in_place(
+    values: HeapValueState,
+    journal: RecordJournal,
+    context: bytes,
+    record: list[Any],
+    match: MatchKey,
+    restamp: int | None,
+    change: Change,
+) -> tuple[bool, Change | None]:
+    """:func:`retract_in_place` on a whole-row record (no ``counts``): the first element whose
+    token equals ``match`` is found by ``list.index`` (a miss scans the record). O(1) plus a
+    scan to the first match (all of the record on a miss)."""
+    rows: list[Any] = record[0]
+    matches: list[MatchKey] = record[2]
+    try:
+        position = matches.index(match)
+    except ValueError:
+        return False, None
+    stamps: list[int] = record[1]
+    size = len(rows)
+    journal.removed(record, size, position, rows[position], stamps[position], matches[position])
+    # ``pop`` is a direct C call in the compiled build (``del`` goes through slice assignment).
+    rows.pop(position)
+    stamps.pop(position)
+    if matches is not rows:
+        matches.pop(position)
+    if not rows:
+        values.delete(context)
+        return True, emit(DELETE, change.row)
+    if position < size - 1:
+        return True, None
+    last = size - 2
+    if restamp is not None:
+        values.journal(_UNDO, record, (_REPLACE, 0, last, rows[last], stamps[last]))
+        stamps[last] = restamp
+    return True, emit(UPDATE_AFTER, tuple(rows[last]))
 
 
 def retract_in_place(
@@ -239,6 +347,21 @@ def retract_in_place(
     return True, emit(UPDATE_AFTER, tuple(rows[last]))
 
 
+def check_heap_record(
+    context: bytes, record: list[Any] | None, upsert: bool, match_key: Callable[[StoredRow], MatchKey]
+) -> None:
+    """The in-place form of a VALUE record (module docstring): four elements with an upsert
+    key, three without, where ``matches`` may be ``rows`` only if each row's token is that
+    row object (:func:`~.value.check_record` compares tokens by equality, which a row passes
+    for the token of any row it equals in Python). O(n)."""
+    require(record is not None and len(record) == (4 if upsert else 3), context, "not an in-place record")
+    if record is not None and record[2] is record[0]:
+        require(not upsert, context, "an upsert key's record shares rows and match keys")
+        rows: list[Any] = record[0]
+        tokens = [match_key(row) for row in rows]
+        require(own_tokens(rows, tokens), context, "a row stands for a token it is not")
+
+
 @mypyc_attr(allow_interpreted_subclasses=True)
 class HeapValueMaterializer(ValueMaterializer):
     """VALUE on heap with TTL off, records changed in place (module docstring)."""
@@ -254,23 +377,38 @@ class HeapValueMaterializer(ValueMaterializer):
         """1 read; a new key 1 write. O(1), or a scan to the first match (rule 4)."""
         values = self._heap_values
         record: list[Any] | None = values.stored(context)
-        upsert, restamp = self._upsert, self._restamp_replaced
-        kind = add_in_place(values, self._record_journal, context, record, match, row, stamp, upsert, restamp)
+        if not self._upsert:
+            kind = append_in_place(values, self._record_journal, context, record, match, row, stamp)
+            return self._added(kind, row)
+        restamp = self._restamp_replaced
+        kind = add_in_place(values, self._record_journal, context, record, match, row, stamp, True, restamp)
         return self._added(kind, row)
 
     def _retract(self, context: bytes, match: MatchKey, change: Change, stamp: int) -> Change | None:
         """1 read; 1 delete if the key empties. O(1) plus a scan to the first match."""
         values = self._heap_values
         record: list[Any] | None = values.stored(context)
+        if record is None:
+            self._miss(context, change)
+            return None
         restamp = stamp if self._restamp_rollback else None
-        found, output = (
-            (False, None)
-            if record is None
-            else retract_in_place(values, self._record_journal, context, record, match, restamp, change)
-        )
+        journal = self._record_journal
+        if self._upsert:
+            found, output = retract_in_place(values, journal, context, record, match, restamp, change)
+        else:
+            found, output = retract_whole_in_place(values, journal, context, record, match, restamp, change)
         if not found:
             self._miss(context, change)
         return output
 
     def _new_record(self, rows: list[StoredRow], stamps: list[int], matches: list[MatchKey]) -> list[Any]:
-        return counted_record(rows, stamps, matches)
+        if self._upsert:
+            return counted_record(rows, stamps, matches)
+        return whole_record(rows, stamps, matches)
+
+    def _check(self) -> None:
+        """VALUE's :func:`~.value.check_record` for every record, and each record's form:
+        ``counts`` with an upsert key, none without (:func:`check_heap_record`). O(state)."""
+        super()._check()
+        for context in self._heap_values.contexts():
+            check_heap_record(context, self._heap_values.stored(context), self._upsert, self._match_key)

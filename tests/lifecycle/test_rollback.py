@@ -106,8 +106,10 @@ def stream() -> list[Change | int]:
         delete(2, 1, "x"),  # empties key 2
         update_after(1, 4, "d"),
         update_after(1, 5, "e"),
+        update_after(1, 7, 2.5),  # a row whose token is not itself: its own match-key list on heap
         update_before(1, 1, "a2"),  # the first element
         35,
+        update_before(1, 7, 2.5),
         update_before(1, 5, "e"),
         update_before(1, 4, "d"),
         delete(1, 3, "c"),
@@ -302,6 +304,30 @@ def test_legacy_heap_undo_reverts_a_change_interrupted_between_its_lists() -> No
             part.append(value)
         undo.undo(record, 3, None)
         assert record == original
+
+
+def test_whole_row_undo_reverts_a_change_interrupted_between_its_lists() -> None:
+    """Without an upsert key a heap record's match keys may be its rows list itself (VALUE:
+    ``[rows, stamps, rows]``, LEGACY: ``[rows, rows]``): an interrupted removal or append is
+    undone exactly, the shared list changed once."""
+    rows = [("a",), ("b",), ("c",)]
+    for done in range(3):  # VALUE: a removal of element 1 interrupted after ``done`` of its 2 pops
+        record: list[Any] = [list(rows), [1, 2, 3]]
+        record.append(record[0])
+        for part in record[:done]:
+            del part[1]
+        value_heap._RecordUndo().undo(record, (2, 3, 1, ("b",), 2, ("b",)), None)
+        assert record == [rows, [1, 2, 3], rows] and record[2] is record[0]
+        record[0].append(("d",))  # an append interrupted after the rows list
+        value_heap._RecordUndo().undo(record, 3, None)
+        assert record == [rows, [1, 2, 3], rows] and record[2] is record[0]
+    for done in range(2):  # LEGACY: the same removal after ``done`` of its 1 pop
+        record = [list(rows)]
+        record.append(record[0])
+        if done:
+            del record[0][1]
+        legacy_heap._LegacyUndo().undo(record, (3, 1, ("b",), ("b",)), None)
+        assert record == [rows, rows] and record[1] is record[0]
 
 
 def conflict_stream() -> list[Change | int]:

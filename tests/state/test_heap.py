@@ -5,6 +5,7 @@ from pathlib import Path
 from upsertmat.conformance.backends import StateBackendTests, machine_for
 from upsertmat.impls.settings import Settings
 from upsertmat.impls.state import HeapBackend, HeapSortedMapState, StateBackend, open_backend
+from upsertmat.impls.state.heap import KEPT_RECORDS
 
 
 def open_heap(path: Path | None) -> StateBackend:
@@ -46,6 +47,39 @@ def test_heap_hands_out_list_values_as_shallow_copies() -> None:
     state.put(b"c", b"k", got)
     backend.rollback()
     assert state.get(b"c", b"k") == [1, [2]]
+
+
+def test_end_unit_commits_and_keeps_the_journal_buffer_until_it_fills() -> None:
+    """``end_unit`` (the per-input loops' commit) keeps the committed undo records of units of
+    one record below a mark instead of clearing the list; a rollback undoes only the records
+    above it, and the list is cleared once more than KEPT_RECORDS would lie below the mark, or
+    after a unit of several records."""
+    backend = HeapBackend()
+    state = backend.value_state("v")
+    for unit in range(KEPT_RECORDS):
+        state.put(b"c", unit)
+        backend.end_unit()
+        assert len(backend.journal) == unit + 1  # kept, committed
+    state.put(b"c", "uncommitted")
+    state.put(b"d", "uncommitted")
+    backend.rollback()
+    assert state.get(b"c") == KEPT_RECORDS - 1 and state.get(b"d") is None
+    assert len(backend.journal) == KEPT_RECORDS
+    state.put(b"c", "last")
+    backend.end_unit()  # more than KEPT_RECORDS below the mark: cleared
+    assert backend.journal == []
+    backend.rollback()
+    assert state.get(b"c") == "last"
+    state.put(b"c", "again")
+    backend.end_unit()
+    backend.commit()  # a full commit clears what end_unit kept
+    assert backend.journal == []
+    state.put(b"c", 1)
+    backend.end_unit()
+    state.put(b"c", 2)
+    state.put(b"d", 2)
+    backend.end_unit()  # a unit of two records: cleared at once
+    assert backend.journal == []
 
 
 def test_sorted_map_contexts_stay_ascending_dicts_while_keys_ascend() -> None:

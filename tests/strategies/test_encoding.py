@@ -122,6 +122,34 @@ def test_pair_is_keys_of(keys: Keys, row: Row) -> None:
         )
 
 
+@pytest.mark.parametrize("keys", KEYS, ids=repr)
+@given(row=ROWS)
+@example(row=(1, 2, "x"))
+@example(row=(2**62, 1, "x"))
+@example(row=(None, 1, "x"))
+@example(row=(True, 1, "x"))
+@example(row=(1, True, "x"))
+@example(row=(1, 2, "\ud800"))
+@example(row=("\ud800", 2, 1.5))
+def test_pair_with_tokens_is_keys_of(keys: Keys, row: Row) -> None:
+    """After ``use_tokens``, ``pair`` gives ``keys_of``'s context key and, as the match key,
+    the token of ``keys_of``'s (whole rows: :func:`row_token` of the row), or ``keys_of``'s
+    first error; the second time too (the remembered context key)."""
+    encoder = KeyEncoder(keys)
+    encoder.use_tokens()
+    whole = not keys.upsert_key and keys.equalizer is DEFAULT_EQUALIZER
+    one_column = len(keys.upsert_key) == 1 and keys.equalizer is DEFAULT_EQUALIZER
+
+    def expected(shaped: Row) -> object:
+        context, match = KeyEncoder(keys).keys_of(shaped)
+        if whole:
+            return context, row_token(shaped)
+        return context, token_of(match) if one_column else match
+
+    for shaped in (row, row, list(row), row):
+        assert outcome(lambda: encoder.pair(shaped)) == outcome(lambda: expected(shaped))  # type: ignore[arg-type,return-value]  # noqa: B023
+
+
 class Small(IntEnum):
     """An int subclass: its canonical text is the int's, so it matches the int (rule 2)."""
 
