@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from upsertmat.cli import build_parser, main
-from upsertmat.commands.run import job_from_args
+from upsertmat.commands.job_options import job_from_args
 from upsertmat.impls.settings import Backend, ConflictBehavior, Strategy, TimeDomain, TtlSettings
 from upsertmat.jobs.loader import JobError, load_job, with_overrides
 from upsertmat.jobs.model import INTERNAL_URL, SourceFormat
