@@ -32,6 +32,7 @@ from upsertmat.bench.report import CSV_COLUMNS
 from upsertmat.bench.runner import CHUNK, PARTIAL, SKIPPED, Cell, CellResult, Plan, run_cell
 from upsertmat.bench.stats import summarize
 from upsertmat.bench.workload import HistoryShape, WorkloadSpec, generate, keys_for
+from upsertmat.cli import main
 from upsertmat.commands import bench as command
 from upsertmat.impls import Backend, Strategy
 from upsertmat.impls import create as create_materializer
@@ -482,7 +483,7 @@ def test_json_format_and_unregistered(tmp_path: Path, capsys: pytest.CaptureFixt
         "--output-dir",
         str(tmp_path),
     ]
-    assert command.main(argv) == 0
+    assert main(["bench", *argv]) == 0
     captured = capsys.readouterr()
     document = json.loads(captured.out)
     assert document["unavailable"] == ["LEGACY/spark"]
@@ -493,7 +494,7 @@ def test_json_format_and_unregistered(tmp_path: Path, capsys: pytest.CaptureFixt
 
 
 def test_nothing_registered_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert command.main(["--backend", "spark", "--output-dir", str(tmp_path)]) == 2
+    assert main(["bench", "--backend", "spark", "--output-dir", str(tmp_path)]) == 2
     assert "nothing to benchmark" in capsys.readouterr().err
 
 
@@ -510,8 +511,17 @@ def test_markdown_format(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
         "2,10",
     ]
     assert (
-        command.main(
-            [*argv, "--retract-percentage", "75", "--format", "markdown", "--output-dir", str(tmp_path)]
+        main(
+            [
+                "bench",
+                *argv,
+                "--retract-percentage",
+                "75",
+                "--format",
+                "markdown",
+                "--output-dir",
+                str(tmp_path),
+            ]
         )
         == 0
     )

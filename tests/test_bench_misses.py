@@ -33,7 +33,7 @@ def test_measure_reports_both_workloads_with_explanations_off_and_on() -> None:
 
 def test_the_command() -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "upsertmat.cli", "bench", "--misses", "--strategy", "VALUE",
+        [sys.executable, "-m", "upsertmat", "bench", "--misses", "--strategy", "VALUE",
          "--backend", "heap", "--records", "400", "--keys", "10", "--repetitions", "1", "--quiet"],
         capture_output=True, text=True, timeout=300, check=False,
     )  # fmt: skip

@@ -10,7 +10,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from upsertmat.bench.plot import _log_axes
-from upsertmat.commands import bench as command
+from upsertmat.cli import main
 
 
 def labelled_y_ticks(lows_highs: list[float]) -> list[str]:
@@ -41,18 +41,18 @@ def test_every_panel_has_several_labelled_y_ticks(values: list[float]) -> None:
 def test_quick_goals_are_called_indicative(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["--quick", "--strategy", "VALUE", "--backend", "heap", "--retract-delay", "2"]
     argv += ["--retract-percentage", "100", "--upsert-key", "on", "--output-dir", str(tmp_path), "--quiet"]
-    assert command.main(argv) == 0
+    assert main(["bench", *argv]) == 0
     out = capsys.readouterr().out
     assert "goals: indicative only" in out
     document = json.loads((tmp_path / "results.json").read_text(encoding="utf-8"))
     assert document["goals_note"].startswith("indicative only")
-    assert command.main([*argv, "--format", "markdown"]) == 0
+    assert main(["bench", *argv, "--format", "markdown"]) == 0
     assert "indicative only" in capsys.readouterr().out
 
 
 def test_a_full_preset_run_has_no_quick_note(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["--strategy", "VALUE", "--backend", "heap", "--retract-delay", "2", "--workload", "flip544"]
     argv += ["--retract-percentage", "100", "--upsert-key", "on", "--records", "200", "--repetitions", "1"]
-    assert command.main([*argv, "--output-dir", str(tmp_path), "--quiet"]) == 0
+    assert main(["bench", *argv, "--output-dir", str(tmp_path), "--quiet"]) == 0
     assert "indicative" not in capsys.readouterr().out
     assert "goals_note" not in json.loads((tmp_path / "results.json").read_text(encoding="utf-8"))

@@ -40,7 +40,7 @@ def cli(tmp_path: Path, changes: Sequence[Change | str], *arguments: str) -> sub
         "".join(c if isinstance(c, str) else format_input_change(c) for c in changes), encoding="utf-8"
     )
     return subprocess.run(
-        [sys.executable, "-m", "upsertmat.cli", "check-keys", *arguments, str(path)],
+        [sys.executable, "-m", "upsertmat", "check-keys", *arguments, str(path)],
         capture_output=True,
         text=True,
         timeout=120,

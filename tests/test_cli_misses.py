@@ -45,7 +45,7 @@ def replay(tmp_path: Path, text: str, *options: str) -> subprocess.CompletedProc
     source = tmp_path / "in.jsonl"
     source.write_text(text, encoding="utf-8")
     return subprocess.run(
-        [sys.executable, "-m", "upsertmat.cli", "replay", "--pk", "0", "--ttl", "10", *options, str(source)],
+        [sys.executable, "-m", "upsertmat", "replay", "--pk", "0", "--ttl", "10", *options, str(source)],
         cwd=tmp_path,
         capture_output=True,
         text=True,

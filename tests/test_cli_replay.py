@@ -537,9 +537,7 @@ def test_console_script_exit_codes_and_streams(tmp_path: Path) -> None:
     assert usage.returncode == 2
     assert usage.stderr.startswith("upsertmat replay: unknown configuration key 'bogus'")
     assert script("--version").stdout == f"upsertmat {__version__} ({build_name()})\n"
-    module = subprocess.run(
-        [sys.executable, "-m", "upsertmat.cli", "--version"], capture_output=True, text=True
-    )
+    module = subprocess.run([sys.executable, "-m", "upsertmat", "--version"], capture_output=True, text=True)
     assert module.stdout == f"upsertmat {__version__} ({build_name()})\n"
 
 

@@ -83,7 +83,7 @@ def test_a_failing_cell_links_the_counterexample_in_the_rows_report(tmp_path: Pa
 def test_the_command_regenerates_the_page_from_two_small_rows(tmp_path: Path) -> None:
     docs = tmp_path / "docs"
     done = subprocess.run(
-        [sys.executable, "-m", "upsertmat.cli", "conformance-matrix", "-o", str(docs),
+        [sys.executable, "-m", "upsertmat", "conformance-matrix", "-o", str(docs),
          "--rows", "LEGACY-heap", "--rows", "java-example", "-k", "scenario or lifecycle"],
         cwd=ROOT, capture_output=True, text=True, timeout=900, check=False,
     )  # fmt: skip
@@ -105,7 +105,7 @@ def test_the_command_regenerates_the_page_from_two_small_rows(tmp_path: Path) ->
     assert (docs / "conformance-reports" / "java-example.md").is_file()
     assert "(`-k scenario or lifecycle`)" in page
     again = subprocess.run(
-        [sys.executable, "-m", "upsertmat.cli", "conformance-matrix", "-o", str(docs), "--no-run"],
+        [sys.executable, "-m", "upsertmat", "conformance-matrix", "-o", str(docs), "--no-run"],
         cwd=ROOT, capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip
     assert again.returncode == 0 and again.stderr == ""

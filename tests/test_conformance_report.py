@@ -143,7 +143,7 @@ def test_a_ttl_failure_whose_output_expiry_decides_is_not_a_rule_failure() -> No
 
 def run_report(tmp_path: Path, *arguments: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "upsertmat.cli", "conformance", *arguments, "-o", str(tmp_path / "out")],
+        [sys.executable, "-m", "upsertmat", "conformance", *arguments, "-o", str(tmp_path / "out")],
         cwd=tmp_path,
         capture_output=True,
         text=True,

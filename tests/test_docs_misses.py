@@ -28,7 +28,7 @@ def test_the_worked_example_of_rule_7_explanations_is_current(tmp_path: Path) ->
     words = shlex.split(command.removeprefix("$ "))
     assert words[0] == "upsertmat"
     done = subprocess.run(
-        [sys.executable, "-m", "upsertmat.cli", *words[1:]],
+        [sys.executable, "-m", "upsertmat", *words[1:]],
         cwd=tmp_path,
         capture_output=True,
         text=True,

@@ -144,6 +144,7 @@ def test_bench_without_matplotlib_measures_and_skips_only_the_plots(
     import importlib.util
     import json
 
+    from upsertmat.cli import main
     from upsertmat.commands import bench as command
 
     real = importlib.util.find_spec
@@ -152,7 +153,7 @@ def test_bench_without_matplotlib_measures_and_skips_only_the_plots(
     )
     argv = ["--strategy", "VALUE", "--backend", "heap", "--upsert-key", "on", "--workload", "flip544"]
     argv += ["--retract-delay", "2", "--retract-percentage", "100", "--records", "50", "--repetitions", "1"]
-    assert command.main([*argv, "--format", "json", "--quiet", "--output-dir", str(tmp_path)]) == 0
+    assert main(["bench", *argv, "--format", "json", "--quiet", "--output-dir", str(tmp_path)]) == 0
     captured = capsys.readouterr()
     assert json.loads(captured.out)["results"][0]["status"] == "ok"
     assert captured.err == f"upsertmat bench: {command.PLOTS_SKIPPED}\n"

@@ -22,7 +22,7 @@ from upsertmat.conformance.suite import TTL_CONFIGS
 from upsertmat.spec import Granularity, Keys, TimeDomain, TtlSettings, UpdateType, delete, insert
 
 PYTHON = shlex.quote(sys.executable)
-REPLAY = f"{PYTHON} -m upsertmat.cli replay"
+REPLAY = f"{PYTHON} -m upsertmat replay"
 
 # pinned, valid, bare, tolerated, long, state machine, lifecycle, TTL machine
 SUITE_TESTS = len(SCENARIOS) + len(TTL_SCENARIOS) + len(TTL_CONFIGS) + 8

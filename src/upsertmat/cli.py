@@ -139,7 +139,3 @@ def _main(argv: Sequence[str] | None, signals: StopSignals) -> int:
         traceback.print_exc()
         print(f"upsertmat {args.command}: internal error (a bug; please report it)", file=sys.stderr)
         return int(ExitCode.INTERNAL)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -40,7 +40,7 @@ class GatewayProcess:
         command = [
             sys.executable,
             "-m",
-            "upsertmat.cli",
+            "upsertmat",
             "gateway",
             "--data-root",
             str(self.root),

@@ -159,7 +159,7 @@ def test_jobs_results_failure_and_restart(
         [
             sys.executable,
             "-m",
-            "upsertmat.cli",
+            "upsertmat",
             "client",
             "--data-root",
             str(root),
@@ -425,7 +425,7 @@ def test_stop_lets_no_batch_start_then_restart_delete_and_metrics(
 
 def test_a_second_gateway_on_the_same_root_is_refused(gateway: GatewayProcess, root: Path) -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "upsertmat.cli", "gateway", "--data-root", str(root), "--port", "0"],
+        [sys.executable, "-m", "upsertmat", "gateway", "--data-root", str(root), "--port", "0"],
         capture_output=True,
         text=True,
         timeout=120,
@@ -530,7 +530,7 @@ def test_sigterm_stops_the_gateway_with_143(gateway: GatewayProcess) -> None:
 
 def test_a_bind_off_loopback_needs_a_token(tmp_path: Path) -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "upsertmat.cli", "gateway", "--data-root", str(tmp_path), "--host", "0.0.0.0"],
+        [sys.executable, "-m", "upsertmat", "gateway", "--data-root", str(tmp_path), "--host", "0.0.0.0"],
         capture_output=True,
         text=True,
         timeout=120,

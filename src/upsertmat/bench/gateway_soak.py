@@ -198,7 +198,7 @@ def soak(args: argparse.Namespace, say: Any) -> SoakResult:
             [
                 sys.executable,
                 "-m",
-                "upsertmat.cli",
+                "upsertmat",
                 "gateway",
                 "--data-root",
                 str(root),
