@@ -10,13 +10,15 @@ import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from upsertmat.bench.conflict import Cell as ConflictCell
-from upsertmat.bench.conflict import conflict_figure
 from upsertmat.bench.plot import PARTIAL_NOTE, throughput_figure
 from upsertmat.bench.runner import OK, PARTIAL, Cell, CellResult
-from upsertmat.bench.sidebyside import ratio_figure
 from upsertmat.bench.workload import HistoryShape
 from upsertmat.impls import Backend, Strategy
+
+from .toolscripts import load
+
+ConflictCell, conflict_figure = load("bench_conflict").Cell, load("bench_conflict").conflict_figure
+ratio_figure = load("sidebyside").ratio_figure
 
 DELAYS = (2, 10, 100, 1000, 5000)
 

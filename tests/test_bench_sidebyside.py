@@ -1,4 +1,4 @@
-"""The side-by-side comparison of two builds (``python -m upsertmat.bench.sidebyside``)."""
+"""The side-by-side comparison of two builds (``python tools/sidebyside.py``)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from upsertmat.bench import sidebyside
-from upsertmat.bench.sidebyside import CellSpec, Samples, markdown, report_rows
+from .toolscripts import load
+
+sidebyside = load("sidebyside")
+CellSpec, Samples, markdown, report_rows = (
+    sidebyside.CellSpec,
+    sidebyside.Samples,
+    sidebyside.markdown,
+    sidebyside.report_rows,
+)
 
 
 def test_cell_parsing_and_labels() -> None:

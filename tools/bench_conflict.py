@@ -1,9 +1,10 @@
 """Benchmark: ``ON CONFLICT DO NOTHING | DO ERROR`` (watermark compaction) against DEDUPLICATE (MAP).
 
-Run: ``python -m upsertmat.bench.conflict --help``. Two workloads, each a list of lines (a
+Run: ``python tools/bench_conflict.py --help`` (a measurement for docs/benchmarks.md, not part of
+the package). Two workloads, each a list of lines (a
 change, or a watermark every ``interval`` changes; watermark times 1, 2, 3, ...):
 
-* ``long-history``: the FLIP-544 workload of :mod:`.workload` (one sink key, upsert key on,
+* ``long-history``: the FLIP-544 workload of :mod:`upsertmat.bench.workload` (one sink key, upsert key on,
   ``retract_delay`` live rows, 250-byte payloads), warm-up included in the input. DEDUPLICATE
   keeps the ~``retract_delay`` live rows; the compacting behaviours keep one row plus what
   arrived since the last watermark (every compaction is a conflict here: NOTHING keeps the
@@ -39,10 +40,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..impls import Backend, Settings, Strategy, create
-from ..impls.conflict import CompactingMaterializer
-from ..spec import Change, ConflictBehavior, Keys, Materializer, RowKind
-from .workload import WorkloadSpec, generate, keys_for
+from upsertmat.bench.workload import WorkloadSpec, generate, keys_for
+from upsertmat.impls import Backend, Settings, Strategy, create
+from upsertmat.impls.conflict import CompactingMaterializer
+from upsertmat.spec import Change, ConflictBehavior, Keys, Materializer, RowKind
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -200,7 +201,7 @@ def plot(cells: Sequence[Cell], path: Path) -> None:
 def conflict_figure(cells: Sequence[Cell]) -> Figure:
     """Throughput and rows held against the watermark interval, one line per backend x
     behaviour; one legend below the panels, axes in plain numbers (:mod:`upsertmat.bench.figures`)."""
-    from .figures import legend_below, log_values, log_x_at, new_figure
+    from upsertmat.bench.figures import legend_below, log_values, log_x_at, new_figure
 
     workloads = sorted({cell.workload for cell in cells})
     figure = new_figure(11, 4 * len(workloads) + 1.2)
@@ -255,7 +256,7 @@ def _names(choices: Sequence[str]) -> Any:
 def main(argv: Sequence[str] | None = None) -> int:
     """The command line; prints the Markdown table, writes JSON (and a PNG with ``--plot``)."""
     parser = argparse.ArgumentParser(
-        prog="python -m upsertmat.bench.conflict", description=__doc__.split("\n")[0]
+        prog="python tools/bench_conflict.py", description=__doc__.split("\n")[0]
     )
     parser.add_argument("--workload", type=_names(WORKLOADS), default=list(WORKLOADS))
     parser.add_argument(

@@ -1,6 +1,6 @@
 """A gateway soak: an hour of a steady job compressed into many small batches, read by 8 clients.
 
-``python -m upsertmat.bench.gateway_soak --minutes 30`` starts ``upsertmat gateway`` on a
+``python tools/gateway_soak.py --minutes 30`` starts ``upsertmat gateway`` on a
 temporary data root, submits one job, drops a source file every ``--file-interval`` seconds (50
 upserts over ``--keys`` keys, so the table grows to that many rows and then only changes) and
 runs ``--readers`` clients, each taking a table snapshot (at most 2,000 rows, pages of 250),
@@ -185,7 +185,7 @@ def metric(text: str, name: str) -> float:
 
 def soak(args: argparse.Namespace, say: Any) -> SoakResult:
     """Run the soak ``args`` describe; its result."""
-    from ..client.http import GatewayClient, GatewayError, address_of
+    from upsertmat.client.http import GatewayClient, GatewayError, address_of
 
     result = SoakResult(args.minutes, args.readers, 0, warmup_fraction=args.warmup_fraction)
     rng = random.Random(31)
@@ -323,9 +323,9 @@ def soak(args: argparse.Namespace, say: Any) -> SoakResult:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m upsertmat.bench.gateway_soak``: exit 0 when every goal holds, 1 otherwise."""
+    """``python tools/gateway_soak.py``: exit 0 when every goal holds, 1 otherwise."""
     parser = argparse.ArgumentParser(
-        prog="python -m upsertmat.bench.gateway_soak",
+        prog="python tools/gateway_soak.py",
         description="A gateway soak: a file every second, 8 readers; RSS, registry size, page latency.",
         epilog="exit codes: 0 every goal met; 1 a goal missed; 2 usage.",
     )

@@ -1,6 +1,6 @@
 """Two builds side by side: the same benchmark cells, alternated, medians and ratios.
 
-``python -m upsertmat.bench.sidebyside --old OLD/bin/upsertmat --new NEW/bin/upsertmat``
+``python tools/sidebyside.py --old OLD/bin/upsertmat --new NEW/bin/upsertmat``
 runs every cell of :data:`DEFAULT_CELLS` (or ``--cell`` ones) once per round with each
 build's own ``upsertmat bench`` (a fresh process each, one repetition), alternating which
 build goes first from round to round so a slow spell of a shared machine hits both alike.
@@ -216,7 +216,7 @@ def ratio_figure(rows: Sequence[dict[str, Any]], title: str) -> Figure:
     legend below the axes (:mod:`upsertmat.bench.figures`)."""
     from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
-    from .figures import legend_below, new_figure
+    from upsertmat.bench.figures import legend_below, new_figure
 
     figure = new_figure(9, 0.42 * len(rows) + 2.0)
     axes = figure.subplots()
@@ -240,7 +240,7 @@ def ratio_figure(rows: Sequence[dict[str, Any]], title: str) -> Figure:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the side-by-side comparison the options describe."""
-    parser = argparse.ArgumentParser(prog="python -m upsertmat.bench.sidebyside", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python tools/sidebyside.py", description=__doc__)
     parser.add_argument("--old", required=True, help="the old build's upsertmat executable")
     parser.add_argument("--new", required=True, help="the new build's upsertmat executable")
     parser.add_argument("--cell", action="append", help="a cell (repeatable; default: the standard set)")

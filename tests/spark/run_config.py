@@ -1,7 +1,10 @@
-"""``python -m upsertmat.spark CONFIG.json``: run a saved :class:`PipelineConfig`.
+"""``python tests/spark/run_config.py CONFIG.json``: run a saved :class:`PipelineConfig` in a process of
+its own, for the tests that SIGKILL a running pipeline (kill campaigns, cluster, lakehouse).
 
 Prints one JSON object per micro-batch (the :class:`BatchProgress` fields) to stdout, flushed,
-then a summary line ``{"done": true, ...}``. Exit status 0 on success, 2 on a bad config.
+then a summary line ``{"done": true, ...}``. Exit status 0 on success, 2 on a bad config. A
+user runs a job file with ``upsertmat run`` or a config with
+:func:`upsertmat.spark.pipeline.run_pipeline`; this is the tests' own entry point.
 """
 
 from __future__ import annotations
@@ -11,7 +14,10 @@ import json
 import sys
 from pathlib import Path
 
-from .config import BatchProgress, PipelineConfig, PipelineConfigError
+from upsertmat.spark.config import BatchProgress, PipelineConfig, PipelineConfigError
+
+SCRIPT = Path(__file__).resolve()
+"""This file: ``[sys.executable, str(SCRIPT), config]`` starts it."""
 
 
 def _report(progress: BatchProgress) -> None:
@@ -22,14 +28,14 @@ def main(argv: list[str] | None = None) -> int:
     """Run the config named by the single argument."""
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
-        print("usage: python -m upsertmat.spark CONFIG.json", file=sys.stderr)
+        print("usage: python tests/spark/run_config.py CONFIG.json", file=sys.stderr)
         return 2
     try:
         config = PipelineConfig.from_json(Path(args[0]).read_text()).with_progress(_report)
     except (OSError, PipelineConfigError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    from .pipeline import run_pipeline
+    from upsertmat.spark.pipeline import run_pipeline
 
     result = run_pipeline(config)
     summary = {
