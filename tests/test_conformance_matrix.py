@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from upsertmat.conformance import matrix
+from upsertmat.conformance.tools import matrix
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -114,7 +114,7 @@ def test_the_command_regenerates_the_page_from_two_small_rows(tmp_path: Path) ->
 
 
 def test_a_crash_leaves_the_rules_undecided_not_passed() -> None:
-    from upsertmat.conformance.report import TestResult, rule_table
+    from upsertmat.conformance.tools.report import TestResult, rule_table
 
     crashed = TestResult("test_pinned_streams", "pinned streams", "failed", counterexample="exited with 70")
     table = rule_table([crashed, TestResult("test_scenario[a]", "scenarios", "passed")])

@@ -14,8 +14,8 @@ from upsertmat.conformance.checks import check_timed_stream
 from upsertmat.conformance.generators import KEYS_WITH_UPSERT_KEY, KEYS_WITHOUT_UPSERT_KEY, Advance, Step
 from upsertmat.conformance.mismatch import RULES, Differs, Mismatch, rules_broken
 from upsertmat.conformance.pinned import ttl_probe
-from upsertmat.conformance.report import _counterexample, anchor
 from upsertmat.conformance.suite import TTL_CONFIGS
+from upsertmat.conformance.tools.report import _counterexample, anchor
 from upsertmat.spec import Granularity, Keys, ModelMaterializer, TtlSettings, delete, insert, update_after
 
 BROKEN = '''
@@ -223,17 +223,21 @@ def test_report_of_a_planted_rule_9_bug(tmp_path: Path) -> None:
     ]:
         name = f"broken.{anchor(test)}.jsonl"
         command = shlex.split(next(line for line in page.splitlines() if line.endswith(f" {name}")))
-        assert command[:7] == [
-            "python",
-            "-m",
-            "upsertmat.conformance.reproduce",
+        assert command[:6] == [
+            "upsertmat",
+            "conformance-reproduce",
             "--workdir",
             "..",
             "--impl",
             "broken:factory",
         ]
         again = subprocess.run(
-            [sys.executable, *command[1:]], cwd=out, capture_output=True, text=True, timeout=120, check=False
+            [sys.executable, "-m", *command],
+            cwd=out,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
         )
         assert again.returncode == 1, again.stderr  # the difference, reproduced
         assert expected in again.stdout, again.stdout

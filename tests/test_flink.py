@@ -17,7 +17,7 @@ import pytest
 pytest.importorskip("pyflink", reason="needs the flink extra: pip install 'upsertmat[flink]'")
 
 pytestmark = pytest.mark.slow
-ADAPTER = f"{shlex.quote(sys.executable)} -m upsertmat.conformance.flink"
+ADAPTER = f"{shlex.quote(sys.executable)} -m upsertmat conformance-flink"
 
 
 @pytest.fixture(autouse=True)

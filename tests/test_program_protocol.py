@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 from upsertmat.conformance.generators import KEYS_WITH_UPSERT_KEY, KEYS_WITHOUT_UPSERT_KEY, Advance, Step
-from upsertmat.conformance.program_checks import Batch, check_program_streams, model_outputs
+from upsertmat.conformance.program.checks import Batch, check_program_streams, model_outputs
+from upsertmat.conformance.program.session import check_in_session, close_all, session_for
 from upsertmat.conformance.protocol import Output, Program, ProtocolError, decode_output, encode_step
 from upsertmat.conformance.scenarios import SCENARIOS, TTL_SCENARIOS
-from upsertmat.conformance.session import check_in_session, close_all, session_for
 from upsertmat.conformance.suite import TTL_CONFIGS
 from upsertmat.spec import Granularity, Keys, TimeDomain, TtlSettings, UpdateType, delete, insert
 

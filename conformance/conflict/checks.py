@@ -10,8 +10,8 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from ..impls.conflict import CompactingMaterializer
-from ..spec import Change, Conflict, ConflictBehavior, ConflictError, ConflictModel, Keys, Row
+from ...impls.conflict import CompactingMaterializer
+from ...spec import Change, Conflict, ConflictBehavior, ConflictError, ConflictModel, Keys, Row
 
 Line = Change | int
 Emission = tuple[int, Change]

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 from hypothesis import strategies as st
 
-from ..spec import Change, Keys
-from .generators import GeneratedStream, bare_update_streams, tolerated_streams, valid_streams
+from ...spec import Change, Keys
+from ..generators import GeneratedStream, bare_update_streams, tolerated_streams, valid_streams
 
 Line = Change | int
 

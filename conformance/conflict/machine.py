@@ -23,12 +23,12 @@ from typing import ClassVar, cast
 from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, initialize, rule
 
-from ..impls.conflict import CompactingMaterializer
-from ..impls.conflict.savepoint import restore_savepoint, write_savepoint
-from ..spec import Change, ConflictBehavior, ConflictModel, JsonValue, Keys, Row, RowKind
-from .conflict_checks import KeyState, Line, normalized, step_and_compare
-from .generators import KEYS_WITH_UPSERT_KEY, KEYS_WITHOUT_UPSERT_KEY
-from .machine import _LEVELS, _PAYLOADS, adds, retracts, rows
+from ...impls.conflict import CompactingMaterializer
+from ...impls.conflict.savepoint import restore_savepoint, write_savepoint
+from ...spec import Change, ConflictBehavior, ConflictModel, JsonValue, Keys, Row, RowKind
+from ..generators import KEYS_WITH_UPSERT_KEY, KEYS_WITHOUT_UPSERT_KEY
+from ..machine import _LEVELS, _PAYLOADS, adds, retracts, rows
+from .checks import KeyState, Line, normalized, step_and_compare
 
 BACKENDS = ("heap", "rocksdb", "lmdb")
 DurableMaker = Callable[[Keys, ConflictBehavior, str, Path | None], CompactingMaterializer]

@@ -2,7 +2,7 @@
 
 The expectations were worked out by hand from rules C1-C6 (docs/spec.md section 9) and the
 Flink 2.3 examples; they are NOT computed by the model (``tests/conflict/test_scenarios.py``
-checks the model against them, :class:`~.conflict_suite.ConflictMaterializerTests` every
+checks the model against them, :class:`~.suite.ConflictMaterializerTests` every
 implementation). A line is a change or an ``int`` watermark; the end of the input is one more
 watermark, at line index ``len(lines)``. Expected outputs are ``(line index, change)`` in order
 (the ``in`` of ``upsertmat replay``'s output).
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..spec import Change, ConflictBehavior, Keys, delete, insert, update_after, update_before
+from ...spec import Change, ConflictBehavior, Keys, delete, insert, update_after, update_before
 
 NO_UK = Keys(pk=(0,))
 UK = Keys(pk=(0,), upsert_key=(1,))

@@ -2,18 +2,18 @@
 
 A test module needs three lines::
 
-    from upsertmat.conformance.conflict_suite import ConflictMaterializerTests
+    from upsertmat.conformance import ConflictMaterializerTests
 
     class TestConflictRocksdb(ConflictMaterializerTests):
         backend = "rocksdb"
 
 or override :meth:`ConflictMaterializerTests.make` to build another implementation of
 ``ON CONFLICT DO ERROR | DO NOTHING``. What runs, under both behaviours: the scenario
-catalogue (:mod:`.conflict_scenarios`, exact emissions), Hypothesis differential tests
+catalogue (:mod:`.scenarios`, exact emissions), Hypothesis differential tests
 against the model on generated streams with watermark lines (valid, upsert-style, tolerated;
 ERROR also with conflicts skipped), per line, with the bounded-state property after every
-watermark (:func:`~.conflict_checks.check_bounded`), and the state machine with restart and
-migration between backends (:mod:`.conflict_machine`). Example counts follow the Hypothesis
+watermark (:func:`~.checks.check_bounded`), and the state machine with restart and
+migration between backends (:mod:`.machine`). Example counts follow the Hypothesis
 profile like :class:`~.suite.MaterializerTests`.
 """
 
@@ -28,17 +28,17 @@ import pytest
 from hypothesis import settings
 from hypothesis.stateful import run_state_machine_as_test
 
-from ..impls import Settings
-from ..impls.conflict import CompactingMaterializer
-from ..impls.conflict import create as create_compacting
-from ..impls.settings import Backend
-from ..spec import ConflictBehavior, Keys, delete, insert
-from .conflict_checks import check_lines_against_model, drive, opened
-from .conflict_generators import WatermarkedStream, watermarked_streams
-from .conflict_machine import ConflictMachine
-from .conflict_scenarios import CONFLICT_SCENARIOS, ConflictScenario
-from .generators import KEYS_WITHOUT_UPSERT_KEY, long_histories
-from .suite import run_property, scaled_settings
+from ...impls import Settings
+from ...impls.conflict import CompactingMaterializer
+from ...impls.conflict import create as create_compacting
+from ...impls.settings import Backend
+from ...spec import ConflictBehavior, Keys, delete, insert
+from ..generators import KEYS_WITHOUT_UPSERT_KEY, long_histories
+from ..suite import run_property, scaled_settings
+from .checks import check_lines_against_model, drive, opened
+from .generators import WatermarkedStream, watermarked_streams
+from .machine import ConflictMachine
+from .scenarios import CONFLICT_SCENARIOS, ConflictScenario
 
 BEHAVIORS = (ConflictBehavior.NOTHING, ConflictBehavior.ERROR)
 

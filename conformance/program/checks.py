@@ -23,10 +23,10 @@ import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from ..spec import Change, Granularity, JsonValue, Keys, ModelMaterializer, RowKind, TtlSettings
-from .generators import Advance, Step
-from .mismatch import Mismatch
-from .protocol import Output, Program, as_output, by_input, state_directory, ttl_flags
+from ...spec import Change, Granularity, JsonValue, Keys, ModelMaterializer, RowKind, TtlSettings
+from ..generators import Advance, Step
+from ..mismatch import Mismatch
+from ..protocol import Output, Program, as_output, by_input, state_directory, ttl_flags
 
 SHIFT_GAP = 1000
 """Clock distance between two timed streams of a batch (far beyond the suite's TTL of 5 ms)."""

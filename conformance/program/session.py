@@ -4,7 +4,7 @@ A program under test may take seconds to start (a JVM), and Hypothesis runs a ch
 example and per shrink step. A :class:`Session` starts the program once per (keys, settings,
 arity) and feeds each stream to the same process: the first sink-key column of stream ``n``
 is rewritten to ``"n|<JSON of the value>"`` and a timed stream's clock is shifted past the
-session's (``program_checks.Batch``), so streams never meet. After each stream one *sentinel*
+session's (:class:`.checks.Batch`), so streams never meet. After each stream one *sentinel*
 insert on a fresh key follows; it must emit ``+I``, and because outputs come in input order,
 its output proves every output of the stream has arrived (this needs the program to flush
 its output after every input line, as ``upsertmat replay`` does). So every stream — every
@@ -27,10 +27,10 @@ from collections.abc import Sequence
 from contextlib import ExitStack
 from typing import IO
 
-from ..spec import Change, Granularity, JsonValue, Keys, RowKind, TtlSettings
-from .generators import Advance, Step
-from .program_checks import SHIFT_GAP, Batch, compare, model_outputs
-from .protocol import Output, Program, ProtocolError, decode_output, encode_step, state_directory, ttl_flags
+from ...spec import Change, Granularity, JsonValue, Keys, RowKind, TtlSettings
+from ..generators import Advance, Step
+from ..protocol import Output, Program, ProtocolError, decode_output, encode_step, state_directory, ttl_flags
+from .checks import SHIFT_GAP, Batch, compare, model_outputs
 
 MAX_STREAMS = 2000
 """Streams fed to one process before it is replaced by a fresh one."""

@@ -6,7 +6,7 @@ runs, with the same catalogues and generators as for a Python implementation:
 - scenarios and TTL scenarios: one run each (exact keys, no rewriting);
 - pinned streams: one run;
 - generated streams (valid, bare, tolerated, long, timed under each TTL configuration): lists
-  of up to ``batch`` streams per run (``program_checks``), so a slow-starting program is
+  of up to ``batch`` streams per run (:mod:`.checks`), so a slow-starting program is
   started a bounded number of times; the example count is the in-process one divided by
   ``batch / 4`` (at least 1), about the same number of streams in all;
 - lifecycle: split runs over ``{STATE}`` (TTL off or one of the six configurations);
@@ -25,11 +25,11 @@ from typing import TypeVar
 import pytest
 from hypothesis import strategies as st
 
-from ..spec import CanonicalEqualizer, Granularity, Keys, TtlSettings, insert
-from .generators import GeneratedStream, Step, TimedStream, bare_update_streams, timed_streams, valid_streams
-from .pinned import ttl_probe
-from .program_checks import check_program_scenario, check_program_streams
-from .protocol import Program, Unsupported, state_directory, ttl_flags
+from ...spec import CanonicalEqualizer, Granularity, Keys, TtlSettings, insert
+from ..generators import GeneratedStream, Step, TimedStream, bare_update_streams, timed_streams, valid_streams
+from ..pinned import ttl_probe
+from ..protocol import Program, Unsupported, state_directory, ttl_flags
+from .checks import check_program_scenario, check_program_streams
 from .session import check_in_session
 
 T = TypeVar("T")

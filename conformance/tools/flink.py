@@ -1,9 +1,10 @@
 """Apache Flink 2.3's real SinkUpsertMaterializer as a program under test (``upsertmat[flink]``).
 
-    python -m upsertmat.conformance.flink --strategy MAP [--backend rocksdb] --pk 0 --upsert-key 1
+    upsertmat conformance-flink --strategy MAP [--backend rocksdb] --pk 0 --upsert-key 1
 
-speaks the process protocol (``protocol``), so the suite runs against it with
-``pytest --upsertmat-cmd "python -m upsertmat.conformance.flink --strategy MAP"``.
+speaks the process protocol (:mod:`upsertmat.conformance.protocol`) on stdin and stdout
+(:func:`serve`, with :class:`FlinkOptions`), so the suite runs against it with
+``pytest --upsertmat-cmd "upsertmat conformance-flink --strategy MAP"``.
 
 How: one JVM (PyFlink's local mini-cluster) per process. Input lines are read until stdin is
 idle for ``--idle`` seconds (or ends); each such chunk runs as one Flink job
@@ -17,13 +18,12 @@ added; markers always emit ``+I`` and the per-record order is kept (parallelism 
 outputs between two markers belong to the change between them: that gives each output its
 ``in``. State does not outlive a chunk (each job starts empty): correct for the suite, which
 writes each stream whole on sink keys of its own. No TTL (``SinkUpsertMaterializerV2`` turns
-it off): any ``--set`` is refused with exit code 2. A failing job exits with code 70 and the
-Java exception on stderr.
+it off): any ``--set`` is refused with exit code 2. A failing job ends :func:`serve` with 70 and
+the Java exception on stderr.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import re
@@ -31,54 +31,58 @@ import select
 import sys
 import tempfile
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 OUTPUT = re.compile(r"([+-][IUD])\[(.*)\]")
 
 
-def _arguments(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m upsertmat.conformance.flink")
-    parser.add_argument("--strategy", choices=("LEGACY", "VALUE", "MAP", "ADAPTIVE"), default="LEGACY")
-    parser.add_argument("--backend", choices=("hashmap", "rocksdb"), default="hashmap")
-    parser.add_argument("--threshold-high", type=int, help="ADAPTIVE: switch to MAP above this size")
-    parser.add_argument("--threshold-low", type=int, help="ADAPTIVE: switch back below this size")
-    parser.add_argument("--pk", required=True)
-    parser.add_argument("--upsert-key", default="")
-    parser.add_argument("--set", action="append", default=[])
-    parser.add_argument("--idle", type=float, default=0.3, help="seconds of quiet stdin that end a chunk")
-    return parser.parse_args(argv)
+STRATEGIES = ("LEGACY", "VALUE", "MAP", "ADAPTIVE")
+"""Flink 2.3's strategies (SORTED is upsertmat's own)."""
+BACKENDS = ("hashmap", "rocksdb")
 
 
-def _columns(text: str) -> list[int]:
-    return [int(part) for part in text.split(",") if part.strip()]
+@dataclass(frozen=True)
+class FlinkOptions:
+    """The operator under test: strategy, Flink state backend, ADAPTIVE's thresholds, the keys
+    (0-based columns) and the stdin pause that ends a chunk (seconds)."""
+
+    pk: tuple[int, ...]
+    upsert_key: tuple[int, ...] = ()
+    strategy: str = "LEGACY"
+    backend: str = "hashmap"
+    threshold_high: int | None = None
+    threshold_low: int | None = None
+    idle: float = 0.3
 
 
 class FlinkMaterializer:
     """One PyFlink table environment; :meth:`run` feeds one chunk as one job."""
 
-    def __init__(self, args: argparse.Namespace) -> None:
+    def __init__(self, options: FlinkOptions) -> None:
         from pyflink.datastream import StreamExecutionEnvironment
         from pyflink.table import StreamTableEnvironment
 
-        self.pk = _columns(args.pk)
-        self.upsert_key = _columns(args.upsert_key)
+        self.pk = list(options.pk)
+        self.upsert_key = list(options.upsert_key)
         self.env = StreamExecutionEnvironment.get_execution_environment()
         self.env.set_parallelism(1)
         self.tables = StreamTableEnvironment.create(self.env)
         config = self.tables.get_config()
         config.set("table.exec.sink.upsert-materialize", "FORCE")
-        config.set("table.exec.sink.upsert-materialize-strategy.type", args.strategy)
+        config.set("table.exec.sink.upsert-materialize-strategy.type", options.strategy)
         config.set("table.exec.sink.require-on-conflict", "false")
-        config.set("state.backend.type", args.backend)
-        if args.threshold_high is not None:
+        config.set("state.backend.type", options.backend)
+        if options.threshold_high is not None:
             config.set(
                 "table.exec.sink.upsert-materialize-strategy.adaptive.threshold.high",
-                str(args.threshold_high),
+                str(options.threshold_high),
             )
-        if args.threshold_low is not None:
+        if options.threshold_low is not None:
             config.set(
-                "table.exec.sink.upsert-materialize-strategy.adaptive.threshold.low", str(args.threshold_low)
+                "table.exec.sink.upsert-materialize-strategy.adaptive.threshold.low",
+                str(options.threshold_low),
             )
         self.jobs = 0
 
@@ -181,18 +185,11 @@ def _chunks(idle: float) -> Any:
         index += len(complete)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run the protocol on stdin/stdout; the exit code."""
-    args = _arguments(argv)
-    if args.set:
-        print(
-            "upsertmat flink: Flink's SinkUpsertMaterializer is run without TTL; settings are not "
-            f"supported: {' '.join(args.set)}",
-            file=sys.stderr,
-        )
-        return 2
-    materializer = FlinkMaterializer(args)
-    for first, lines in _chunks(args.idle):
+def serve(options: FlinkOptions) -> int:
+    """Run the protocol on stdin/stdout until stdin ends; 0, or 70 when a Flink job failed (its
+    Java cause on stderr)."""
+    materializer = FlinkMaterializer(options)
+    for first, lines in _chunks(options.idle):
         changes = []
         for offset, line in enumerate(lines):
             if not line.strip():
@@ -207,14 +204,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 line.strip() for line in str(error).splitlines() if line.strip().startswith("Caused by:")
             ]
             print(
-                f"upsertmat flink: the Flink job failed: {causes[-1] if causes else error}", file=sys.stderr
+                f"upsertmat conformance-flink: the Flink job failed: {causes[-1] if causes else error}",
+                file=sys.stderr,
             )
             return 70
         for index, op, row in outputs:
             sys.stdout.write(json.dumps({"in": index, "op": op, "row": row}, ensure_ascii=False) + "\n")
         sys.stdout.flush()
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -26,13 +26,14 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from .mismatch import RULES
+from ..mismatch import RULES
+from . import report
 from .report import anchor
 
 FLINK_VERSION = "2.3.0"
@@ -103,7 +104,7 @@ class Row:
 
 def rows() -> list[Row]:
     """Every row, in the matrix's order."""
-    from ..impls import implementation_names
+    from ...impls import implementation_names
 
     built = [
         Row(name.replace("/", "-"), name, "upsertmat (Python implementations)", (f"--upsertmat-impl={name}",))
@@ -131,7 +132,7 @@ def rows() -> list[Row]:
     )
     for backend in FLINK_BACKENDS:
         for strategy in FLINK_STRATEGIES:
-            command = f"python -m upsertmat.conformance.flink --strategy {strategy} --backend {backend}"
+            command = f"upsertmat conformance-flink --strategy {strategy} --backend {backend}"
             note = ""
             if strategy == "ADAPTIVE":
                 command += " --threshold-high 3 --threshold-low 1"
@@ -405,3 +406,79 @@ def render(data: dict[str, Any], reports: str) -> str:
             f"{run['seconds']} s | {shown} | {row['note']} |"
         )
     return "\n".join(lines).rstrip() + "\n"
+
+
+PAGE = "conformance-matrix.md"
+DATA = "conformance-matrix.json"
+
+
+def previous_runs(path: Path) -> dict[str, dict[str, Any]]:
+    """The run records of the matrix's last JSON (empty if there is none or it is unreadable)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return {row["name"]: row["run"] for row in data["rows"] if row.get("run")}
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
+
+
+def refresh_reports(reports: Path, names: list[str]) -> None:
+    """Render each row's report page again from its JSON with this version's rule table and
+    page layout, so that every page the matrix links to reads alike."""
+    for name in names:
+        path = reports / f"{name}.json"
+        if path.is_file():
+            data = report.refreshed(json.loads(path.read_text(encoding="utf-8")))
+            path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+            (reports / f"{name}.md").write_text(report.render_markdown(data, name), encoding="utf-8")
+
+
+def write_page(docs: Path, reports: Path, all_rows: list[Row], runs: dict[str, dict[str, Any]]) -> Path:
+    """The reports of the rows run, rendered again, and ``DOCS/conformance-matrix.md`` and
+    ``.json`` from every row's latest report; the page's path. OSError if a file cannot be
+    written (ValueError or KeyError: a report's JSON is not one)."""
+    refresh_reports(reports, [row.name for row in all_rows if row.name in runs])
+    shown = os.path.relpath(reports, docs)
+    data = matrix_json(all_rows, reports, runs, os.path.relpath(reports))
+    (docs / DATA).write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    (docs / PAGE).write_text(render(data, shown), encoding="utf-8")
+    return docs / PAGE
+
+
+def run_matrix(
+    selected: list[Row],
+    root: Path,
+    docs: Path,
+    reports: Path,
+    *,
+    keyword: str | None = None,
+    log: Callable[[str], None] = lambda _line: None,
+) -> int:
+    """Run each of ``selected`` that can run here (:func:`run_row`), writing the page after
+    every row (an interrupted run keeps what it did) and once more at the end; rows not run
+    keep their last result. ``log`` sees a line per row. The number of rows whose run broke."""
+    docs.mkdir(parents=True, exist_ok=True)
+    reports.mkdir(parents=True, exist_ok=True)
+    all_rows = rows()
+    runs = previous_runs(docs / DATA)
+    broken = 0
+    for number, row in enumerate(selected, 1):
+        why = missing(row, root)
+        prefix = f"[{number}/{len(selected)}] {row.name}"
+        if why is not None:
+            log(f"{prefix}: left out: {why}")
+            continue
+        log(f"{prefix}: running ({row.profile})")
+        try:
+            runs[row.name] = run_row(row, root, reports, keyword)
+        except (RuntimeError, OSError) as error:
+            broken += 1
+            log(f"{prefix}: {error}")
+            continue
+        summary = json.loads((reports / f"{row.name}.json").read_text(encoding="utf-8"))["summary"]
+        log(
+            f"{prefix}: {summary['passed']} passed, {summary['failed']} failed, {summary['skipped']} skipped "
+            f"({runs[row.name]['seconds']} s)"
+        )
+        write_page(docs, reports, all_rows, runs)
+    write_page(docs, reports, all_rows, runs)
+    return broken

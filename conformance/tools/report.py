@@ -6,13 +6,14 @@ reason and failure. A failure raised by a check or a state machine is a
 :class:`~.mismatch.Mismatch`: it carries every input fed and its diagnosis names the rule of
 docs/spec.md it breaks (or TTL, with the hint to declare ``Unsupported``, or a state move).
 :func:`render_markdown` and :func:`to_json` write the one-page report, with each failure's
-inputs and the command that replays them (:mod:`.reproduce`). Cost: one suite run, plus one
-model replay per failure.
+inputs and the command that replays them (:mod:`.reproduce`); :func:`write_report` does all of
+it (what ``upsertmat conformance`` runs). Cost: one suite run, plus one model replay per failure.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import shlex
@@ -25,12 +26,12 @@ from typing import Any
 
 import pytest
 
-from ..spec import Granularity, Keys, TtlSettings
-from .generators import Step
-from .machine import INVARIANTS
-from .mismatch import RULES, TTL_HINT, Mismatch, find_mismatch
-from .plugin import CMD_OPTION, OPTION, suite_path
-from .protocol import ProtocolError, encode_step, ttl_flags
+from ...spec import Granularity, Keys, TtlSettings
+from ..generators import Step
+from ..machine import INVARIANTS
+from ..mismatch import RULES, TTL_HINT, Mismatch, find_mismatch
+from ..plugin import CMD_OPTION, OPTION, suite_path
+from ..protocol import ProtocolError, encode_step, ttl_flags
 
 AREAS: dict[str, str] = {
     "test_scenario": "scenarios (hand-written catalogue)",
@@ -307,7 +308,7 @@ def reproduce_command(
     """The command that replays ``record``'s input (saved at ``path``) against the model, for
     the suite's ``target`` options (``--upsertmat-impl=...`` or ``--upsertmat-cmd=...``), run
     in the directory of ``path``; ``workdir`` (:func:`workdir_for`) is where the suite ran."""
-    words = ["python", "-m", "upsertmat.conformance.reproduce"]
+    words = ["upsertmat", "conformance-reproduce"]
     if workdir is not None:
         words += ["--workdir", workdir]
     for option in target:
@@ -480,3 +481,68 @@ def counterexample_files(data: dict[str, Any], base: str) -> dict[str, str]:
             if test["outcome"] == "failed" and record:
                 files[counterexample_name(base, test["name"])] = "\n".join(record["input"]) + "\n"
     return files
+
+
+INTERPRETERS = re.compile(r"^(python[\d.]*|pypy[\d.]*|node|java|sh|bash|env|ruby|perl|uv|npx)$")
+
+
+def program_name(command: str) -> str:
+    """The report's default name for ``--cmd``: the program's file name without its extension,
+    past an interpreter and its options (``python3 -u my_engine.py --state-dir {STATE}`` ->
+    ``my_engine``; ``./engine`` -> ``engine``)."""
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        words = command.split()
+    for word in words:
+        name = Path(word).name
+        if word.startswith("-") or "=" in word or INTERPRETERS.match(name):
+            continue
+        return slug(Path(name).stem or name)
+    return slug(command)
+
+
+class SuiteDidNotRun(Exception):
+    """pytest collected or ran none of the suite's tests (its own messages say why)."""
+
+
+@dataclass(frozen=True)
+class Written:
+    """A report on disk: its Markdown page, its data (:func:`to_json`) and the run's collector."""
+
+    markdown: Path
+    data: dict[str, Any]
+    collector: Collector
+
+
+def slug(text: str) -> str:
+    """``text`` as a file name: runs of other characters than letters, digits, ``_.-`` as ``-``."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-")[:80] or "report"
+
+
+def write_report(
+    target: Sequence[str],
+    title: str,
+    command: str,
+    output_dir: Path,
+    *,
+    profile: str,
+    extra: Sequence[str] = (),
+    name: str | None = None,
+) -> Written:
+    """Run the suite with ``target`` options and write ``NAME.md``, ``NAME.json`` and each
+    failure's input (``NAME.TEST.jsonl``) into ``output_dir`` (created). ``title`` heads the
+    page, ``command`` is how it was made, ``name`` the file name (default: ``title``, as
+    :func:`slug`). SuiteDidNotRun if no test ran; OSError if the files cannot be written."""
+    collector = run_suite(target, profile, extra)
+    if not collector.results:
+        raise SuiteDidNotRun("the suite did not run (see the messages above)")
+    data = to_json(title, command, collector, target, workdir_for(target, output_dir))
+    output_dir.mkdir(parents=True, exist_ok=True)
+    base = slug(name or title)  # may hold dots ("flink-2.3.0"): no with_suffix
+    (output_dir / f"{base}.json").write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    for file_name, text in counterexample_files(data, base).items():
+        (output_dir / file_name).write_text(text, encoding="utf-8")
+    markdown = output_dir / f"{base}.md"
+    markdown.write_text(render_markdown(data, base), encoding="utf-8")
+    return Written(markdown, data, collector)
