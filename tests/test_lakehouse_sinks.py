@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from upsertmat.spark.results import last_batch, last_position, read_changes, read_snapshot
-from upsertmat.spark.sink import Column, open_sink
+from upsertmat.spark.sink import Column
+from upsertmat.spark.sinks import open_sink
 
 from .spark.lakereaders import delta_rows, iceberg_rows, replay_delta
 

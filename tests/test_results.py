@@ -19,7 +19,8 @@ from upsertmat.gateway.registry import Registry
 from upsertmat.gateway.service import RequestError, concise, split_token
 from upsertmat.gateway.settings import GatewaySettings, is_loopback
 from upsertmat.spark.results import last_position, read_changes, read_snapshot
-from upsertmat.spark.sink import BATCHES_TABLE, CHANGES_TABLE, Column, open_sink
+from upsertmat.spark.sink import BATCHES_TABLE, CHANGES_TABLE, Column
+from upsertmat.spark.sinks import open_sink
 from upsertmat.spark.sinkurl import SinkUrlError, resolve_sink_url, sqlite_path
 
 COLUMNS = (Column("id", "bigint"), Column("v", "string"), Column("x", "double"))

@@ -68,7 +68,7 @@ class _Table:
         self.url = f"delta:///{directory}" if sink == "delta" else f"iceberg:///{directory}"
 
     def open(self) -> BatchSink:
-        from ..spark.sink import open_sink
+        from ..spark.sinks import open_sink
 
         return open_sink(self.url, "bench", COLUMNS, (0,))
 
