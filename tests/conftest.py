@@ -5,15 +5,21 @@ this project's own property tests use the same profiles: ``HYPOTHESIS_PROFILE`` 
 ``upsertmat-ci``), else ``upsertmat-dev``.
 """
 
+from __future__ import annotations
+
 import os
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from hypothesis import settings
 
 from upsertmat.conformance import profiles
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 pytest_plugins = ["pytester"]
 
@@ -51,3 +57,14 @@ def small_tmpfs(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Tmpf
         yield Tmpfs(mount_point)
     finally:
         subprocess.run(["umount", "-l", str(mount_point)], check=False)
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[SparkSession]:
+    """One SparkSession for every Spark test (tests/spark, tests/gateway; starting one costs
+    seconds). PySpark is imported here, when a test asks for it: the pure env has no Spark."""
+    from upsertmat.spark.session import build_session
+
+    session = build_session(app_name="upsertmat-tests")
+    yield session
+    session.stop()

@@ -15,7 +15,7 @@ from upsertmat.bench.runner import OK, PARTIAL, Cell, CellResult
 from upsertmat.bench.workload import HistoryShape
 from upsertmat.impls import Backend, Strategy
 
-from .toolscripts import load
+from ..toolscripts import load
 
 ConflictCell, conflict_figure = load("bench_conflict").Cell, load("bench_conflict").conflict_figure
 ratio_figure = load("sidebyside").ratio_figure

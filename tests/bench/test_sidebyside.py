@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from .toolscripts import load
+from ..toolscripts import load
 
 sidebyside = load("sidebyside")
 CellSpec, Samples, markdown, report_rows = (

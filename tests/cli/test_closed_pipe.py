@@ -15,7 +15,7 @@ import pytest
 from upsertmat.cli import main, stdout_reader_gone
 from upsertmat.errors import ExitCode
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "out-of-order.jsonl"
 JOB = ROOT / "examples" / "jobs" / "users-levels.yaml"
 SCRIPT = shutil.which("upsertmat") or str(Path(sys.executable).with_name("upsertmat"))

@@ -301,7 +301,7 @@ def savepoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
     ids=["check-keys", "check-keys-json", "inspect", "compile-plan", "explain-plan"],
 )
 def test_data_on_a_full_stdout_is_one_line_exit_4(savepoint: Path, argv: list[str]) -> None:
-    job = Path(__file__).resolve().parent.parent / "examples" / "jobs" / "users-levels.yaml"
+    job = Path(__file__).resolve().parents[2] / "examples" / "jobs" / "users-levels.yaml"
     if not (savepoint / "plan.json").exists():
         assert main(["compile-plan", str(job), "-o", str(savepoint / "plan.json")]) == 0
     argv = [arg.format(job=job) for arg in argv]

@@ -19,7 +19,7 @@ def subcommands() -> dict[str, argparse.ArgumentParser]:
 
 def test_every_command_is_listed_in_the_docs() -> None:
     """docs/cli.md's table of commands names exactly the commands the parser has."""
-    text = (Path(__file__).resolve().parent.parent / "docs" / "cli.md").read_text(encoding="utf-8")
+    text = (Path(__file__).resolve().parents[2] / "docs" / "cli.md").read_text(encoding="utf-8")
     documented = set(re.findall(r"^\| `upsertmat ([a-z-]+)` \|", text, flags=re.MULTILINE))
     assert documented == set(subcommands())
     assert len(documented) >= 15

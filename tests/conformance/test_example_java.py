@@ -18,7 +18,7 @@ from upsertmat.conformance.scenarios import SCENARIOS, TTL_SCENARIOS
 from upsertmat.conformance.suite import TTL_CONFIGS
 from upsertmat.spec import Granularity
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SOURCE = ROOT / "examples" / "java" / "UpsertMaterializer.java"
 SUITE_TESTS = len(SCENARIOS) + len(TTL_SCENARIOS) + len(TTL_CONFIGS) + 8
 PER_KEY_TTL = sum(s.granularity is Granularity.PER_KEY for s in TTL_SCENARIOS)

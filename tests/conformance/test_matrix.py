@@ -13,7 +13,7 @@ import pytest
 
 from upsertmat.conformance.tools import matrix
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def report(tests: list[dict[str, str]], failing_rule: int | None = None) -> dict[str, Any]:

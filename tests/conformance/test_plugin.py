@@ -334,7 +334,7 @@ def test_rule7_records_are_counted_and_demoted_to_debug(caplog: pytest.LogCaptur
     assert caplog.records[-1].levelname == "WARNING"
 
 
-EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "python" / "list_materializer.py"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "python" / "list_materializer.py"
 # Everything that needs TTL: its scenarios, its streams (one test per configuration), the TTL
 # state machine; and the lifecycle machine (no state transfer offered).
 NO_TTL_SKIPS = len(TTL_SCENARIOS) + len(TTL_CONFIGS) + 2

@@ -13,7 +13,7 @@ from upsertmat.demo.tables import blind_upsert, disagreements, expected_table
 from upsertmat.demo.workload import DemoShape, generate, write_source
 from upsertmat.spec import Change, Keys, RowKind, run_model
 
-EXAMPLE_DATA = Path(__file__).resolve().parent.parent / "examples" / "jobs" / "users-levels" / "changes.jsonl"
+EXAMPLE_DATA = Path(__file__).resolve().parents[2] / "examples" / "jobs" / "users-levels" / "changes.jsonl"
 SHAPES = [DemoShape(), DemoShape(users=10, levels=3, channels=2, events=80, seed=1), DemoShape(seed=123)]
 
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from upsertmat.demo.workload import DemoChange
 
-from .cluster import kill_tree, stop_tree
+from ..spark.cluster import kill_tree, stop_tree
 
 
 class GatewayProcess:

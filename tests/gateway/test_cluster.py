@@ -12,9 +12,9 @@ from upsertmat.client.http import GatewayClient
 from upsertmat.demo.tables import expected_table
 from upsertmat.demo.workload import DemoShape, generate
 
-from .cluster import standalone_cluster
-from .gateway import GatewayProcess, drop_file, records
-from .test_cluster import applications
+from ..spark.cluster import standalone_cluster
+from ..spark.test_cluster import applications
+from .process import GatewayProcess, drop_file, records
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

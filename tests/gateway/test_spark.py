@@ -33,7 +33,7 @@ from upsertmat.demo.tables import expected_table, read_sqlite_table
 from upsertmat.demo.workload import DemoShape, generate
 from upsertmat.gateway.contract import ResultsOnDelete
 
-from .gateway import GatewayProcess, drop_file, records, replay
+from .process import GatewayProcess, drop_file, records, replay
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

@@ -17,7 +17,7 @@ from upsertmat.impls.settings import Backend, ConflictBehavior, Strategy, TimeDo
 from upsertmat.jobs.loader import JobError, load_job, with_overrides
 from upsertmat.jobs.model import INTERNAL_URL, SourceFormat
 
-EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "jobs" / "users-levels.yaml"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "jobs" / "users-levels.yaml"
 
 MINIMAL = """\
 name: t

@@ -18,7 +18,7 @@ from upsertmat.plan.compiler import compile_job, job_of_plan
 from upsertmat.plan.explain import explain, format_ttl
 from upsertmat.plan.model import MATERIALIZER, MATERIALIZER_STATE, PLAN_VERSION, PlanError
 
-EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "jobs" / "users-levels.yaml"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "jobs" / "users-levels.yaml"
 
 
 @pytest.fixture

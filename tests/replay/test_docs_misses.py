@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-DOC = Path(__file__).resolve().parent.parent / "docs" / "spec.md"
+DOC = Path(__file__).resolve().parents[2] / "docs" / "spec.md"
 
 
 def blocks(text: str) -> list[str]:

@@ -16,7 +16,7 @@ import pytest
 from upsertmat.errors import ExitCode
 from upsertmat.impls.persistence import MANIFEST_NAME
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "out-of-order.jsonl"
 EXPECTED = ROOT / "examples" / "out-of-order.expected.jsonl"
 SCRIPT = shutil.which("upsertmat") or str(Path(sys.executable).with_name("upsertmat"))

@@ -13,7 +13,7 @@ from upsertmat.spark.results import last_batch, last_position, read_changes, rea
 from upsertmat.spark.sink import Column
 from upsertmat.spark.sinks import open_sink
 
-from .spark.lakereaders import delta_rows, iceberg_rows, replay_delta
+from .lakereaders import delta_rows, iceberg_rows, replay_delta
 
 COLUMNS = [Column("a", "bigint"), Column("b", "string"), Column("x", "double"), Column("f", "boolean")]
 PK = (0, 1)

@@ -26,7 +26,7 @@ from upsertmat.cli import main
 from upsertmat.demo.tables import expected_table, read_sqlite_table
 from upsertmat.demo.workload import DemoShape, generate
 
-from .gateway import drop_file, records, replay
+from ..gateway.process import drop_file, records, replay
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
