@@ -1,4 +1,5 @@
-"""The package's layering, checked on the source: ``conformance -> impls -> spec``.
+"""The package's layering, checked on the source: ``conformance -> impls -> spec``, and the map
+of the applications above them (docs/architecture.md, "The map of packages").
 
 Every ``import`` and ``from ... import`` of every module under ``upsertmat/`` is read with
 ``ast`` (relative imports resolved, imports inside functions included) and checked:
@@ -7,6 +8,9 @@ Every ``import`` and ``from ... import`` of every module under ``upsertmat/`` is
 - ``upsertmat.impls`` imports only ``impls`` and ``spec`` (never the applications: cli, replay,
   spark, bench, demo, jobs, plan, ...);
 - ``upsertmat.conformance`` imports only ``conformance``, ``impls`` and ``spec``;
+- each application package or module (``src/upsertmat/``) imports only what :data:`APPLICATIONS`
+  gives it: the domain packages never import ``commands`` or ``cli``, and only ``cli`` imports
+  ``commands`` (no module imports itself through others either: tests/test_import_cycles.py);
 - only ``conformance`` imports pytest and Hypothesis (the ``conformance`` extra), and only
   ``bench`` imports matplotlib (the ``bench`` extra), so the library's runtime requirements are
   what the library needs.
@@ -26,6 +30,33 @@ ALLOWED: dict[str, frozenset[str]] = {
     "conformance": frozenset({"conformance", "impls", "spec"}),
 }
 """Layer -> the upsertmat subpackages its modules may import."""
+
+LIBRARY = frozenset({"spec", "impls", "conformance"})
+APPLICATIONS: dict[str, frozenset[str]] = {
+    "": frozenset(),  # upsertmat/__init__.py: the version, nothing else
+    "__main__": frozenset({"cli", "interrupt"}),
+    "cli": frozenset({"", "commands", "errors", "interrupt", "stdout", "impls"}),
+    "commands": frozenset(
+        {"bench", "client", "conformance", "defaults", "demo", "errors", "gateway", "impls", "interrupt"}
+        | {"jobs", "keycheck", "plan", "replay", "spark", "spec", "stdout"}
+    ),
+    "bench": frozenset({"client", "errors", "impls", "jobs", "spark", "spec"}),
+    "demo": frozenset({"impls", "interrupt", "jobs", "spark"}),
+    "gateway": frozenset({"", "errors", "impls", "jobs", "plan", "spark"}),
+    "plan": frozenset({"impls", "jobs"}),
+    "jobs": frozenset({"client", "defaults", "errors", "impls", "interrupt", "spark", "stdout"}),
+    "client": frozenset({"gateway"}),  # the gateway's typed contract (gateway/contract.py) only
+    "keycheck": frozenset({"errors", "replay", "spec"}),
+    "replay": frozenset({"errors", "impls", "interrupt", "spec", "stdout"}),
+    "spark": frozenset({"impls", "interrupt", "spec"}),
+    "defaults": frozenset({"impls"}),
+    "stdout": frozenset({"errors"}),
+    "errors": frozenset({"impls"}),
+    "interrupt": frozenset(),
+}
+"""Application package or module of ``src/upsertmat/`` -> the other parts of upsertmat it may
+import (``""``: the top-level package itself, for ``__version__``). The map of
+docs/architecture.md; a new arrow is a design decision: add it here and there."""
 
 EXTRAS: dict[str, frozenset[str]] = {
     "pytest": frozenset({"conformance"}),
@@ -57,6 +88,30 @@ def violations(layer: str) -> list[str]:
 @pytest.mark.parametrize("layer", sorted(ALLOWED))
 def test_layer_imports_only_what_is_below_it(layer: str) -> None:
     assert violations(layer) == []
+
+
+def application_of(module: str) -> str | None:
+    """The application unit of ``module`` (``upsertmat.gateway.app`` -> ``gateway``,
+    ``upsertmat.__version__`` -> ``""``), its layer for the library, None outside upsertmat."""
+    unit = subpackage(module)
+    if unit is None or unit in LIBRARY or unit in APPLICATIONS:
+        return unit
+    return ""  # a name of the top-level package (``from upsertmat import __version__``)
+
+
+def test_the_applications_import_only_along_the_map() -> None:
+    found = []
+    units = set()
+    for path in package_files("upsertmat"):
+        owner = application_of(module_name(path))
+        assert owner is not None
+        units.add(owner)
+        for line, module in imported_modules(path):
+            target = application_of(module)
+            if target is not None and target != owner and target not in APPLICATIONS[owner]:
+                found.append(f"{path}:{line} imports {module} ({owner} -> {target} is not on the map)")
+    assert found == []
+    assert units == set(APPLICATIONS), "every application unit is on the map, and only those"
 
 
 def test_optional_packages_are_imported_only_by_their_extra() -> None:
