@@ -7,9 +7,13 @@ this project's own property tests use the same profiles: ``HYPOTHESIS_PROFILE`` 
 
 from __future__ import annotations
 
+import io
+import json
 import os
 import subprocess
-from collections.abc import Iterator
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -68,3 +72,32 @@ def spark() -> Iterator[SparkSession]:
     session = build_session(app_name="upsertmat-tests")
     yield session
     session.stop()
+
+
+@dataclass
+class Result:
+    code: int
+    out: str
+    err: str
+
+    @property
+    def records(self) -> list[dict[str, object]]:
+        return [json.loads(line) for line in self.out.splitlines()]
+
+
+Cli = Callable[..., Result]
+
+
+@pytest.fixture
+def cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> Cli:
+    """Run the command line's ``main`` in-process; ``stdin=`` feeds standard input."""
+    from upsertmat.cli import main
+
+    def run(*argv: str | Path, stdin: str | None = None) -> Result:
+        if stdin is not None:
+            monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(stdin.encode("utf-8"))))
+        code = main([str(arg) for arg in argv])
+        captured = capsys.readouterr()
+        return Result(code, captured.out, captured.err)
+
+    return run

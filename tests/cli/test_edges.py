@@ -7,7 +7,6 @@ says about exit codes."""
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import os
 import shutil
@@ -15,8 +14,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -25,33 +22,11 @@ from upsertmat.cli import build_parser, main
 from upsertmat.errors import ExitCode
 from upsertmat.replay.jsonl import MAX_NESTING
 
+from ..conftest import Cli
+
 SCRIPT = shutil.which("upsertmat") or str(Path(sys.executable).with_name("upsertmat"))
 FULL = Path("/dev/full")
 needs_dev_full = pytest.mark.skipif(not FULL.exists(), reason="needs /dev/full")
-
-
-@dataclass
-class Result:
-    code: int
-    out: str
-    err: str
-
-
-Cli = Callable[..., Result]
-
-
-@pytest.fixture
-def cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> Cli:
-    """``main`` in-process; ``stdin=`` feeds standard input."""
-
-    def run(*argv: str | Path, stdin: str | None = None) -> Result:
-        if stdin is not None:
-            monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(stdin.encode("utf-8"))))
-        code = main([str(arg) for arg in argv])
-        captured = capsys.readouterr()
-        return Result(code, captured.out, captured.err)
-
-    return run
 
 
 def change(op: str, *row: object, **fields: object) -> str:

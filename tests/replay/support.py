@@ -1,5 +1,5 @@
 """What the tests of ``upsertmat replay`` share: the example, in-process and console-script runs
-(:class:`Result`; the ``cli`` fixture is tests/replay/conftest.py's), changelog lines, random
+(the ``cli`` fixture and its :class:`~tests.conftest.Result` are tests/conftest.py's), changelog lines, random
 streams."""
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 from upsertmat.impls import available
@@ -20,20 +19,6 @@ ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "out-of-order.jsonl"
 SCRIPT = shutil.which("upsertmat") or str(Path(sys.executable).with_name("upsertmat"))
 HEAP_STRATEGIES = [strategy.value for strategy, backend in available() if backend is Backend.HEAP]
-
-
-@dataclass
-class Result:
-    code: int
-    out: str
-    err: str
-
-    @property
-    def records(self) -> list[dict[str, object]]:
-        return [json.loads(line) for line in self.out.splitlines()]
-
-
-Cli = Callable[..., Result]
 
 
 def lines(*objects: object) -> str:

@@ -10,9 +10,9 @@ import pytest
 
 from upsertmat.errors import ExitCode
 
+from ..conftest import Cli
 from .support import (
     GOOD,
-    Cli,
     change,
     lines,
 )

@@ -20,12 +20,12 @@ from upsertmat.errors import ExitCode
 from upsertmat.impls.build import build_name
 from upsertmat.impls.persistence import MANIFEST_NAME
 
+from ..conftest import Cli
 from .support import (
     EXAMPLE,
     GOOD,
     ROOT,
     SCRIPT,
-    Cli,
     lines,
     script,
 )

@@ -16,11 +16,11 @@ from upsertmat.errors import ExitCode
 from upsertmat.impls.build import build_name
 from upsertmat.impls.persistence import MANIFEST_NAME
 
+from ..conftest import Cli
 from .support import (
     EXAMPLE,
     HEAP_STRATEGIES,
     ROOT,
-    Cli,
     change,
     lines,
     random_stream,

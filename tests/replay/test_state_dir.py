@@ -20,11 +20,11 @@ from upsertmat.impls import available
 from upsertmat.impls.persistence import MANIFEST_NAME
 from upsertmat.impls.settings import Backend
 
+from ..conftest import Cli
 from .support import (
     GOOD,
     HEAP_STRATEGIES,
     SCRIPT,
-    Cli,
     lines,
     random_stream,
     script,
