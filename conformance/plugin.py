@@ -312,6 +312,6 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     """Stop the programs under test that are still running (``--upsertmat-cmd`` sessions)."""
-    session = sys.modules.get("upsertmat.conformance.session")
+    session = sys.modules.get("upsertmat.conformance.program.session")
     if session is not None:
         session.close_all()

@@ -1,7 +1,7 @@
 """The scenario catalogue: hand-written inputs with hand-written expected outputs.
 
 The expected outputs below were worked out from the rules of docs/spec.md section 3 by hand; they
-are NOT computed by the model (``tests/test_scenarios.py`` checks the model against them, the
+are NOT computed by the model (``tests/spec/test_scenarios.py`` checks the model against them, the
 conformance suite checks every implementation). Rows are ``(pk, uk, level, payload)`` unless a
 scenario says otherwise; sink PK column 0; upsert key column 1 when a scenario uses one.
 """
@@ -545,4 +545,4 @@ TTL_SCENARIOS: tuple[TtlScenario, ...] = (
         "leaves a key that is invisible at watermark 14",
     ),
 )
-"""Hand-written TTL scenarios, each verified against the model in tests/test_ttl.py."""
+"""Hand-written TTL scenarios, each verified against the model in tests/ttl/test_ttl.py."""

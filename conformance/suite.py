@@ -58,7 +58,7 @@ from .lifecycle import LifecycleMachine, MigrationTarget, granularity_of
 from .machine import MaterializerMachine
 from .misses import misses_at_debug
 from .pinned import PINNED, ttl_probe
-from .program_suite import STATE_MACHINE_SKIP, ProgramSuite
+from .program.suite import STATE_MACHINE_SKIP, ProgramSuite
 from .protocol import Program
 from .scenarios import SCENARIOS, TTL_SCENARIOS, Scenario, TtlScenario
 

@@ -5,15 +5,25 @@ this project's own property tests use the same profiles: ``HYPOTHESIS_PROFILE`` 
 ``upsertmat-ci``), else ``upsertmat-dev``.
 """
 
+from __future__ import annotations
+
+import io
+import json
 import os
 import subprocess
-from collections.abc import Iterator
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from hypothesis import settings
 
 from upsertmat.conformance import profiles
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 pytest_plugins = ["pytester"]
 
@@ -63,3 +73,43 @@ def small_tmpfs(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Tmpf
         yield Tmpfs(mount_point)
     finally:
         subprocess.run(["umount", "-l", str(mount_point)], check=False)
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[SparkSession]:
+    """One SparkSession for every Spark test (tests/spark, tests/gateway; starting one costs
+    seconds). PySpark is imported here, when a test asks for it: the pure env has no Spark."""
+    from upsertmat.spark.session import build_session
+
+    session = build_session(app_name="upsertmat-tests")
+    yield session
+    session.stop()
+
+
+@dataclass
+class Result:
+    code: int
+    out: str
+    err: str
+
+    @property
+    def records(self) -> list[dict[str, object]]:
+        return [json.loads(line) for line in self.out.splitlines()]
+
+
+Cli = Callable[..., Result]
+
+
+@pytest.fixture
+def cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> Cli:
+    """Run the command line's ``main`` in-process; ``stdin=`` feeds standard input."""
+    from upsertmat.cli import main
+
+    def run(*argv: str | Path, stdin: str | None = None) -> Result:
+        if stdin is not None:
+            monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(stdin.encode("utf-8"))))
+        code = main([str(arg) for arg in argv])
+        captured = capsys.readouterr()
+        return Result(code, captured.out, captured.err)
+
+    return run

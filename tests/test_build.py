@@ -33,7 +33,7 @@ def test_the_spec_is_never_compiled() -> None:
 
 def test_the_version_names_the_build(tmp_path: Path) -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "upsertmat.cli", "--version"],
+        [sys.executable, "-m", "upsertmat", "--version"],
         capture_output=True,
         text=True,
         check=True,

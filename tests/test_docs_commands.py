@@ -7,26 +7,17 @@ a check that cannot fail would prove nothing about the docs.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from .toolscripts import load
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _load_doccheck() -> Any:
-    spec = importlib.util.spec_from_file_location("doccheck", ROOT / "tools" / "doccheck.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("doccheck", module)
-    spec.loader.exec_module(module)
-    return module
-
-
-doccheck = _load_doccheck()
+doccheck = load("doccheck")
 
 
 def page(tmp_path: Path, text: str) -> Path:

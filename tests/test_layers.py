@@ -1,4 +1,5 @@
-"""The package's layering, checked on the source: ``conformance -> impls -> spec``.
+"""The package's layering, checked on the source: ``conformance -> impls -> spec``, and the map
+of the applications above them (docs/architecture.md, "The map of packages").
 
 Every ``import`` and ``from ... import`` of every module under ``upsertmat/`` is read with
 ``ast`` (relative imports resolved, imports inside functions included) and checked:
@@ -7,6 +8,9 @@ Every ``import`` and ``from ... import`` of every module under ``upsertmat/`` is
 - ``upsertmat.impls`` imports only ``impls`` and ``spec`` (never the applications: cli, replay,
   spark, bench, demo, jobs, plan, ...);
 - ``upsertmat.conformance`` imports only ``conformance``, ``impls`` and ``spec``;
+- each application package or module (``src/upsertmat/``) imports only what :data:`APPLICATIONS`
+  gives it: the domain packages never import ``commands`` or ``cli``, and only ``cli`` imports
+  ``commands`` (no module imports itself through others either: tests/test_import_cycles.py);
 - only ``conformance`` imports pytest and Hypothesis (the ``conformance`` extra), and only
   ``bench`` imports matplotlib (the ``bench`` extra), so the library's runtime requirements are
   what the library needs.
@@ -14,23 +18,11 @@ Every ``import`` and ``from ... import`` of every module under ``upsertmat/`` is
 
 from __future__ import annotations
 
-import ast
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-import upsertmat
-import upsertmat.conformance
-import upsertmat.impls
-import upsertmat.spec
-
-ROOTS: dict[str, Path] = {
-    module.__name__: Path(module.__file__ or "").parent
-    for module in (upsertmat, upsertmat.spec, upsertmat.impls, upsertmat.conformance)
-}
-"""Package -> its folder: ``spec``, ``impls`` and ``conformance`` are top-level folders of the
-source tree (the build maps them), so their modules are found through the imported packages."""
+from .imports import ROOTS, imported_modules, module_name, package_files
 
 ALLOWED: dict[str, frozenset[str]] = {
     "spec": frozenset({"spec"}),
@@ -39,6 +31,33 @@ ALLOWED: dict[str, frozenset[str]] = {
 }
 """Layer -> the upsertmat subpackages its modules may import."""
 
+LIBRARY = frozenset({"spec", "impls", "conformance"})
+APPLICATIONS: dict[str, frozenset[str]] = {
+    "": frozenset(),  # upsertmat/__init__.py: the version, nothing else
+    "__main__": frozenset({"cli", "interrupt"}),
+    "cli": frozenset({"", "commands", "errors", "interrupt", "stdout", "impls"}),
+    "commands": frozenset(
+        {"bench", "client", "conformance", "defaults", "demo", "errors", "gateway", "impls", "interrupt"}
+        | {"jobs", "keycheck", "plan", "replay", "spark", "spec", "stdout"}
+    ),
+    "bench": frozenset({"client", "errors", "impls", "jobs", "spark", "spec"}),
+    "demo": frozenset({"impls", "interrupt", "jobs", "spark"}),
+    "gateway": frozenset({"", "errors", "impls", "jobs", "plan", "spark"}),
+    "plan": frozenset({"impls", "jobs"}),
+    "jobs": frozenset({"client", "defaults", "errors", "impls", "interrupt", "spark", "stdout"}),
+    "client": frozenset({"gateway"}),  # the gateway's typed contract (gateway/contract.py) only
+    "keycheck": frozenset({"errors", "replay", "spec"}),
+    "replay": frozenset({"errors", "impls", "interrupt", "spec", "stdout"}),
+    "spark": frozenset({"impls", "interrupt", "spec"}),
+    "defaults": frozenset({"impls"}),
+    "stdout": frozenset({"errors"}),
+    "errors": frozenset({"impls"}),
+    "interrupt": frozenset(),
+}
+"""Application package or module of ``src/upsertmat/`` -> the other parts of upsertmat it may
+import (``""``: the top-level package itself, for ``__version__``). The map of
+docs/architecture.md; a new arrow is a design decision: add it here and there."""
+
 EXTRAS: dict[str, frozenset[str]] = {
     "pytest": frozenset({"conformance"}),
     "_pytest": frozenset({"conformance"}),
@@ -46,48 +65,6 @@ EXTRAS: dict[str, frozenset[str]] = {
     "matplotlib": frozenset({"bench"}),
 }
 """Optional third-party package -> the only subpackages that may import it."""
-
-
-def module_name(path: Path) -> str:
-    package, root = max(
-        ((name, root) for name, root in ROOTS.items() if path.is_relative_to(root)),
-        key=lambda item: len(item[1].parts),
-    )
-    parts = [*package.split("."), *path.relative_to(root).with_suffix("").parts]
-    if parts[-1] == "__init__":
-        parts.pop()
-    return ".".join(parts)
-
-
-def package_files(package: str) -> list[Path]:
-    """Every module file of ``package`` (``upsertmat`` alone: without the mapped subpackages)."""
-    root = ROOTS[package]
-    others = [other for name, other in ROOTS.items() if name != package and other.is_relative_to(root)]
-    return sorted(path for path in root.rglob("*.py") if not any(path.is_relative_to(o) for o in others))
-
-
-def imported_modules(path: Path) -> Iterator[tuple[int, str]]:
-    """(line, absolute module name) of every import in ``path``."""
-    name = module_name(path)
-    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                yield node.lineno, alias.name
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.split(".")
-                base = base[: len(base) - node.level + 1]
-                prefix = ".".join(base)
-                target = f"{prefix}.{node.module}" if node.module else prefix
-            else:
-                target = node.module or ""
-            if node.module is None or target.count(".") <= 1:
-                # ``from . import x`` / ``from upsertmat import x`` may import submodules
-                for alias in node.names:
-                    yield node.lineno, f"{target}.{alias.name}"
-            else:
-                yield node.lineno, target
 
 
 def subpackage(module: str) -> str | None:
@@ -111,6 +88,30 @@ def violations(layer: str) -> list[str]:
 @pytest.mark.parametrize("layer", sorted(ALLOWED))
 def test_layer_imports_only_what_is_below_it(layer: str) -> None:
     assert violations(layer) == []
+
+
+def application_of(module: str) -> str | None:
+    """The application unit of ``module`` (``upsertmat.gateway.app`` -> ``gateway``,
+    ``upsertmat.__version__`` -> ``""``), its layer for the library, None outside upsertmat."""
+    unit = subpackage(module)
+    if unit is None or unit in LIBRARY or unit in APPLICATIONS:
+        return unit
+    return ""  # a name of the top-level package (``from upsertmat import __version__``)
+
+
+def test_the_applications_import_only_along_the_map() -> None:
+    found = []
+    units = set()
+    for path in package_files("upsertmat"):
+        owner = application_of(module_name(path))
+        assert owner is not None
+        units.add(owner)
+        for line, module in imported_modules(path):
+            target = application_of(module)
+            if target is not None and target != owner and target not in APPLICATIONS[owner]:
+                found.append(f"{path}:{line} imports {module} ({owner} -> {target} is not on the map)")
+    assert found == []
+    assert units == set(APPLICATIONS), "every application unit is on the map, and only those"
 
 
 def test_optional_packages_are_imported_only_by_their_extra() -> None:
@@ -144,6 +145,7 @@ def test_bench_without_matplotlib_measures_and_skips_only_the_plots(
     import importlib.util
     import json
 
+    from upsertmat.cli import main
     from upsertmat.commands import bench as command
 
     real = importlib.util.find_spec
@@ -152,7 +154,7 @@ def test_bench_without_matplotlib_measures_and_skips_only_the_plots(
     )
     argv = ["--strategy", "VALUE", "--backend", "heap", "--upsert-key", "on", "--workload", "flip544"]
     argv += ["--retract-delay", "2", "--retract-percentage", "100", "--records", "50", "--repetitions", "1"]
-    assert command.main([*argv, "--format", "json", "--quiet", "--output-dir", str(tmp_path)]) == 0
+    assert main(["bench", *argv, "--format", "json", "--quiet", "--output-dir", str(tmp_path)]) == 0
     captured = capsys.readouterr()
     assert json.loads(captured.out)["results"][0]["status"] == "ok"
     assert captured.err == f"upsertmat bench: {command.PLOTS_SKIPPED}\n"

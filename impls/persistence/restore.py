@@ -19,8 +19,7 @@ raises propagates (after the clean-up).
 from __future__ import annotations
 
 import contextlib
-import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,8 +27,8 @@ from ...spec import Keys, Materializer
 from ..lifecycle import Partition, Savepoint
 from ..settings import Settings
 from ..state import backend_database
-from ..state.errors import StateError, StorageError, storage_failure
-from .errors import StateDirError, StateDirIOError
+from .errors import StateDirError
+from .failures import classified, close_quietly
 from .session import StateSession
 from .statedir import LOCK_NAME
 
@@ -90,7 +89,7 @@ def restore_savepoint(
         session = target.enter(StateSession.new(path, manifest.keys, settings, replay.arity))
         materializer = create(manifest.keys, session.settings)
         target.opened(materializer)
-        with _classified(materializer, path):
+        with classified(materializer, path):
             try:
                 session.attach(materializer)
             except StateDirError as error:
@@ -114,33 +113,6 @@ def restore_savepoint(
             )
         warning = target.close_state()
         return Restored(path, keys, replay.lines, session.settings, partition, warning)
-
-
-@contextlib.contextmanager
-def _classified(materializer: Materializer, path: Path) -> Iterator[None]:
-    """What the state of ``materializer`` (in ``path``) raises as a persistence error: a
-    storage failure (a full disk, a device error) a StateDirIOError, anything else the engine
-    reports a StateDirError naming the directory."""
-    try:
-        yield
-    except StateError as error:
-        raise _state_dir_error(error, path) from None
-    except OSError:
-        raise
-    except Exception as error:
-        failure = storage_failure(getattr(materializer, "backend", None), error)
-        if failure is None:
-            raise
-        raise _state_dir_error(failure, path) from None
-
-
-def _state_dir_error(error: StateError, path: Path) -> StateDirError:
-    if isinstance(error, StorageError):
-        return StateDirIOError(f"{error}; free space (or fix the device) and run the same command again")
-    message = str(error)
-    if f"{path}{os.sep}" not in message and f"{path} " not in message:  # name the directory once
-        message = f"{path}: {message}"
-    return StateDirError(message)
 
 
 class _Target:
@@ -183,14 +155,7 @@ class _Target:
         materializer, self.materializer = self.materializer, None
         if materializer is None:
             return None
-        try:
-            materializer.close()
-        except Exception as error:
-            failure = storage_failure(getattr(materializer, "backend", None), error)
-            if failure is None:
-                raise
-            return f"closing the state failed ({failure}); everything restored is committed"
-        return None
+        return close_quietly(materializer, "everything restored is committed")
 
     def __exit__(self, kind: object, error: object, traceback: object) -> None:
         session = self.session

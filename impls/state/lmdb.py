@@ -65,7 +65,7 @@ from __future__ import annotations
 import hashlib
 import os
 import struct
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -109,9 +109,18 @@ SEQ_SIZE = 8
 """A sorted map keeps a context's keys plain while they leave room for a user key this long."""
 _LEN32 = struct.Struct(">I")
 _unpackb = msgpack.unpackb
-"""The states decode values inline with ``ValueCodec.unpack``'s options (``raw=False,
-strict_map_key=False, ext_hook=ext_hook``), a Python call fewer per read; on a failure they
-call ``ValueCodec.unpack``, which raises the CorruptStateError naming the state and key."""
+
+
+def _decoded(data: bytes, unpack: Callable[[bytes, str, bytes], Value], state: str, key: bytes) -> Value:
+    """A stored value: msgpack's decoder called directly with ``ValueCodec.unpack``'s options
+    (``raw=False, strict_map_key=False, ext_hook=ext_hook``; a Python call fewer per read than
+    the codec's bound method), and on a failure ``unpack`` (the codec's), which raises the
+    CorruptStateError naming ``state`` and ``key``. The one decoding of the hot path (a native
+    call when compiled)."""
+    try:
+        return _unpackb(data, raw=False, strict_map_key=False, ext_hook=ext_hook)
+    except Exception:
+        return unpack(data, state, key)
 
 
 def _environment(
@@ -520,9 +529,10 @@ class LmdbValueState:
     A context too long for that key is stored under ``b"V"`` + name + SHA-256(context), the
     framed context at the head of the value (checked on every access).
 
-    Keys that fit take the hot path, written out in each method: msgpack decoding and the
-    backend's put/delete (journal record, dirty flag) inline, the open transaction's methods
-    called directly — no Python call besides the state method itself. (The transaction is
+    Keys that fit take the hot path: the backend's put/delete (journal record, dirty flag)
+    inline, the open transaction's methods called directly, msgpack decoding in
+    :func:`_decoded` (a native call when compiled) — no Python-level call besides the state
+    method itself. (The transaction is
     read from the backend at every access, not bound once per transaction: binding costs
     more at every durable commit than it saves per access with a commit per input.)
 
@@ -565,10 +575,7 @@ class LmdbValueState:
         data = self._backend.txn.get(key)
         if data is None:
             return None
-        try:
-            return _unpackb(data, raw=False, strict_map_key=False, ext_hook=ext_hook)
-        except Exception:
-            return self._unpack(data, self.name, context)  # raises the CorruptStateError
+        return _decoded(data, self._unpack, self.name, context)
 
     def _get_long(self, context: bytes) -> Value | None:
         key = self._long_prefix + _digest(context)
@@ -738,10 +745,7 @@ class LmdbMapState:
         data = self._backend.txn.get(storage_key)
         if data is None:
             return None
-        try:
-            return _unpackb(data, raw=False, strict_map_key=False, ext_hook=ext_hook)
-        except Exception:
-            return self._unpack(data, self.name, storage_key)  # raises the CorruptStateError
+        return _decoded(data, self._unpack, self.name, storage_key)
 
     def _read_long(self, context: bytes, key: bytes, storage_key: bytes) -> Value | None:
         """``get`` of an entry whose plain ``storage_key`` is too long: under digests."""
@@ -991,8 +995,14 @@ class LmdbSortedMapState(LmdbMapState):
         for storage_key, _ in doomed:
             self._backend.delete(storage_key)
 
-    # The seeks below share one tail, written out in each for speed: the entry under the
-    # cursor if it belongs to the prefix (the user key and the decoded value), else None.
+    def _entry(self, prefix: bytes, storage_key: bytes, data: bytes) -> tuple[bytes, Value] | None:
+        """The tail of every seek: the entry under the cursor if it belongs to ``prefix`` (the
+        last context's), as (user key, decoded value), else None."""
+        if not storage_key.startswith(prefix):
+            return None
+        if self._last_header is not None:
+            return storage_key[len(prefix) :], self._value(storage_key, data)
+        return storage_key[len(prefix) :], _decoded(data, self._unpack, self.name, storage_key)
 
     def last(self, context: bytes) -> tuple[bytes, Value] | None:
         """The greatest entry: one seek and one step back."""
@@ -1008,16 +1018,7 @@ class LmdbSortedMapState(LmdbMapState):
         elif not cursor.last():
             return None
         storage_key, data = cursor.item()
-        if not storage_key.startswith(prefix):
-            return None
-        if self._last_header is not None:
-            return storage_key[len(prefix) :], self._value(storage_key, data)
-        try:
-            return storage_key[len(prefix) :], _unpackb(
-                data, raw=False, strict_map_key=False, ext_hook=ext_hook
-            )
-        except Exception:
-            return storage_key[len(prefix) :], self._unpack(data, self.name, storage_key)
+        return self._entry(prefix, storage_key, data)
 
     def first(self, context: bytes) -> tuple[bytes, Value] | None:
         """The smallest entry: one seek."""
@@ -1028,16 +1029,7 @@ class LmdbSortedMapState(LmdbMapState):
         if not cursor.set_range(prefix):
             return None
         storage_key, data = cursor.item()
-        if not storage_key.startswith(prefix):
-            return None
-        if self._last_header is not None:
-            return storage_key[len(prefix) :], self._value(storage_key, data)
-        try:
-            return storage_key[len(prefix) :], _unpackb(
-                data, raw=False, strict_map_key=False, ext_hook=ext_hook
-            )
-        except Exception:
-            return storage_key[len(prefix) :], self._unpack(data, self.name, storage_key)
+        return self._entry(prefix, storage_key, data)
 
     def ceiling(self, context: bytes, key: bytes) -> tuple[bytes, Value] | None:
         """The smallest entry at or above ``key``: one seek."""
@@ -1056,16 +1048,7 @@ class LmdbSortedMapState(LmdbMapState):
         elif not cursor.set_range(bound):
             return None
         storage_key, data = cursor.item()
-        if not storage_key.startswith(prefix):
-            return None
-        if self._last_header is not None:
-            return storage_key[len(prefix) :], self._value(storage_key, data)
-        try:
-            return storage_key[len(prefix) :], _unpackb(
-                data, raw=False, strict_map_key=False, ext_hook=ext_hook
-            )
-        except Exception:
-            return storage_key[len(prefix) :], self._unpack(data, self.name, storage_key)
+        return self._entry(prefix, storage_key, data)
 
     def before(self, context: bytes, key: bytes) -> tuple[bytes, Value] | None:
         """The greatest entry below ``key``: one seek and one step back."""
@@ -1088,13 +1071,4 @@ class LmdbSortedMapState(LmdbMapState):
         elif not cursor.last():
             return None
         storage_key, data = cursor.item()
-        if not storage_key.startswith(prefix):
-            return None
-        if self._last_header is not None:
-            return storage_key[len(prefix) :], self._value(storage_key, data)
-        try:
-            return storage_key[len(prefix) :], _unpackb(
-                data, raw=False, strict_map_key=False, ext_hook=ext_hook
-            )
-        except Exception:
-            return storage_key[len(prefix) :], self._unpack(data, self.name, storage_key)
+        return self._entry(prefix, storage_key, data)

@@ -26,16 +26,17 @@ class DirectoryLock:
     """Holds the lock of ``directory`` (created if missing) from construction to :meth:`release`.
 
     ``name``: the lock file's name (the replay state directory uses ``lock``; a backend's own
-    directory ``upsertmat.lock``). The one lock of every piece of persisted state.
+    directory ``upsertmat.lock``; the gateway's data root ``gateway.lock``); ``what`` names the
+    directory in the messages of a failure. The one file lock of upsertmat.
     """
 
-    def __init__(self, directory: Path, name: str = LOCK_NAME) -> None:
+    def __init__(self, directory: Path, name: str = LOCK_NAME, what: str = "the state directory") -> None:
         self.path = directory / name
         try:
             directory.mkdir(parents=True, exist_ok=True)
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
         except OSError as error:
-            raise os_failure(error, f"cannot lock the state directory {directory}") from None
+            raise os_failure(error, f"cannot lock {what} {directory}") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -49,7 +50,7 @@ class DirectoryLock:
             ) from None
         except OSError as error:
             os.close(fd)
-            raise os_failure(error, f"cannot lock the state directory {directory}") from None
+            raise os_failure(error, f"cannot lock {what} {directory}") from None
         with contextlib.suppress(OSError):  # the pid is for messages only
             os.ftruncate(fd, 0)
             os.write(fd, f"{os.getpid()}\n".encode("ascii"))

@@ -465,16 +465,9 @@ class RocksMapState:
         pending[key] = value
 
     def delete(self, context: bytes, key: bytes) -> None:
-        """Pending until commit. O(1) (a deletion mark even if the key is absent)."""
-        # _context_prefix and _pending_of, inlined (the hot path)
-        prefix = self._last_prefix if context == self._last_context else self._context_prefix(context)
-        pending = self._pending.get(prefix)
-        if pending is None:
-            pending = self._pending_of(prefix)
-        journal = self._backend.journal
-        if journal is not None:
-            journal.append((self, prefix, key, pending.get(key, _ABSENT)))
-        pending[key] = _DELETED
+        """Pending until commit: a deletion mark (even if the key is absent), written as
+        :meth:`put` writes a value. O(1); the sorted map's O(log pending)."""
+        self.put(context, key, _DELETED)
 
     def undo(self, prefix: bytes, key: bytes, previous: Value) -> None:
         """Put back the overlay entry one journaled write replaced (rollback of a unit); an
@@ -616,7 +609,8 @@ class RocksSortedMapState(RocksMapState):
             del puts[bisect_left(puts, key)]
 
     def put(self, context: bytes, key: bytes, value: Value) -> None:
-        """Pending until commit. O(log pending) (O(1) amortised for ascending keys)."""
+        """Pending until commit (a deletion mark too: ``delete``). O(log pending) (O(1)
+        amortised for ascending keys)."""
         # _context_prefix and _pending_of, inlined (the hot path)
         prefix = self._last_prefix if context == self._last_context else self._context_prefix(context)
         pending = self._pending.get(prefix)
@@ -627,23 +621,9 @@ class RocksSortedMapState(RocksMapState):
         if journal is not None:
             journal.append((self, prefix, key, previous))
         pending[key] = value
-        if previous is _ABSENT or previous is _DELETED or value is _DELETED:  # (``clear`` puts marks)
+        # A put over nothing, or a deletion mark (``delete``, ``clear``) over a put: _puts changes.
+        if (previous is _ABSENT or previous is _DELETED) != (value is _DELETED):
             self._note(prefix, key, previous, value)
-
-    def delete(self, context: bytes, key: bytes) -> None:
-        """Pending until commit. O(log pending) (a deletion mark even if the key is absent)."""
-        # _context_prefix and _pending_of, inlined (the hot path)
-        prefix = self._last_prefix if context == self._last_context else self._context_prefix(context)
-        pending = self._pending.get(prefix)
-        if pending is None:
-            pending = self._pending_of(prefix)
-        previous = pending.get(key, _ABSENT)
-        journal = self._backend.journal
-        if journal is not None:
-            journal.append((self, prefix, key, previous))
-        pending[key] = _DELETED
-        if previous is not _ABSENT and previous is not _DELETED:
-            self._note(prefix, key, previous, _DELETED)
 
     def undo(self, prefix: bytes, key: bytes, previous: Value) -> None:
         """As ``RocksMapState.undo``, keeping ``_puts`` in step."""

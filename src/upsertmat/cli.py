@@ -24,7 +24,9 @@ from upsertmat.commands import (
     check_keys,
     client,
     conformance,
+    conformance_flink,
     conformance_matrix,
+    conformance_reproduce,
     demo,
     gateway,
     plan,
@@ -35,6 +37,7 @@ from upsertmat.commands import (
 from upsertmat.errors import CliError, ExitCode, StateDirError, exit_code_of
 from upsertmat.impls.build import build_name
 from upsertmat.interrupt import StopSignals, interrupted
+from upsertmat.stdout import silence
 
 SubcommandAdder = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], None]
 SUBCOMMANDS: tuple[SubcommandAdder, ...] = (
@@ -48,7 +51,9 @@ SUBCOMMANDS: tuple[SubcommandAdder, ...] = (
     plan.add_explain_parser,
     plan.add_execute_parser,
     conformance.add_parser,
+    conformance_reproduce.add_parser,
     conformance_matrix.add_parser,
+    conformance_flink.add_parser,
     gateway.add_parser,
     client.add_parser,
 )
@@ -88,17 +93,6 @@ def stdout_reader_gone() -> bool:
         return False
 
 
-def _quiet_closed_pipe() -> int:
-    """Exit code 141, and stdout pointed at /dev/null, so that the interpreter's final flush of
-    what is still buffered cannot print a second traceback."""
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    try:
-        os.dup2(devnull, 1)
-    finally:
-        os.close(devnull)
-    return int(ExitCode.CLOSED_PIPE)
-
-
 def _flushed(code: int) -> int:
     """``code`` once stdout is flushed (inside ``main``, where a closed pipe is recognised)."""
     try:
@@ -106,7 +100,7 @@ def _flushed(code: int) -> int:
             sys.stdout.flush()
     except BrokenPipeError:
         if stdout_reader_gone():
-            return _quiet_closed_pipe()
+            return silence()
         raise
     return code
 
@@ -145,11 +139,7 @@ def _main(argv: Sequence[str] | None, signals: StopSignals) -> int:
         return int(exit_code_of(error))
     except Exception as error:
         if isinstance(error, BrokenPipeError) and stdout_reader_gone():
-            return _quiet_closed_pipe()
+            return silence()
         traceback.print_exc()
         print(f"upsertmat {args.command}: internal error (a bug; please report it)", file=sys.stderr)
         return int(ExitCode.INTERNAL)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -5,6 +5,10 @@ device or an I/O error is a :class:`~upsertmat.errors.CliError` with exit code 4
 (``cannot write stdout: No space left on device``); a closed pipe raises ``BrokenPipeError``,
 which ``main`` turns into the quiet exit 141.
 
+When the reader has gone, :func:`silence` points fd 1 at ``/dev/null`` (the interpreter's final
+flush of what is still buffered would otherwise fail again, with a second traceback) and gives
+the exit code 141, as Unix tools have on SIGPIPE.
+
 A reader that takes part of the data and leaves (``upsertmat check-keys ... | head -c 1``)
 raises nothing when the data fit the pipe's buffer: the write finished before the reader left.
 :func:`cut_short` tells: the data is still in the pipe, the reader is gone. It waits a moment
@@ -15,6 +19,7 @@ first.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import select
@@ -90,3 +95,15 @@ def cut_short(descriptor: int = 1, wait: float = DRAIN_WAIT) -> bool:
                 return False
     except (OSError, ValueError):
         return False
+
+
+def silence() -> int:
+    """Point stdout (fd 1) at ``/dev/null`` and return 141 (128 + SIGPIPE): what a command does
+    once stdout's reader has gone, quietly, as Unix tools do. Every caller's one way to stop."""
+    with contextlib.suppress(OSError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(devnull, 1)
+        finally:
+            os.close(devnull)
+    return int(ExitCode.CLOSED_PIPE)

@@ -1,12 +1,21 @@
-"""``python -m upsertmat.bench.conflict``: runs, reports state sizes, checks boundedness (not timed)."""
+"""``python tools/bench_conflict.py``: runs, reports state sizes, checks boundedness (not timed)."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-from upsertmat.bench.conflict import long_history, main, many_keys, with_watermarks
 from upsertmat.spec import Change
+
+from ..toolscripts import load
+
+bench = load("bench_conflict")
+long_history, main, many_keys, with_watermarks = (
+    bench.long_history,
+    bench.main,
+    bench.many_keys,
+    bench.with_watermarks,
+)
 
 
 def test_workloads_are_deterministic_and_watermarked() -> None:

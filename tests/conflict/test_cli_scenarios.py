@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from upsertmat.cli import main
-from upsertmat.conformance.conflict_scenarios import CONFLICT_SCENARIOS, ConflictScenario
+from upsertmat.conformance.conflict.scenarios import CONFLICT_SCENARIOS, ConflictScenario
 from upsertmat.errors import ExitCode
 from upsertmat.spec import Change, ConflictBehavior
 

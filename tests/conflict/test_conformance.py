@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from upsertmat.conformance.conflict_suite import ConflictMaterializerTests
+from upsertmat.conformance import ConflictMaterializerTests
 
 
 class TestConflictHeap(ConflictMaterializerTests):

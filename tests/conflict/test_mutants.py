@@ -10,8 +10,8 @@ from collections.abc import Callable
 
 import pytest
 
-from upsertmat.conformance.conflict_checks import check_lines_against_model, drive, opened
-from upsertmat.conformance.conflict_scenarios import CONFLICT_SCENARIOS
+from upsertmat.conformance.conflict.checks import check_lines_against_model, drive, opened
+from upsertmat.conformance.conflict.scenarios import CONFLICT_SCENARIOS
 from upsertmat.impls.conflict import CompactingMaterializer
 from upsertmat.impls.conflict.fold import fold_pending
 from upsertmat.impls.state import HeapBackend

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from upsertmat.conformance.conflict_checks import drive
-from upsertmat.conformance.conflict_scenarios import CONFLICT_SCENARIOS, ConflictScenario
+from upsertmat.conformance.conflict.checks import drive
+from upsertmat.conformance.conflict.scenarios import CONFLICT_SCENARIOS, ConflictScenario
 from upsertmat.spec import ConflictBehavior, ConflictModel
 
 

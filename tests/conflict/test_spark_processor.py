@@ -17,7 +17,7 @@ import pytest
 from pyspark.sql import Row as SparkRow
 from pyspark.sql.streaming.tws_tester import TwsTester
 
-from upsertmat.conformance.conflict_scenarios import CONFLICT_SCENARIOS, ConflictScenario
+from upsertmat.conformance.conflict.scenarios import CONFLICT_SCENARIOS, ConflictScenario
 from upsertmat.impls.settings import Backend, Settings
 from upsertmat.spark.conflict import CONFLICT_OP, ConflictProcessor
 from upsertmat.spark.processor import ProcessorSpec

@@ -1,4 +1,5 @@
-"""One SparkSession for every Spark test (starting one costs seconds)."""
+"""The Spark tests' PostgreSQL server (the SparkSession fixture ``spark`` is tests/conftest.py's,
+shared with the gateway's Spark tests)."""
 
 from __future__ import annotations
 
@@ -6,18 +7,8 @@ import os
 from collections.abc import Iterator
 
 import pytest
-from pyspark.sql import SparkSession
-
-from upsertmat.spark.session import build_session
 
 from .postgres import postgres_server, server_binaries
-
-
-@pytest.fixture(scope="session")
-def spark() -> Iterator[SparkSession]:
-    session = build_session(app_name="upsertmat-tests")
-    yield session
-    session.stop()
 
 
 @pytest.fixture(scope="session")

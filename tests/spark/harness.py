@@ -26,6 +26,7 @@ from upsertmat.spark.processor import OUTPUT_SCHEMA, MaterializerProcessor, Proc
 from upsertmat.spec import Change, Keys, RowKind
 
 from .cluster import kill_tree
+from .run_config import SCRIPT as RUN_CONFIG
 
 INPUT_SCHEMA = "grp STRING, arrival LONG, op STRING, row STRING"
 
@@ -99,12 +100,12 @@ def run_streams(
 
 
 def kill_after_batches(config: PipelineConfig, workdir: Path, batches: int) -> int:
-    """Run ``config`` in a subprocess (``python -m upsertmat.spark``); SIGKILL it and its JVM
+    """Run ``config`` in a subprocess (``tests/spark/run_config.py``); SIGKILL it and its JVM
     after ``batches`` batch reports (each must be a JSON line). Returns the reports seen."""
     path = workdir / "config.json"
     path.write_text(config.to_json())
     process = subprocess.Popen(
-        [sys.executable, "-m", "upsertmat.spark", str(path)],
+        [sys.executable, str(RUN_CONFIG), str(path)],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,

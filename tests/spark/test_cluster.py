@@ -21,6 +21,7 @@ from upsertmat.spark.pipeline import read_table, run_pipeline
 from upsertmat.spark.session import LOG_ENV
 
 from .cluster import standalone_cluster
+from .run_config import SCRIPT as RUN_CONFIG
 from .sockets import descendants
 from .test_recovery import count_batches, kill_mid_stream
 from .workload import SCHEMA, changelog, model_table, normalized, records, write_files
@@ -37,7 +38,7 @@ def run_driver(config: PipelineConfig, workdir: Path) -> dict[str, object]:
     path = workdir / "config-restart.json"
     path.write_text(config.to_json())
     done = subprocess.run(
-        [sys.executable, "-m", "upsertmat.spark", str(path)],
+        [sys.executable, str(RUN_CONFIG), str(path)],
         capture_output=True,
         text=True,
         timeout=300,

@@ -16,7 +16,8 @@ from upsertmat.spark import delta as delta_sink
 from upsertmat.spark import iceberg as iceberg_sink
 from upsertmat.spark.pipeline import read_table, run_pipeline
 from upsertmat.spark.results import last_batch, read_changes, read_snapshot
-from upsertmat.spark.sink import Column, open_sink
+from upsertmat.spark.sink import Column
+from upsertmat.spark.sinks import open_sink
 
 from .lakereaders import delta_rows, iceberg_rows, iceberg_state, replay_delta
 from .workload import SCHEMA, changelog, model_table, normalized, records, write_files

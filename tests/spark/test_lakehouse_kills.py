@@ -27,6 +27,7 @@ from upsertmat.spark.pipeline import read_table, run_pipeline
 
 from .cluster import kill_tree
 from .lakereaders import delta_rows, iceberg_commits, iceberg_rows, replay_delta
+from .run_config import SCRIPT as RUN_CONFIG
 from .workload import SCHEMA, changelog, model_table, normalized, records, write_files
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -41,7 +42,7 @@ def run_until_killed(config: PipelineConfig, workdir: Path, rng: random.Random) 
     path = workdir / "config.json"
     path.write_text(config.to_json())
     process = subprocess.Popen(
-        [sys.executable, "-m", "upsertmat.spark", str(path)],
+        [sys.executable, str(RUN_CONFIG), str(path)],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,

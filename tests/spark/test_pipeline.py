@@ -129,7 +129,7 @@ def test_restart_on_the_checkpoint_continues_and_new_files_are_picked_up(
 
 
 def test_columns_not_in_the_schema_fail_before_starting(spark: SparkSession, tmp_path: Path) -> None:
-    # What needs no Spark is refused when the config is made (tests/test_jobs.py).
+    # What needs no Spark is refused when the config is made (tests/jobs/test_job_files.py).
     (tmp_path / "in").mkdir()
     with pytest.raises(PipelineConfigError, match="'nope' is not in the source schema"):
         run_pipeline(config_for(tmp_path, pk=("nope",)), spark)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from upsertmat.spark.results import last_position, read_changes, read_snapshot
-from upsertmat.spark.sink import Column, open_sink
+from upsertmat.spark.sink import Column
+from upsertmat.spark.sinks import open_sink
 
 pytestmark = [pytest.mark.spark]
 

@@ -26,7 +26,7 @@ from upsertmat.cli import main
 from upsertmat.demo.tables import expected_table, read_sqlite_table
 from upsertmat.demo.workload import DemoShape, generate
 
-from .gateway import drop_file, records, replay
+from ..gateway.process import drop_file, records, replay
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -45,7 +45,7 @@ def start(directory: Path, *extra: str) -> subprocess.Popen[str]:
     command = [
         sys.executable,
         "-m",
-        "upsertmat.cli",
+        "upsertmat",
         "run",
         "job.yaml",
         "--result-mode",
@@ -140,7 +140,7 @@ def test_a_stale_java_home_is_one_line_with_the_log(tmp_path: Path) -> None:
         "UPSERTMAT_SPARK_LOG": str(tmp_path / "spark.log"),
     }
     result = subprocess.run(
-        [sys.executable, "-m", "upsertmat.cli", "run", "job.yaml"],
+        [sys.executable, "-m", "upsertmat", "run", "job.yaml"],
         cwd=tmp_path,
         capture_output=True,
         text=True,

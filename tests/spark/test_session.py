@@ -50,7 +50,7 @@ def test_quiet_demo_prints_only_results_and_listens_on_loopback_only(tmp_path: P
     log = tmp_path / "spark.log"
     environment = {**os.environ, LOG_ENV: str(log)}
     environment.pop("SPARK_LOCAL_IP", None)
-    command = [sys.executable, "-m", "upsertmat.cli", "demo", "--quiet", "--dir", str(tmp_path / "demo")]
+    command = [sys.executable, "-m", "upsertmat", "demo", "--quiet", "--dir", str(tmp_path / "demo")]
     process = subprocess.Popen(
         command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environment
     )

@@ -30,9 +30,12 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .pipeline import PipelineBench, bench_job, write_workload
+
+if TYPE_CHECKING:  # httpx: the gateway extra, imported when the benchmark runs
+    from ..client.http import GatewayClient
 
 CLIENTS = 8
 LOAD_SECONDS = 20.0
@@ -103,7 +106,7 @@ def _gateway(root: Path) -> tuple[subprocess.Popen[bytes], str]:
     command = [
         sys.executable,
         "-m",
-        "upsertmat.cli",
+        "upsertmat",
         "gateway",
         "--data-root",
         str(root),
@@ -140,7 +143,7 @@ def _job_yaml(bench: PipelineBench, source: str, name: str) -> str:
 
 
 def _gateway_run(
-    client: Any, session: str, bench: PipelineBench, source: str, name: str, batches: int
+    client: GatewayClient, session: str, bench: PipelineBench, source: str, name: str, batches: int
 ) -> float:
     """Submit, wait for the last batch, stop; the query's seconds (start to last commit)."""
     job = client.submit(session, job=_job_yaml(bench, source, name)).id
@@ -219,7 +222,7 @@ def run_gateway_bench(
 
 
 def _under_load(
-    client: Any, session: str, bench: PipelineBench, root: Path, say: Callable[[str], None]
+    client: GatewayClient, session: str, bench: PipelineBench, root: Path, say: Callable[[str], None]
 ) -> tuple[list[float], list[float], list[float], list[float]]:
     """8 clients paging the table and following the changelog of a job fed one file per trigger."""
     from ..client.http import GatewayClient

@@ -15,16 +15,13 @@ accumulates. The goal: the read after maintenance at most 2x the one-batch table
 
 from __future__ import annotations
 
-import json
 import random
 import statistics
-import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from ..spark.sink import BatchSink, Column
 
@@ -71,7 +68,7 @@ class _Table:
         self.url = f"delta:///{directory}" if sink == "delta" else f"iceberg:///{directory}"
 
     def open(self) -> BatchSink:
-        from ..spark.sink import open_sink
+        from ..spark.sinks import open_sink
 
         return open_sink(self.url, "bench", COLUMNS, (0,))
 
@@ -197,25 +194,3 @@ def report(figures: TableReads) -> str:
             f"  read after maintenance / one batch: {figures.ratio:.2f} (goal <= {GOAL_READ_RATIO:.0f})",
         ]
     )
-
-
-def run_table_reads_command(args: Any) -> int:
-    """``upsertmat bench --pipeline --pipeline-sink delta|iceberg --table-reads N``."""
-    from ..errors import CliError, ExitCode
-
-    if args.pipeline_sink not in ("delta", "iceberg"):
-        raise CliError("--table-reads needs --pipeline-sink delta or iceberg", ExitCode.USAGE)
-    figures = run_table_reads(
-        args.pipeline_sink,
-        args.table_reads,
-        keys=args.keys or 20_000,
-        seed=args.seed,
-        tmp_root=args.tmp_dir,
-        log=None if args.quiet else lambda line: print(f"upsertmat bench: {line}", file=sys.stderr),
-    )
-    data = {**asdict(figures), "ratio": figures.ratio, "goal_ratio": GOAL_READ_RATIO}
-    args.output_dir.mkdir(parents=True, exist_ok=True)
-    document = json.dumps(data, indent=2)
-    (args.output_dir / f"table-reads-{figures.sink}.json").write_text(document + "\n", encoding="utf-8")
-    print(document if args.format == "json" else report(figures))
-    return 0

@@ -38,7 +38,6 @@ from __future__ import annotations
 import json
 import random
 import statistics
-import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -424,57 +423,3 @@ def report(figures: PipelineFigures) -> str:
             f"({median:,.0f} ms for {figures.changes / max(figures.batches, 1):,.0f} changes)"
         )
     return "\n".join(lines)
-
-
-def bench_of(args: Any) -> PipelineBench:
-    """The :class:`PipelineBench` of ``bench``'s command line."""
-    strategies = [strategy for group in (args.strategy or []) for strategy in group]
-    return PipelineBench(
-        changes=args.changes or PipelineBench.changes,
-        keys=args.keys or PipelineBench.keys,
-        files=args.files,
-        strategy=strategies[0] if strategies else Strategy.VALUE,
-        seed=args.seed,
-        source_format=SourceFormat(args.source_format),
-        key_buckets=DEFAULT_KEY_BUCKETS if args.key_buckets is None else args.key_buckets or None,
-        shuffle_partitions=getattr(args, "shuffle_partitions", None) or PipelineBench.shuffle_partitions,
-        sink=getattr(args, "pipeline_sink", None) or "sqlite",
-    )
-
-
-def run_gateway_command(args: Any) -> int:
-    """``upsertmat bench --gateway``: run, print the report (or JSON), write ``gateway.json``."""
-    from ..jobs.runner import require_pyspark
-    from .gateway import report as gateway_report
-    from .gateway import run_gateway_bench
-
-    require_pyspark()
-    bench = bench_of(args)
-    if args.changes is None:
-        bench = replace(bench, changes=200_000, keys=20_000)
-    figures = run_gateway_bench(
-        bench,
-        args.repetitions or 2,
-        args.tmp_dir,
-        None if args.quiet else lambda line: print(f"upsertmat bench: {line}", file=sys.stderr),
-    )
-    args.output_dir.mkdir(parents=True, exist_ok=True)
-    document = json.dumps(figures.as_dict(), indent=2)
-    (args.output_dir / "gateway.json").write_text(document + "\n", encoding="utf-8")
-    print(document if args.format == "json" else gateway_report(figures))
-    return 0
-
-
-def run_pipeline_command(args: Any) -> int:
-    """``upsertmat bench --pipeline``: run, print the report (or JSON), write ``pipeline.json``."""
-    bench = bench_of(args)
-    figures = run_pipeline_bench(
-        bench,
-        args.tmp_dir,
-        None if args.quiet else lambda line: print(f"upsertmat bench: {line}", file=sys.stderr),
-    )
-    args.output_dir.mkdir(parents=True, exist_ok=True)
-    document = json.dumps(figures.as_dict(), indent=2)
-    (args.output_dir / "pipeline.json").write_text(document + "\n", encoding="utf-8")
-    print(document if args.format == "json" else report(figures))
-    return 0

@@ -18,22 +18,17 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
-from upsertmat.bench.goals import check_goals
+from upsertmat.bench.grid import QUICK_GOALS_NOTE, plots_available, run_grid
 from upsertmat.bench.manykeys import ManyKeysSpec
+from upsertmat.bench.pipeline import DEFAULT_KEY_BUCKETS, PipelineBench
 from upsertmat.bench.progress import Progress
-from upsertmat.bench.report import (
-    document,
-    goals_table,
-    machine_info,
-    markdown_report,
-    results_table,
-    write_csv,
-)
-from upsertmat.bench.runner import CLOCKS, FLIP544, MANY_KEYS, WALL, WORKLOADS, CellResult, Plan, run_plan
+from upsertmat.bench.report import goals_table, machine_info, markdown_report, results_table
+from upsertmat.bench.runner import CLOCKS, FLIP544, MANY_KEYS, WALL, WORKLOADS, Plan
 from upsertmat.commands.options import positive_int
 from upsertmat.errors import CliError, ExitCode
 from upsertmat.impls import Backend, Strategy, available
 from upsertmat.impls.settings import DEFAULT_CHECKPOINT_INTERVAL
+from upsertmat.jobs.model import SourceFormat
 
 NAME = "bench"
 DEFAULT_BACKENDS = (Backend.HEAP, Backend.ROCKSDB, Backend.LMDB)
@@ -70,12 +65,6 @@ QUICK = Preset(
     workloads=(FLIP544,),
     many_keys_changes=20_000,
     many_keys_keys=2_000,
-)
-
-QUICK_GOALS_NOTE = (
-    "indicative only: --quick times one short repetition per cell, too few records to decide a "
-    "goal on a machine that may be busy; measure with the full preset (or --records and "
-    "--repetitions) before trusting PASS or MISS"
 )
 
 EPILOG = """\
@@ -382,14 +371,20 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     parser.set_defaults(run=run)
 
 
-def build_plan(args: argparse.Namespace) -> tuple[Plan, list[str]]:
-    """The plan the options describe, and the requested implementations nobody registered."""
-    preset = QUICK if args.quick else FULL
+def _pairs(args: argparse.Namespace) -> tuple[list[tuple[Strategy, Backend]], list[str]]:
+    """The (strategy, backend) pairs the options ask for that are registered, and those that are not."""
     registered = set(available())
     backends = _flatten(args.backend) or [b for b in DEFAULT_BACKENDS if any(p[1] is b for p in registered)]
     strategies = _flatten(args.strategy) or [s for s in Strategy if any(p[0] is s for p in registered)]
     pairs = [(s, b) for b in backends for s in strategies if (s, b) in registered]
     unavailable = [f"{s.value}/{b.value}" for b in backends for s in strategies if (s, b) not in registered]
+    return pairs, unavailable
+
+
+def build_plan(args: argparse.Namespace) -> tuple[Plan, list[str]]:
+    """The plan the options describe, and the requested implementations nobody registered."""
+    preset = QUICK if args.quick else FULL
+    pairs, unavailable = _pairs(args)
     if not pairs:
         raise CliError(
             f"nothing to benchmark: none of {', '.join(unavailable)} is registered", ExitCode.USAGE
@@ -426,85 +421,74 @@ def build_plan(args: argparse.Namespace) -> tuple[Plan, list[str]]:
     return plan, unavailable
 
 
-def plan_parameters(plan: Plan) -> dict[str, Any]:
-    """The plan as JSON-ready parameters."""
-    parameters = asdict(plan)
-    parameters["pairs"] = [f"{s.value}/{b.value}" for s, b in plan.pairs]
-    parameters["tmp_root"] = str(plan.tmp_root) if plan.tmp_root else None
-    parameters["cells"] = len(plan.cells())
-    parameters["workloads"] = list(plan.workloads)
-    parameters["many_keys"] = asdict(plan.many_keys) if plan.many_keys is not None else None
-    return parameters
+def pipeline_bench(args: argparse.Namespace) -> PipelineBench:
+    """The :class:`~upsertmat.bench.pipeline.PipelineBench` of ``--pipeline``/``--gateway``."""
+    strategies = _flatten(args.strategy) or []
+    return PipelineBench(
+        changes=args.changes or PipelineBench.changes,
+        keys=args.keys or PipelineBench.keys,
+        files=args.files,
+        strategy=strategies[0] if strategies else Strategy.VALUE,
+        seed=args.seed,
+        source_format=SourceFormat(args.source_format),
+        key_buckets=DEFAULT_KEY_BUCKETS if args.key_buckets is None else args.key_buckets or None,
+        shuffle_partitions=args.shuffle_partitions or PipelineBench.shuffle_partitions,
+        sink=args.pipeline_sink,
+    )
 
 
 PLOTS_SKIPPED = "plots skipped: matplotlib is not installed (pip install 'upsertmat[bench]' for PNG plots)"
 
 
-def plots_available() -> bool:
-    """True if matplotlib (the ``bench`` extra) is installed: only the PNG plots need it."""
-    import importlib.util
+def _log(args: argparse.Namespace) -> Callable[[str], None] | None:
+    """The step lines of the Spark benchmarks on stderr, unless ``--quiet``."""
+    if args.quiet:
+        return None
+    return lambda line: print(f"upsertmat {NAME}: {line}", file=sys.stderr, flush=True)
 
-    return importlib.util.find_spec("matplotlib") is not None
 
-
-def write_plots(plan: Plan, flip: list[CellResult], machine: dict[str, Any], output: Path) -> list[Path]:
-    """``throughput-<backend>.png`` per backend with a measured FLIP-544 cell; the paths written."""
-    from upsertmat.bench.plot import plot_backend  # matplotlib takes ~1 s to import: only when plotting
-
-    plots = []
-    for backend in sorted({cell.backend for cell in plan.cells()}, key=list(Backend).index):
-        path = output / f"throughput-{backend.value}.png"
-        if plot_backend(path, backend, flip, machine, plan.records, plan.payload_size):
-            plots.append(path)
-    return plots
+def _write_document(args: argparse.Namespace, name: str, data: dict[str, Any], text: str) -> int:
+    """Write ``data`` as ``--output-dir/NAME``; print it (``--format json``) or ``text``."""
+    document = json.dumps(data, indent=2)
+    try:
+        args.output_dir.mkdir(parents=True, exist_ok=True)
+        (args.output_dir / name).write_text(document + "\n", encoding="utf-8")
+    except OSError as error:
+        raise CliError(f"cannot write {args.output_dir / name}: {error.strerror}", ExitCode.IO) from None
+    print(document if args.format == "json" else text)
+    return int(ExitCode.OK)
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run the benchmark the options describe; write the files; print the report."""
+    """Run the benchmark the options describe (one mode); write the files; print the report."""
     if args.gateway:
-        from upsertmat.bench.pipeline import run_gateway_command
-
-        return run_gateway_command(args)
+        return run_gateway(args)
     if args.pipeline and args.table_reads:
-        from upsertmat.bench.lakehouse import run_table_reads_command
-
-        return run_table_reads_command(args)
+        return run_table_reads(args)
     if args.pipeline:
-        from upsertmat.bench.pipeline import run_pipeline_command
-
-        return run_pipeline_command(args)
+        return run_pipeline(args)
     if args.misses:
         return run_misses(args)
     plan, unavailable = build_plan(args)
-    plotting = plots_available()
-    if not plotting:
+    if not plots_available():
         print(f"upsertmat {NAME}: {PLOTS_SKIPPED}", file=sys.stderr)
-    try:
-        args.output_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        raise CliError(
-            f"cannot create output directory {args.output_dir}: {error.strerror}", ExitCode.IO
-        ) from None
     for name in unavailable:
         print(f"upsertmat {NAME}: {name} is not registered; skipped", file=sys.stderr)
-    machine = machine_info()
-    results = run_plan(plan, None if args.quiet else Progress(sys.stderr))
-    flip = [result for result in results if result.cell.workload == FLIP544]
-    goals = check_goals(flip)
-    doc = document(machine, plan_parameters(plan), results, goals, unavailable)
-    if args.quick:
-        doc["goals_note"] = QUICK_GOALS_NOTE
-    output: Path = args.output_dir
-    (output / "results.json").write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
-    write_csv(output / "results.csv", results)
-    plots = write_plots(plan, flip, machine, output) if plotting else []
+    grid = run_grid(
+        plan,
+        args.output_dir,
+        unavailable=unavailable,
+        quick=args.quick,
+        progress=None if args.quiet else Progress(sys.stderr),
+    )
     if args.format == "json":
-        print(json.dumps(doc, indent=2))
+        print(json.dumps(grid.document, indent=2))
     elif args.format == "markdown":
-        print(markdown_report(results, goals))
+        print(markdown_report(grid.results, grid.goals))
         if args.quick:
             print(f"\n{QUICK_GOALS_NOTE}")
     else:
+        machine = grid.machine
         cpu = f"{machine['cpu']}, {machine['cores']} cores"
         print(f"upsertmat bench: {cpu}, {machine['python']}, {machine['date']}")
         print(
@@ -512,24 +496,58 @@ def run(args: argparse.Namespace) -> int:
             f"warm-up {'on' if plan.warmup else 'off'}, clock {plan.clock}; "
             "ops/ms = timed records per millisecond\n"
         )
-        print(results_table(results))
+        print(results_table(grid.results))
         print("\ngoals:" + (f" {QUICK_GOALS_NOTE}" if args.quick else ""))
-        print(goals_table(goals))
-        written = ", ".join(str(path) for path in [output / "results.csv", output / "results.json", *plots])
-        print(f"\nwritten: {written}")
+        print(goals_table(grid.goals))
+        print(f"\nwritten: {', '.join(str(path) for path in grid.written)}")
     return int(ExitCode.OK)
 
 
+def run_pipeline(args: argparse.Namespace) -> int:
+    """``--pipeline``: :func:`~upsertmat.bench.pipeline.run_pipeline_bench`; ``pipeline.json``."""
+    from upsertmat.bench.pipeline import report, run_pipeline_bench
+
+    figures = run_pipeline_bench(pipeline_bench(args), args.tmp_dir, _log(args))
+    return _write_document(args, "pipeline.json", figures.as_dict(), report(figures))
+
+
+def run_gateway(args: argparse.Namespace) -> int:
+    """``--gateway``: :func:`~upsertmat.bench.gateway.run_gateway_bench`; ``gateway.json``."""
+    from upsertmat.bench.gateway import report, run_gateway_bench
+
+    bench = pipeline_bench(args)
+    if args.changes is None:
+        bench = replace(bench, changes=200_000, keys=20_000)
+    figures = run_gateway_bench(bench, args.repetitions or 2, args.tmp_dir, _log(args))
+    return _write_document(args, "gateway.json", figures.as_dict(), report(figures))
+
+
+def run_table_reads(args: argparse.Namespace) -> int:
+    """``--pipeline --pipeline-sink delta|iceberg --table-reads N``:
+    :func:`~upsertmat.bench.lakehouse.run_table_reads`; ``table-reads-SINK.json``."""
+    from upsertmat.bench.lakehouse import GOAL_READ_RATIO, report, run_table_reads
+
+    if args.pipeline_sink not in ("delta", "iceberg"):
+        raise CliError("--table-reads needs --pipeline-sink delta or iceberg", ExitCode.USAGE)
+    figures = run_table_reads(
+        args.pipeline_sink,
+        args.table_reads,
+        keys=args.keys or 20_000,
+        seed=args.seed,
+        tmp_root=args.tmp_dir,
+        log=_log(args),
+    )
+    data = {**asdict(figures), "ratio": figures.ratio, "goal_ratio": GOAL_READ_RATIO}
+    return _write_document(args, f"table-reads-{figures.sink}.json", data, report(figures))
+
+
 def run_misses(args: argparse.Namespace) -> int:
-    """``--misses``: the cost of rule-7 explanations (:mod:`upsertmat.bench.misses`)."""
+    """``--misses``: the cost of rule-7 explanations (:func:`upsertmat.bench.misses.measure`)."""
     from upsertmat.bench.misses import MissSpec, measure, table
 
     if args.miss_percentage > 100:
         raise CliError(f"--miss-percentage must be within 0..100, got {args.miss_percentage}", ExitCode.USAGE)
-    registered = set(available())
-    backends = _flatten(args.backend) or [b for b in DEFAULT_BACKENDS if any(p[1] is b for p in registered)]
-    strategies = _flatten(args.strategy) or [s for s in Strategy if any(p[0] is s for p in registered)]
-    pairs = [(s, b) for b in backends for s in strategies if (s, b) in registered]
+    pairs, _ = _pairs(args)
     spec = MissSpec(
         records=args.records or 20_000,
         keys=args.keys or 1_000,
@@ -547,17 +565,3 @@ def run_misses(args: argparse.Namespace) -> int:
         )
         print(table(results))
     return int(ExitCode.OK)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``upsertmat bench`` on its own (without the top-level CLI): parse ``argv`` and run."""
-    parser = argparse.ArgumentParser(
-        prog=f"upsertmat {NAME}", description="Benchmark the materializer strategies."
-    )
-    configure(parser)
-    args = parser.parse_args(argv)
-    try:
-        return run(args)
-    except CliError as error:
-        print(f"upsertmat {NAME}: {error.message}", file=sys.stderr)
-        return int(error.code)

@@ -11,13 +11,10 @@ for ``replay``; a device that fails while it is read, or stdout that cannot be w
 from __future__ import annotations
 
 import argparse
-import contextlib
 
 from upsertmat.commands.options import add_max_int_digits, apply_max_int_digits, parse_columns, positive_int
 from upsertmat.errors import CliError, ExitCode
-from upsertmat.keycheck import KeyChecker, render_json, render_text
-from upsertmat.replay.jsonl import BadLine, ChangeLine, RowShape, parse_line
-from upsertmat.replay.source import open_input, read_failure
+from upsertmat.keycheck import check_changelog, render_json, render_text
 from upsertmat.spec import Keys
 from upsertmat.stdout import cut_short, write_data
 
@@ -82,27 +79,7 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as error:
         raise CliError(str(error)) from None
     apply_max_int_digits(args)
-    shape = RowShape(keys)
-    checker = KeyChecker(keys)
-    number = 0
-    with contextlib.ExitStack() as stack:
-        source = open_input(args.input)
-        if args.input != "-":
-            stack.enter_context(source)
-        try:
-            for number, raw in enumerate(source, 1):
-                try:
-                    item = parse_line(raw)
-                    if isinstance(item, ChangeLine):
-                        shape.check(item.change.row)
-                        checker.feed(number, item.change)
-                except BadLine as error:
-                    raise CliError(f"line {number}: {error}", ExitCode.BAD_INPUT) from None
-        except OSError as error:
-            raise CliError(
-                f"{read_failure(error, args.input).message} (line {number + 1})", ExitCode.IO
-            ) from None
-    report = checker.finish(number)
+    report = check_changelog(args.input, keys)
     render = render_json if args.format == "json" else render_text
     # A closed stdout (`check-keys ... | head`) raises BrokenPipeError: main exits 141, quietly.
     write_data(render(report, keys, args.examples))

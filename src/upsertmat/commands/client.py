@@ -17,15 +17,18 @@ import contextlib
 import functools
 import json
 import os
-import signal
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from upsertmat.client.modes import RESULT_MODES, TABLEAU_FORMATS
 from upsertmat.commands.options import positive_int
 from upsertmat.errors import CliError, ExitCode
 from upsertmat.impls.config import ConfigError, load_config_file, parse_set_option
+from upsertmat.stdout import silence
+
+if TYPE_CHECKING:  # httpx and pydantic come with the gateway extra: imported when a command runs
+    from upsertmat.client.http import GatewayClient, GatewayError
 
 NAME = "client"
 TOKEN_ENV = "UPSERTMAT_GATEWAY_TOKEN"
@@ -50,7 +53,7 @@ exit codes: 0 ok; 1 the job FAILED (result); 2 usage error or a request the gate
 """
 
 
-def _fail(error: Any) -> CliError:
+def _fail(error: GatewayError) -> CliError:
     if error.status == 0 or error.status >= 500:
         return CliError(
             error.message if error.status == 0 else f"the gateway failed: {error.message}", ExitCode.IO
@@ -115,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
             raise _fail(error) from None
 
 
-def _dispatch(client: Any, args: argparse.Namespace) -> int:
+def _dispatch(client: GatewayClient, args: argparse.Namespace) -> int:
     action = args.action
     if action == "submit":
         return _submit(client, args)
@@ -156,7 +159,7 @@ def _dispatch(client: Any, args: argparse.Namespace) -> int:
     return _result(client, args)
 
 
-def _submit(client: Any, args: argparse.Namespace) -> int:
+def _submit(client: GatewayClient, args: argparse.Namespace) -> int:
     try:
         text = args.file.read_text(encoding="utf-8")
     except OSError as error:
@@ -182,7 +185,7 @@ def _submit(client: Any, args: argparse.Namespace) -> int:
     return int(ExitCode.OK)
 
 
-def _result(client: Any, args: argparse.Namespace) -> int:
+def _result(client: GatewayClient, args: argparse.Namespace) -> int:
     from upsertmat.client.follow import GaveUp, Position, Retry, follow_changelog, watch_table
     from upsertmat.client.render import PageKeys, TableScreen, make_renderer
     from upsertmat.interrupt import StopSignals
@@ -228,10 +231,7 @@ def _result(client: Any, args: argparse.Namespace) -> int:
                 ExitCode.IO,
             ) from None
         except BrokenPipeError:  # stdout's reader went away (| head): quiet, as Unix tools are
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())
-            os.close(devnull)
-            return 128 + signal.SIGPIPE
+            return silence()
         finally:
             with contextlib.suppress(BrokenPipeError):
                 renderer.close()

@@ -10,8 +10,6 @@ test failed, 2 on a usage error. Needs the ``conformance`` extra (pytest, Hypoth
 from __future__ import annotations
 
 import argparse
-import json
-import re
 import shlex
 import sys
 from pathlib import Path
@@ -62,33 +60,10 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     parser.set_defaults(run=run)
 
 
-INTERPRETERS = re.compile(r"^(python[\d.]*|pypy[\d.]*|node|java|sh|bash|env|ruby|perl|uv|npx)$")
-
-
-def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-")[:80] or "report"
-
-
-def program_name(command: str) -> str:
-    """The report's default name for ``--cmd``: the program's file name without its extension,
-    past an interpreter and its options (``python3 -u my_engine.py --state-dir {STATE}`` ->
-    ``my_engine``; ``./engine`` -> ``engine``)."""
-    try:
-        words = shlex.split(command)
-    except ValueError:
-        words = command.split()
-    for word in words:
-        name = Path(word).name
-        if word.startswith("-") or "=" in word or INTERPRETERS.match(name):
-            continue
-        return _slug(Path(name).stem or name)
-    return _slug(command)
-
-
 def run(args: argparse.Namespace) -> int:
     """Run the suite, write the report, print its path."""
     try:
-        from upsertmat.conformance import report
+        from upsertmat.conformance.tools import report
     except ImportError as error:
         raise CliError(
             f"the conformance suite needs its extra: pip install 'upsertmat[conformance]' ({error})",
@@ -104,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
             target.append(f"--upsertmat-ttl-granularity={args.ttl_granularity}")
         if args.scenarios_in_session:
             target.append("--upsertmat-scenarios-in-session")
-        title = args.name or program_name(args.cmd)
+        title = args.name or report.program_name(args.cmd)
         command = (
             f"upsertmat conformance --cmd {shlex.quote(args.cmd)}"
             + (f" --ttl-granularity {args.ttl_granularity}" if args.ttl_granularity else "")
@@ -112,29 +87,30 @@ def run(args: argparse.Namespace) -> int:
         )
     if args.keyword:
         command += f" -k {shlex.quote(args.keyword)}"
-    collector = report.run_suite(target, args.profile, ["-k", args.keyword] if args.keyword else [])
-    if not collector.results:
-        raise CliError("the suite did not run (see the messages above)", ExitCode.USAGE)
-    data = report.to_json(title, command, collector, target, report.workdir_for(target, args.output_dir))
     try:
-        args.output_dir.mkdir(parents=True, exist_ok=True)
-        base = _slug(args.name or title)  # may hold dots ("flink-2.3.0"): no with_suffix
-        (args.output_dir / f"{base}.json").write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
-        for name, text in report.counterexample_files(data, base).items():
-            (args.output_dir / name).write_text(text, encoding="utf-8")
-        markdown = args.output_dir / f"{base}.md"
-        markdown.write_text(report.render_markdown(data, base), encoding="utf-8")
+        written = report.write_report(
+            target,
+            title,
+            command,
+            args.output_dir,
+            profile=args.profile,
+            extra=["-k", args.keyword] if args.keyword else [],
+            name=args.name,
+        )
+    except report.SuiteDidNotRun as error:
+        raise CliError(str(error), ExitCode.USAGE) from None
     except OSError as error:
         raise CliError(
             f"cannot write the report in {args.output_dir}: {error.strerror}", ExitCode.IO
         ) from None
-    summary = data["summary"]
-    print(markdown)
+    summary = written.data["summary"]
+    print(written.markdown)
     print(
         f"upsertmat {NAME}: {summary['passed']} passed, {summary['failed']} failed, "
         f"{summary['skipped']} skipped",
         file=sys.stderr,
     )
+    collector = written.collector
     if collector.failed_nodeids:
         rerun = ["pytest", *target, f"--hypothesis-profile={collector.profile or args.profile}"]
         print(

@@ -1,6 +1,6 @@
 """``upsertmat conformance-matrix``: regenerate docs/conformance-matrix.md and its JSON.
 
-Runs ``upsertmat conformance`` for every row of :mod:`upsertmat.conformance.matrix` (or the
+Runs ``upsertmat conformance`` for every row of :mod:`upsertmat.conformance.tools.matrix` (or the
 rows ``--rows`` selects) that can run here, writes each row's report into the reports
 directory, and renders the page from every row's latest report. Rows not run keep their last
 result. Exit 0 when every selected row produced its report (failing cells are results, not
@@ -12,17 +12,12 @@ from __future__ import annotations
 
 import argparse
 import fnmatch
-import json
-import os
 import sys
 from pathlib import Path
-from typing import Any
 
 from upsertmat.errors import CliError, ExitCode
 
 NAME = "conformance-matrix"
-PAGE = "conformance-matrix.md"
-DATA = "conformance-matrix.json"
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -71,48 +66,11 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     parser.set_defaults(run=run)
 
 
-def _previous_runs(path: Path) -> dict[str, dict[str, Any]]:
-    """The run records of the matrix's last JSON (empty if there is none or it is unreadable)."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        return {row["name"]: row["run"] for row in data["rows"] if row.get("run")}
-    except (OSError, ValueError, KeyError, TypeError):
-        return {}
-
-
-def _refresh_reports(reports: Path, names: list[str]) -> None:
-    """Render each row's report page again from its JSON with this version's rule table and
-    page layout, so that every page the matrix links to reads alike."""
-    from upsertmat.conformance import report
-
-    for name in names:
-        path = reports / f"{name}.json"
-        if path.is_file():
-            data = report.refreshed(json.loads(path.read_text(encoding="utf-8")))
-            path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
-            (reports / f"{name}.md").write_text(report.render_markdown(data, name), encoding="utf-8")
-
-
-def _write(docs: Path, reports: Path, all_rows: list[Any], runs: dict[str, dict[str, Any]]) -> None:
-    from upsertmat.conformance import matrix
-
-    try:
-        _refresh_reports(reports, [row.name for row in all_rows if row.name in runs])
-    except (OSError, ValueError, KeyError) as error:
-        raise CliError(f"cannot refresh the reports in {reports}: {error}", ExitCode.IO) from None
-    shown = os.path.relpath(reports, docs)
-    data = matrix.matrix_json(all_rows, reports, runs, os.path.relpath(reports))
-    try:
-        (docs / DATA).write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
-        (docs / PAGE).write_text(matrix.render(data, shown), encoding="utf-8")
-    except OSError as error:
-        raise CliError(f"cannot write the matrix in {docs}: {error.strerror}", ExitCode.IO) from None
-
-
 def run(args: argparse.Namespace) -> int:
-    """Run the selected rows, then write the page and its JSON."""
+    """Run the selected rows (:func:`upsertmat.conformance.tools.matrix.run_matrix`), then print
+    the page's path."""
     try:
-        from upsertmat.conformance import matrix
+        from upsertmat.conformance.tools import matrix
     except ImportError as error:
         raise CliError(
             f"the conformance suite needs its extra: pip install 'upsertmat[conformance]' ({error})",
@@ -133,34 +91,18 @@ def run(args: argparse.Namespace) -> int:
             why = matrix.missing(row, root)
             print(f"{row.name}\t{'cannot run here: ' + why if why else 'can run'}")
         return int(ExitCode.OK)
+
+    def log(line: str) -> None:
+        print(f"upsertmat {NAME}: {line}", file=sys.stderr, flush=True)
+
     try:
-        docs.mkdir(parents=True, exist_ok=True)
-        reports.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        raise CliError(f"cannot create {reports}: {error.strerror}", ExitCode.IO) from None
-    runs = _previous_runs(docs / DATA)
-    broken = 0
-    for number, row in enumerate([] if args.no_run else selected, 1):
-        why = matrix.missing(row, root)
-        prefix = f"upsertmat {NAME}: [{number}/{len(selected)}] {row.name}"
-        if why is not None:
-            print(f"{prefix}: left out: {why}", file=sys.stderr, flush=True)
-            continue
-        print(f"{prefix}: running ({row.profile})", file=sys.stderr, flush=True)
-        try:
-            runs[row.name] = matrix.run_row(row, root, reports, args.keyword)
-        except (RuntimeError, OSError) as error:
-            broken += 1
-            print(f"{prefix}: {error}", file=sys.stderr, flush=True)
-            continue
-        summary = json.loads((reports / f"{row.name}.json").read_text(encoding="utf-8"))["summary"]
-        print(
-            f"{prefix}: {summary['passed']} passed, {summary['failed']} failed, {summary['skipped']} skipped "
-            f"({runs[row.name]['seconds']} s)",
-            file=sys.stderr,
-            flush=True,
+        broken = matrix.run_matrix(
+            [] if args.no_run else selected, root, docs, reports, keyword=args.keyword, log=log
         )
-        _write(docs, reports, all_rows, runs)  # after every row: an interrupted run keeps what it did
-    _write(docs, reports, all_rows, runs)
-    print(docs / PAGE)
+    except (OSError, ValueError, KeyError) as error:
+        detail = error.strerror if isinstance(error, OSError) else f"a report is damaged: {error}"
+        raise CliError(
+            f"cannot write the matrix in {docs} (reports in {reports}): {detail}", ExitCode.IO
+        ) from None
+    print(docs / matrix.PAGE)
     return int(ExitCode.BAD_INPUT if broken else ExitCode.OK)

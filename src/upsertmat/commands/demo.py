@@ -10,20 +10,20 @@ from __future__ import annotations
 
 import argparse
 import sys
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from upsertmat.commands.job_options import cli_layers
 from upsertmat.commands.options import add_config_arguments, positive_int
-from upsertmat.commands.run import BOUNDARY_NOTICE, cli_layers
 from upsertmat.demo.report import absent_keys, row_count_note, side_by_side, summary
-from upsertmat.demo.runner import DemoOutcome, run_demo
+from upsertmat.demo.runner import DemoOutcome, run_demo_in
 from upsertmat.demo.tables import disagreements
 from upsertmat.demo.workload import DemoShape
 from upsertmat.errors import CliError, ExitCode
 from upsertmat.impls.config import ConfigError
 from upsertmat.interrupt import Interrupted, StopSignals, interrupted
+from upsertmat.jobs.execute import BOUNDARY_NOTICE
 from upsertmat.jobs.loader import config_strings, resolve_settings, settings_layers
 from upsertmat.jobs.runner import announce_spark_log, batch_line, spark_log_note
 
@@ -120,14 +120,7 @@ def run(args: argparse.Namespace) -> int:
     signals = StopSignals("upsertmat demo", notice=BOUNDARY_NOTICE, force=True)
     try:
         with signals:
-            if kept is not None:
-                kept.mkdir(parents=True, exist_ok=True)
-                outcome = run_demo(kept, settings, config, shape, _progress(args.quiet), signals)
-            else:
-                with tempfile.TemporaryDirectory(prefix="upsertmat-demo-") as directory:
-                    outcome = run_demo(
-                        Path(directory), settings, config, shape, _progress(args.quiet), signals
-                    )
+            outcome = run_demo_in(kept, settings, config, shape, _progress(args.quiet), signals)
     except Interrupted as stop:
         return interrupted("upsertmat demo", stop, spark_log_note())
     if outcome is None or signals():

@@ -96,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Register ``gateway``."""
-    from upsertmat.commands.run import interval
+    from upsertmat.commands.job_options import interval
 
     parser = subparsers.add_parser(
         NAME,

@@ -13,20 +13,20 @@ import json
 import sys
 from pathlib import Path
 
-from upsertmat.commands.options import add_config_arguments
-from upsertmat.commands.run import (
+from upsertmat.commands.job_options import (
     JOB_LAYER,
     STOPPING,
     add_job_arguments,
     add_run_arguments,
     cli_layers,
-    execute,
     job_from_args,
     options_of,
     overridden,
 )
+from upsertmat.commands.options import add_config_arguments
 from upsertmat.errors import CliError, ExitCode
 from upsertmat.impls.config import ConfigError
+from upsertmat.jobs.execute import execute
 from upsertmat.jobs.model import JobSpec
 from upsertmat.plan.codec import plan_to_json, read_plan, write_plan
 from upsertmat.plan.compiler import compile_job, job_of_plan

@@ -16,11 +16,8 @@ stream at the savepoint's line with identical output.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
-import os
 import sys
-from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -30,22 +27,17 @@ from upsertmat.commands.options import (
     positive_int,
     settings_from_args,
 )
-from upsertmat.errors import CliError, ExitCode, StateDirError
+from upsertmat.errors import CliError, ExitCode
 from upsertmat.impls import ConfigError, Settings
 from upsertmat.impls.lifecycle import (
     DEFAULT_MAX_PARALLELISM,
     MAX_MAX_PARALLELISM,
-    Partition,
     Savepoint,
     SavepointError,
-    export_state,
-    write_savepoint,
 )
 from upsertmat.impls.lifecycle.errors import SavepointIOError
 from upsertmat.impls.persistence.restore import restore_savepoint
-from upsertmat.impls.persistence.session import StateSession
-from upsertmat.impls.state.errors import StateError, StorageError, storage_failure
-from upsertmat.spec import Materializer
+from upsertmat.impls.persistence.savepoint import take_savepoint
 from upsertmat.stdout import cut_short, write_data
 
 EXIT_CODES = (
@@ -153,129 +145,27 @@ def _explicit_ttl(args: argparse.Namespace) -> bool:
     return args.ttl is not None or any(".ttl" in text.partition("=")[0] for text in args.settings)
 
 
-def _state_error(error: StateError, where: Path, then: str) -> CliError | StateDirError:
-    """A state error met on the state directory ``where``: a storage failure (a full disk, a
-    device error) is exit 4, anything else refused state (exit 3); ``then`` says what to do."""
-    if isinstance(error, StorageError):
-        return CliError(f"{error}; free space (or fix the device) and {then}", ExitCode.IO)
-    message = str(error)
-    if f"{where}{os.sep}" not in message and f"{where} " not in message:  # name the directory once
-        message = f"{where}: {message}"
-    return StateDirError(message)
-
-
-@contextlib.contextmanager
-def _state_errors(materializer: Materializer | None, where: Path, then: str) -> Iterator[None]:
-    """Turn what the state of ``materializer`` (in ``where``) raises into one-line errors: a
-    storage engine's own error classified first (:func:`storage_failure`)."""
-    try:
-        yield
-    except StateError as error:
-        raise _state_error(error, where, then) from None
-    except OSError:
-        raise  # the file system of what is written (the savepoint), not of the state
-    except Exception as error:
-        failure = storage_failure(getattr(materializer, "backend", None), error)
-        if failure is None:
-            raise
-        raise _state_error(failure, where, then) from None
-
-
-def _close(materializer: Materializer, command: str, *, failing: bool = False) -> None:
-    """Close the state; what was committed is safe whatever closing says: warn only, and only
-    when the command is not ``failing`` already (then its own error is the one line said)."""
-    try:
-        materializer.close()
-    except Exception as error:
-        failure = storage_failure(getattr(materializer, "backend", None), error)
-        if failure is None:
-            if failing:
-                return
-            raise
-        if not failing:
-            print(f"upsertmat {command}: warning: closing the state failed ({failure})", file=sys.stderr)
-
-
-def _max_parallelism(args: argparse.Namespace, partition: Partition | None) -> int:
-    """The key groups of the savepoint: ``--max-parallelism``, else the default; a state
-    directory restored as one instance keeps its own (another would scatter its keys over
-    groups it does not own)."""
+def run_savepoint(args: argparse.Namespace) -> int:
+    """Execute ``upsertmat savepoint``: the transaction is
+    :func:`~upsertmat.impls.persistence.savepoint.take_savepoint`."""
     if args.max_parallelism is not None and args.max_parallelism > MAX_MAX_PARALLELISM:
         raise CliError(f"--max-parallelism must be at most {MAX_MAX_PARALLELISM}, got {args.max_parallelism}")
-    if partition is None:
-        return int(args.max_parallelism or DEFAULT_MAX_PARALLELISM)
-    if args.max_parallelism not in (None, partition.max_parallelism):
-        raise CliError(
-            f"{args.state_dir} is instance {partition.index} of {partition.parallelism} of "
-            f"{partition.max_parallelism} key groups (it was restored so): its savepoint has those key "
-            f"groups; omit --max-parallelism (or give {partition.max_parallelism})"
+    try:
+        saved = take_savepoint(
+            args.state_dir,
+            args.output,
+            _settings(args),
+            create_materializer,
+            ttl_given=_explicit_ttl(args),
+            max_parallelism=args.max_parallelism,
         )
-    return partition.max_parallelism
-
-
-def run_savepoint(args: argparse.Namespace) -> int:
-    """Execute ``upsertmat savepoint``."""
-    then = "run the same command again"
-    with StateSession.existing(args.state_dir, _settings(args), ttl_given=_explicit_ttl(args)) as session:
-        if session.settings.conflict.compacting:
-            raise CliError(
-                f"{args.state_dir} holds ON CONFLICT DO {session.settings.conflict.value} state, whose "
-                "savepoints have their own format that this command does not write yet; use the library "
-                "(upsertmat.impls.conflict.savepoint.write_savepoint), or keep the state directory"
-            )
-        max_parallelism = _max_parallelism(args, session.partition)
-        materializer = create_materializer(session.keys, session.settings)
-        try:
-            with _state_errors(materializer, args.state_dir, then):
-                position = session.attach(materializer)
-            if not position.done:
-                raise StateDirError(
-                    f"the last run on {args.state_dir} was killed or stopped and not yet finished; run the "
-                    "same command again first (or go on with --stream-line), so the savepoint has a definite "
-                    "stream position"
-                )
-            manifest = session.manifest
-            assert manifest is not None
-            extra: dict[str, object] = {
-                "lines": position.lines,
-                "arity": session.arity,
-                "runs": [run.to_json() for run in manifest.runs],
-            }
-            if session.partition is not None:
-                extra["partition"] = session.partition.to_json()
-            try:
-                with _state_errors(materializer, args.state_dir, f"{then}; no savepoint was written"):
-                    written = write_savepoint(
-                        args.output,
-                        export_state(materializer),
-                        keys=session.keys,
-                        now=position.now,
-                        ttl=session.settings.ttl,
-                        max_parallelism=max_parallelism,
-                        retract_misses=position.misses,
-                        source={"strategy": manifest.strategy, "backend": manifest.backend, "parallelism": 1},
-                        extra=extra,
-                    )
-            except SavepointError as error:
-                raise _savepoint_error(error) from None
-            except OSError as error:
-                raise CliError(
-                    f"cannot write savepoint {args.output}: {error.strerror or error}; nothing of it is "
-                    f"left: free space (or fix the device) and {then}",
-                    ExitCode.IO,
-                ) from None
-            except (ArithmeticError, AssertionError, LookupError, TypeError, ValueError) as error:
-                raise StateDirError(
-                    f"damaged state in {args.state_dir}: it does not hold a valid {manifest.strategy} layout "
-                    f"({type(error).__name__}: {error}); no savepoint was written"
-                ) from None
-        except BaseException:
-            _close(materializer, "savepoint", failing=True)
-            raise
-        _close(materializer, "savepoint")
+    except SavepointError as error:
+        raise _savepoint_error(error) from None
+    if saved.warning is not None:
+        print(f"upsertmat savepoint: warning: {saved.warning}", file=sys.stderr)
     print(
-        f"upsertmat savepoint: wrote {args.output}: {written.key_count} key(s), {written.element_count} "
-        f"element(s) in {len(written.files)} key group file(s), stream line {position.lines}",
+        f"upsertmat savepoint: wrote {saved.path}: {saved.keys} key(s), {saved.elements} "
+        f"element(s) in {saved.files} key group file(s), stream line {saved.lines}",
         file=sys.stderr,
     )
     return int(ExitCode.OK)

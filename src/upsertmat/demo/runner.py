@@ -7,6 +7,7 @@ comes from the logical changelog; the outcome carries all three tables for the r
 
 from __future__ import annotations
 
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -108,3 +109,20 @@ def run_demo(
         table = read_sqlite_table(directory / DATABASE, job.sink.table)
         runs.append(DemoRun(job, result, table, seconds))
     return DemoOutcome(data, expected_table(data.logical), runs[0], runs[1], session_seconds)
+
+
+def run_demo_in(
+    directory: Path | None,
+    settings: Settings,
+    config: dict[str, str],
+    shape: DemoShape,
+    progress: Callable[[str], Callable[[BatchProgress], None] | None] | None = None,
+    signals: StopSignals | None = None,
+) -> DemoOutcome | None:
+    """:func:`run_demo` in ``directory`` (created if missing, kept), or with None in a temporary
+    directory removed when the demo ends (its tables are in the outcome)."""
+    if directory is not None:
+        directory.mkdir(parents=True, exist_ok=True)
+        return run_demo(directory, settings, config, shape, progress, signals)
+    with tempfile.TemporaryDirectory(prefix="upsertmat-demo-") as temporary:
+        return run_demo(Path(temporary), settings, config, shape, progress, signals)

@@ -27,6 +27,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import Collector
 
+from ..spark.results import snapshot_header
 from .lifecycle import JobState
 
 if TYPE_CHECKING:
@@ -97,8 +98,6 @@ class _Live(Collector):
         self.gateway = gateway
 
     def collect(self) -> Iterator[Any]:
-        from .service import _quiet_snapshot
-
         gateway = self.gateway
         state = GaugeMetricFamily(
             "upsertmat_job_state", "1 for the job's current state", labels=["job", "state"]
@@ -117,7 +116,7 @@ class _Live(Collector):
                 job = gateway.resolve(record)
             except Exception:  # a job that no longer resolves has no table to count
                 continue
-            snapshot = _quiet_snapshot(job)
+            snapshot = snapshot_header(job.sink.url, job.sink.table, job.primary_key)
             rows.add_metric([record.id], float(0 if snapshot is None else snapshot.total))
             waiting.add_metric(
                 [record.id], float(max(0, count_files(job.source.path) - files_read(job.checkpoint)))

@@ -10,7 +10,6 @@ it listens on while it runs (``{"url": ..., "pid": ...}``; port 0 picks a free o
 
 from __future__ import annotations
 
-import fcntl
 import gc
 import json
 import os
@@ -22,9 +21,11 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
-from typing import Any, TextIO
+from typing import Any
 
 from ..errors import CliError, ExitCode
+from ..impls.state.errors import StateError, StateLockedError
+from ..impls.state.locking import DirectoryLock
 from .settings import GatewaySettings
 
 EXPIRY_PERIOD_SECONDS = 30.0
@@ -75,19 +76,19 @@ def check_bind(settings: GatewaySettings) -> None:
         )
 
 
-def lock_root(root: Path) -> TextIO:
-    """The data root's lock file, locked (CliError, exit 3, if another gateway holds it)."""
+LOCK_NAME = "gateway.lock"
+
+
+def lock_root(root: Path) -> DirectoryLock:
+    """The data root's lock (:class:`~upsertmat.impls.state.locking.DirectoryLock` on
+    ``gateway.lock``, the one file lock of upsertmat), held until released: CliError, exit 3,
+    if another gateway holds it; exit 4 if the root cannot be used."""
     try:
-        root.mkdir(parents=True, exist_ok=True)
-        handle = (root / "gateway.lock").open("a+")
-    except OSError as error:
-        raise CliError(f"cannot use the data root {root}: {error.strerror}", ExitCode.IO) from None
-    try:
-        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        handle.close()
+        return DirectoryLock(root, LOCK_NAME, what="the data root")
+    except StateLockedError:
         raise CliError(f"another gateway uses the data root {root}", ExitCode.STATE_DIR) from None
-    return handle
+    except StateError as error:
+        raise CliError(str(error), ExitCode.IO) from None
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -181,7 +182,7 @@ def serve(settings: GatewaySettings, log: Callable[[str], None] | None = None) -
     try:
         listener = bind(settings.host, settings.port)
     except CliError:
-        lock.close()
+        lock.release()
         raise
     port = int(listener.getsockname()[1])
     say(f"starting Spark ({settings.master}) ...")
@@ -193,7 +194,7 @@ def serve(settings: GatewaySettings, log: Callable[[str], None] | None = None) -
             conf={**JVM_BOUNDS, "spark.driver.memory": settings.driver_memory, **settings.spark_conf},
         )
     except SparkStartError as error:
-        lock.close()
+        lock.release()
         raise CliError(str(error), ExitCode.USAGE if error.usage else ExitCode.IO) from None
     gateway = Gateway(settings, spark, say)
     resumed = gateway.resume()
@@ -228,7 +229,7 @@ def serve(settings: GatewaySettings, log: Callable[[str], None] | None = None) -
         say("stopping: every job stops at a micro-batch boundary and resumes when the gateway starts again")
         gateway.shutdown()
         spark.stop()
-        lock.close()
+        lock.release()
     return code
 
 

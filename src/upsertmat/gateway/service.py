@@ -33,19 +33,20 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import yaml
 
 from ..impls.config import ConfigError, flatten
-from ..jobs.loader import Layer, job_from_document
+from ..jobs.embedded import RESULT_DATABASE
+from ..jobs.loader import Layer, job_from_document, resolve_settings, settings_layers
 from ..jobs.model import JobSpec
 from ..jobs.runner import pipeline_config
 from ..plan.codec import parse_plan
 from ..plan.compiler import compile_job, job_of_plan
 from ..plan.explain import explain
 from ..plan.model import PlanError
-from ..spark.results import read_changes, read_snapshot
+from ..spark.results import read_changes, read_snapshot, snapshot_header
 from ..spark.sink import SinkError
 from .confine import OutsideRoot, Taken, check_taken, confine_job
 from .contract import Change, ChangelogPage, JobStatus, ResultsOnDelete, TablePage
@@ -58,12 +59,21 @@ if TYPE_CHECKING:
 
     from ..spark.config import BatchProgress
     from ..spark.pipeline import PipelineRun
-    from .metrics import JobMetrics
 
 ACTIVE_STATES = frozenset(state.value for state in ACTIVE)
 TERMINAL_STATES = frozenset(state.value for state in TERMINAL)
-RESULT_DATABASE = "result.db"
 RATE_WINDOW = 20  # batches the changes/s figure is taken over
+
+
+class BatchMetrics(Protocol):
+    """What the job threads tell the metrics endpoint (:class:`upsertmat.gateway.metrics.JobMetrics`,
+    which imports this module, not the other way round)."""
+
+    def batch(self, job_id: str, progress: BatchProgress) -> None: ...
+
+    def read(self, job_id: str, rows: int) -> None: ...
+
+    def forget(self, job_id: str) -> None: ...
 
 
 class RequestError(Exception):
@@ -170,7 +180,7 @@ class Gateway:
         self.start_lock = threading.Lock()  # one query starts at a time (session conf per query)
         self.closing = False
         self._resolved: dict[str, JobSpec] = {}
-        self.metrics: JobMetrics | None = None  # set by the metrics endpoint (upsertmat.gateway.metrics)
+        self.metrics: BatchMetrics | None = None  # set by the metrics endpoint (upsertmat.gateway.metrics)
         self._cursor_locks = [threading.Lock() for _ in range(64)]  # one token served at a time
 
     # sessions
@@ -205,8 +215,6 @@ class Gateway:
 
     def _check_properties(self, properties: Mapping[str, Any], where: str) -> dict[str, Any]:
         """The flattened layer; RequestError (400) naming an unknown key or a bad value."""
-        from ..jobs.loader import resolve_settings, settings_layers
-
         layer = flatten(dict(properties))
         try:
             resolve_settings(settings_layers({}, "", [], [(where, layer)]))
@@ -280,8 +288,6 @@ class Gateway:
                     internal_url=internal,
                     below_job=below,
                 )
-        except yaml.YAMLError as error:
-            raise RequestError(400, f"the job is not valid YAML: {error}") from None
         except (PlanError, ConfigError) as error:
             raise RequestError(400, str(error)) from None
         try:
@@ -543,7 +549,7 @@ class Gateway:
             job = self.resolve(record)
         except RequestError as error:
             return status.model_copy(update={"error": record.error or error.message})
-        snapshot = _quiet_snapshot(job)
+        snapshot = snapshot_header(job.sink.url, job.sink.table, job.primary_key)
         update: dict[str, Any] = {
             "table": job.sink.table,
             "sink": "internal" if job.sink.internal else job.sink.url,
@@ -659,7 +665,7 @@ class Gateway:
         if token is None:
             first = 0 if after is None else after
             if after is None and start == "now":
-                found_now = _quiet_snapshot(job)
+                found_now = snapshot_header(job.sink.url, job.sink.table, job.primary_key)
                 first = 0 if found_now is None else found_now.changes_pos
             cursor_id = self.registry.add_cursor(job_id, first, self.settings.max_readers)
             number = 0
@@ -802,10 +808,3 @@ def drop_results(url: str, table: str) -> None:
             if bookkeeping in present:
                 connection.execute(f"DELETE FROM {bookkeeping} WHERE sink_table = ?", (table,))
         connection.execute("COMMIT")
-
-
-def _quiet_snapshot(job: JobSpec) -> Any:
-    try:
-        return read_snapshot(job.sink.url, job.sink.table, job.primary_key, 0)
-    except SinkError:
-        return None

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import IO
 
 from upsertmat.errors import CliError, ExitCode, StateDirError
-from upsertmat.stdout import cut_short
+from upsertmat.stdout import cut_short, silence
 
 from .failures import io_exit_code
 from .jsonl import format_dead_letter
@@ -118,10 +118,7 @@ class Output:
                 self._stream.close()
         except OSError:
             if self.is_stdout:
-                with contextlib.suppress(OSError, ValueError, io.UnsupportedOperation):
-                    devnull = os.open(os.devnull, os.O_WRONLY)
-                    os.dup2(devnull, sys.stdout.fileno())
-                    os.close(devnull)
+                silence()
 
 
 class DeadLetters:

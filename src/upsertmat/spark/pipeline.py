@@ -40,7 +40,8 @@ from .processor import (
     ProcessorSpec,
 )
 from .session import build_session
-from .sink import BatchSink, Column, SinkFailure, open_sink
+from .sink import BatchSink, Column, SinkFailure
+from .sinks import open_sink
 from .sources import read_changelog
 
 BUCKET = "_upsertmat_bucket"

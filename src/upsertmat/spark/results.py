@@ -170,6 +170,16 @@ def read_snapshot(url: str, table: str, pk: Sequence[str], limit: int | None = N
         connection.close()
 
 
+def snapshot_header(url: str, table: str, pk: Sequence[str]) -> TableSnapshot | None:
+    """:func:`read_snapshot` without rows (the batch id, the row count, the changelog
+    position), or None when the sink cannot be read (SinkError): what a status or a metric
+    shows. O(1) plus the count."""
+    try:
+        return read_snapshot(url, table, pk, 0)
+    except SinkError:
+        return None
+
+
 def read_changes(url: str, table: str, after: int, limit: int, upto: int | None = None) -> list[Change]:
     """The committed changes of ``table`` at positions ``after < pos [<= upto]``, in order, at most
     ``limit``. O(limit + one chunk): the chunks are found by their first position (the primary

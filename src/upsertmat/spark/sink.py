@@ -26,7 +26,6 @@ from typing import Any
 import msgpack
 
 from ..spec.changes import Row
-from .sinkurl import SinkUrlError, delta_location, is_delta, is_iceberg, is_postgresql, sqlite_path
 
 BATCHES_TABLE = "_upsertmat_batches"
 CHANGES_TABLE = "_upsertmat_changes"
@@ -436,27 +435,3 @@ def _without_password(url: str) -> str:
     if not at or ":" not in credentials:
         return url
     return f"{scheme}{sep}{credentials.split(':', 1)[0]}:***@{host}"
-
-
-def open_sink(
-    url: str, table: str, columns: Sequence[Column], pk: Sequence[int], *, changelog: bool = False
-) -> BatchSink:
-    """The sink for ``url`` (:mod:`.sinkurl`: ``postgresql://...``, ``sqlite:///relative.db``,
-    ``sqlite:////absolute.db``, a file path, ``delta:///…``, ``iceberg:///…``). ``changelog``:
-    record every committed batch's table changes (SQL: :data:`CHANGES_TABLE`; Delta: its change
-    data feed)."""
-    if is_delta(url):
-        from .delta import DeltaSink
-
-        return DeltaSink(delta_location(url), table, columns, pk, changelog=changelog)
-    if is_iceberg(url):
-        from .iceberg import IcebergSink
-
-        return IcebergSink(url, table, columns, pk, changelog=changelog)
-    if is_postgresql(url):
-        return PostgresSink(url, table, columns, pk, changelog=changelog)
-    try:
-        path = sqlite_path(url)
-    except SinkUrlError as error:
-        raise SinkError(str(error)) from None
-    return SqliteSink(path, table, columns, pk, changelog=changelog)

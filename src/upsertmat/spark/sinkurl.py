@@ -99,7 +99,7 @@ def sqlite_path(url: str, base: Path | None = None) -> Path:
 
 def check_sink_url(url: str) -> None:
     """SinkUrlError unless ``url`` names a sink upsertmat can write (every kind of sink URL that
-    :func:`~.sink.open_sink` opens passes). O(len(url))."""
+    :func:`~.sinks.open_sink` opens passes). O(len(url))."""
     if is_postgresql(url):
         return
     if is_delta(url):
