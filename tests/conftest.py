@@ -29,18 +29,6 @@ pytest_plugins = ["pytester"]
 
 settings.load_profile(profiles.resolve(os.environ.get("HYPOTHESIS_PROFILE") or profiles.DEV))
 
-SPARK_GROUP = "spark"
-"""The pytest-xdist group of every test that starts Spark: under ``-n 2 --dist loadgroup`` (tox)
-they all run on one worker, in one session-scoped SparkSession, one JVM at a time, while the
-other worker runs the CPU-bound rest."""
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Put the tests marked ``spark`` into :data:`SPARK_GROUP` (a no-op without xdist)."""
-    for item in items:
-        if item.get_closest_marker("spark") is not None:
-            item.add_marker(pytest.mark.xdist_group(SPARK_GROUP))
-
 
 class Tmpfs:
     """A size-limited tmpfs mounted at ``tmp_path/fs``: a real full disk for the tests."""

@@ -357,14 +357,14 @@ def test_stop_lets_no_batch_start_then_restart_delete_and_metrics(
 ) -> None:
     data = generate(DemoShape(users=20, events=160, seed=5))
     arrivals = records(data.arrival)
-    files = 6
+    files = 12  # enough that a slow client cannot see them all committed before its stop request
     size = -(-len(arrivals) // files)
     source = root / "data" / "ops"
     drop_file(source, "part-00.jsonl", arrivals[:size])
     client = client_of(gateway)
     job = client.submit(client.open_session(), job=OPS_JOB).id
     wait_for(lambda: client.job(job).committed_batch == 0, what="the first batch")
-    for number in range(1, files):  # five more files, one batch each
+    for number in range(1, files):  # the other files, one batch each
         drop_file(source, f"part-{number:02d}.jsonl", arrivals[number * size : (number + 1) * size])
     wait_for(lambda: (client.job(job).committed_batch or 0) >= 1, what="a second batch")
     with pytest.raises(GatewayError) as running:
