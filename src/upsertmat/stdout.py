@@ -46,22 +46,8 @@ def write_data(text: str) -> None:
     except OSError as error:
         # What could not be written stays buffered; the interpreter's final flush would fail on
         # it again ("Exception ignored ...", exit 120): the rest goes to /dev/null instead.
-        _discard_stdout()
+        silence()
         raise CliError(f"cannot write stdout: {error.strerror or error}", ExitCode.IO) from None
-
-
-def _discard_stdout() -> None:
-    """Point file descriptor 1 at /dev/null (best effort)."""
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-    except OSError:
-        return
-    try:
-        os.dup2(devnull, 1)
-    except OSError:
-        pass
-    finally:
-        os.close(devnull)
 
 
 def unread_bytes(descriptor: int) -> int:
