@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +29,25 @@ if TYPE_CHECKING:
 pytest_plugins = ["pytester"]
 
 settings.load_profile(profiles.resolve(os.environ.get("HYPOTHESIS_PROFILE") or profiles.DEV))
+
+
+@pytest.fixture(autouse=True, scope="session")
+def temporary_files_under_basetemp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Temporary files of this process and of the processes it starts (``TMPDIR``) go under
+    pytest's base directory, not /tmp: a process a test kills leaves its temporary state there
+    (an LMDB state reserves 16 MB of disk), and it goes with the run's directories."""
+    directory = tmp_path_factory.mktemp("tmp")
+    before = os.environ.get("TMPDIR")
+    os.environ["TMPDIR"] = str(directory)
+    tempfile.tempdir = None  # gettempdir() reads TMPDIR again
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("TMPDIR", None)
+        else:
+            os.environ["TMPDIR"] = before
+        tempfile.tempdir = None
 
 
 class Tmpfs:
