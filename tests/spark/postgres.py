@@ -43,10 +43,13 @@ class PostgresServer:
 
     def __init__(self, binaries: Path) -> None:
         self.binaries = binaries
-        self.root = Path(tempfile.mkdtemp(prefix="upsertmat-pg-"))
+        as_root = os.geteuid() == 0
+        # As root the server runs as the postgres user, who cannot enter pytest's 0700 directories
+        # (where the tests point TMPDIR): its files go in the system's /tmp, removed by remove().
+        self.root = Path(tempfile.mkdtemp(prefix="upsertmat-pg-", dir="/tmp" if as_root else None))
         self.data = self.root / "data"
         self.prefix: list[str] = []
-        if os.geteuid() == 0:
+        if as_root:
             user = pwd.getpwnam("postgres")
             os.chown(self.root, user.pw_uid, user.pw_gid)
             self.prefix = ["runuser", "-u", "postgres", "--"]
