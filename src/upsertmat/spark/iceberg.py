@@ -191,11 +191,10 @@ class IcebergSink(BatchSink):
         rewritten, kept = self._rewrites(pa, table, touched)
         data = pa.concat_tables([*kept, added])
         with table.transaction() as transaction:
-            write_files = _data_file_writer()
             with transaction.update_snapshot(snapshot_properties=properties).overwrite() as snapshot:
                 for data_file in rewritten:
                     snapshot.delete_data_file(data_file)
-                for data_file in write_files(table, transaction, snapshot.commit_uuid, data):
+                for data_file in _write_data_files(table, transaction, snapshot.commit_uuid, data):
                     snapshot.append_data_file(data_file)
             transaction.set_properties({property_key(query_id): str(batch_id)})
 
@@ -247,9 +246,9 @@ def _join_ready(pa: Any, column: Any) -> Any:
     return pc.add(column, 0.0) if pa.types.is_floating(column.type) else column
 
 
-def _data_file_writer() -> Any:
-    """The writer of Arrow data as the table's data files that pyiceberg's own ``overwrite``
-    and ``delete`` use: ``write(table, transaction, commit_uuid, data)`` -> data files.
+def _write_data_files(table: Any, transaction: Any, commit_uuid: Any, data: Any) -> Any:
+    """``data`` (Arrow) written as the table's data files, the way pyiceberg's own ``overwrite``
+    and ``delete`` write them; yields the data files (none for no rows).
 
     ``_dataframe_to_data_files`` is pyiceberg's internal function; the tests run this sink
     against the installed pyiceberg, so a rename fails them, not a user's batch silently.
@@ -258,33 +257,15 @@ def _data_file_writer() -> Any:
 
     from pyiceberg.io.pyarrow import _dataframe_to_data_files
 
-    def write(table: Any, transaction: Any, commit_uuid: Any, data: Any) -> Any:
-        if data.num_rows == 0:
-            return iter(())
-        return _dataframe_to_data_files(
-            table_metadata=transaction.table_metadata,
-            df=data,
-            io=table.io,
-            write_uuid=commit_uuid,
-            counter=itertools.count(0),
-        )
-
-    return write
-
-
-def key_filter(keys: Sequence[str], values: Sequence[Row]) -> Any:
-    """The pyiceberg filter matching the primary keys ``values`` (``In`` for one column)."""
-    import pyiceberg.expressions
-
-    # Any: pyiceberg's expression classes are pydantic models whose positional constructors mypy misreads.
-    build: Any = pyiceberg.expressions
-    if len(keys) == 1:
-        return build.In(keys[0], {value[0] for value in values})
-    terms = [
-        build.And(*[build.EqualTo(name, value) for name, value in zip(keys, key, strict=True)])
-        for key in values
-    ]
-    return terms[0] if len(terms) == 1 else build.Or(*terms)
+    if data.num_rows == 0:
+        return iter(())
+    return _dataframe_to_data_files(
+        table_metadata=transaction.table_metadata,
+        df=data,
+        io=table.io,
+        write_uuid=commit_uuid,
+        counter=itertools.count(0),
+    )
 
 
 def scan_rows(table: Any, snapshot_id: int | None, names: Sequence[str], keys: Sequence[str]) -> list[Row]:
