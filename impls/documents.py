@@ -23,6 +23,23 @@ MAX_INTEGER = (1 << 63) - 1
 """The largest integer a field holds unless it says less: a signed 64-bit integer."""
 
 
+def json_type_name(value: object) -> str:
+    """A short name of a JSON value's type, for error messages (``"an array"``, ``"null"``)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int):
+        return "an integer"
+    if isinstance(value, float):
+        return "a number with a fraction or exponent"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    return "an object"
+
+
 def is_integer(value: object) -> TypeGuard[int]:
     """True for an ``int`` that is not a ``bool``."""
     return isinstance(value, int) and not isinstance(value, bool)

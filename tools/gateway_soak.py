@@ -185,7 +185,8 @@ def metric(text: str, name: str) -> float:
 
 def soak(args: argparse.Namespace, say: Any) -> SoakResult:
     """Run the soak ``args`` describe; its result."""
-    from upsertmat.client.http import GatewayClient, GatewayError, address_of
+    from upsertmat.client.http import GatewayClient, GatewayError
+    from upsertmat.client.launch import start_gateway
 
     result = SoakResult(args.minutes, args.readers, 0, warmup_fraction=args.warmup_fraction)
     rng = random.Random(31)
@@ -193,35 +194,10 @@ def soak(args: argparse.Namespace, say: Any) -> SoakResult:
         root = Path(name) / "root"
         source = root / "data" / "soak"
         source.mkdir(parents=True)
-        log = (Path(name) / "gateway.err").open("wb")
-        process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "upsertmat",
-                "gateway",
-                "--data-root",
-                str(root),
-                "--port",
-                "0",
-                "--trigger-interval",
-                "500 ms",
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=log,
-            start_new_session=True,
-        )
         stop = threading.Event()
         lock = threading.Lock()
+        process, url = start_gateway(root, stderr=Path(name) / "gateway.err")
         try:
-            deadline = time.monotonic() + 300
-            while not (root / "gateway.json").exists():
-                if process.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(
-                        f"the gateway did not start: {(Path(name) / 'gateway.err').read_text()}"
-                    )
-                time.sleep(0.2)
-            url = address_of(root)
             say(f"gateway at {url}")
             control = GatewayClient(url, timeout=120)
             drop(source, 0, args.keys, rng)
@@ -318,7 +294,6 @@ def soak(args: argparse.Namespace, say: Any) -> SoakResult:
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
-            log.close()
     return result
 
 

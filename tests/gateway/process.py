@@ -11,12 +11,12 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from upsertmat.client.launch import start_gateway
 from upsertmat.demo.workload import DemoChange
 
 from ..spark.cluster import kill_tree, stop_tree
@@ -35,43 +35,18 @@ class GatewayProcess:
 
     def start(self, timeout: float = 180.0) -> str:
         """Start it and wait until it listens; its URL."""
-        address = self.root / "gateway.json"
-        address.unlink(missing_ok=True)
-        command = [
-            sys.executable,
-            "-m",
-            "upsertmat",
-            "gateway",
-            "--data-root",
-            str(self.root),
-            "--port",
-            "0",
-            "--trigger-interval",
-            "300 ms",
-            *self.extra,
-        ]
-        if self.token:
-            command += ["--token", self.token]
+        extra = [*self.extra, *(["--token", self.token] if self.token else [])]
         self.starts += 1
-        log = (self.root.parent / f"gateway-{self.root.name}-{self.starts}.err").open("wb")
-        self.process = subprocess.Popen(
-            command, stdout=subprocess.DEVNULL, stderr=log, start_new_session=True
+        self.process, self.url = start_gateway(
+            self.root, trigger_interval="300 ms", extra=extra, stderr=self._log(), timeout=timeout
         )
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"the gateway exited with {self.process.returncode}: {self.stderr()}")
-            if address.exists():
-                try:
-                    self.url = str(json.loads(address.read_text())["url"])
-                    return self.url
-                except (ValueError, KeyError):
-                    pass
-            time.sleep(0.2)
-        raise TimeoutError(f"the gateway did not listen within {timeout} s: {self.stderr()}")
+        return self.url
+
+    def _log(self) -> Path:
+        return self.root.parent / f"gateway-{self.root.name}-{self.starts}.err"
 
     def stderr(self) -> str:
-        path = self.root.parent / f"gateway-{self.root.name}-{self.starts}.err"
+        path = self._log()
         return path.read_text(errors="replace") if path.exists() else ""
 
     def kill(self) -> None:

@@ -23,7 +23,6 @@ import functools
 import json
 import statistics
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -102,35 +101,6 @@ def report(figures: GatewayFigures) -> str:
     return "\n".join(lines)
 
 
-def _gateway(root: Path) -> tuple[subprocess.Popen[bytes], str]:
-    command = [
-        sys.executable,
-        "-m",
-        "upsertmat",
-        "gateway",
-        "--data-root",
-        str(root),
-        "--port",
-        "0",
-        "--trigger-interval",
-        TRIGGER,
-    ]
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    address = root / "gateway.json"
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"the gateway exited with {process.returncode}")
-        if address.exists():
-            try:
-                return process, str(json.loads(address.read_text())["url"])
-            except (ValueError, KeyError):
-                pass
-        time.sleep(0.2)
-    process.kill()
-    raise TimeoutError("the gateway did not start")
-
-
 def _job_yaml(bench: PipelineBench, source: str, name: str) -> str:
     buckets = "null" if bench.key_buckets is None else str(bench.key_buckets)
     return (
@@ -165,6 +135,7 @@ def run_gateway_bench(
 ) -> GatewayFigures:
     """Both measurements; ``log`` sees a line per step."""
     from ..client.http import GatewayClient
+    from ..client.launch import start_gateway
     from ..jobs.runner import run_job, start_spark
 
     say = log or (lambda _line: None)
@@ -176,7 +147,7 @@ def run_gateway_bench(
         warm = root / "data" / "warm"
         write_workload(replace(bench, changes=2_000, keys=200, files=1), warm)
         say(f"wrote {changes:,} changes in {bench.files} files")
-        process, url = _gateway(root)
+        process, url = start_gateway(root, trigger_interval=TRIGGER)
         client = GatewayClient(url, timeout=120)
         try:
             session = client.open_session()

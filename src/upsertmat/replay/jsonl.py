@@ -32,6 +32,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
+from upsertmat.impls.documents import json_type_name
 from upsertmat.impls.settings import MAX_TIME_MS
 from upsertmat.spec import Change, JsonValue, Keys, Row, RowKind
 
@@ -82,23 +83,6 @@ def _finite_float(text: str) -> float:
 
 _DECODER = json.JSONDecoder(parse_constant=_refuse_constant, parse_float=_finite_float)
 _ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False)
-
-
-def describe(value: object) -> str:
-    """A short name of a JSON value's type, for error messages (``"an array"``, ``"null"``)."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int):
-        return "an integer"
-    if isinstance(value, float):
-        return "a number with a fraction or exponent"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "an array"
-    return "an object"
 
 
 def _decode(raw: bytes | str) -> str:
@@ -160,7 +144,7 @@ def _too_deep() -> BadLine:
 
 def _time_value(field: str, value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise BadLine(f"'{field}' must be an integer (milliseconds), got {describe(value)}")
+        raise BadLine(f"'{field}' must be an integer (milliseconds), got {json_type_name(value)}")
     if value < 0:
         raise BadLine(f"'{field}' must not be negative, got {value}")
     if value > MAX_TIME_MS:
@@ -187,7 +171,7 @@ def parse_line(raw: bytes | str) -> InputLine | None:
         return None
     value = _load(text)
     if not isinstance(value, dict):
-        raise BadLine(f"expected a JSON object, got {describe(value)}")
+        raise BadLine(f"expected a JSON object, got {json_type_name(value)}")
     if "op" in value:
         if "time" in value:
             raise BadLine("a line is either a change ('op') or a clock advance ('time'), not both")
@@ -207,7 +191,7 @@ def _change(value: dict[str, Any]) -> Change:
         raise BadLine(f"unknown field(s) {_quoted(extra)} (a change has 'op', 'row' and optional 'ts')")
     op = value["op"]
     if not isinstance(op, str):
-        raise BadLine(f"'op' must be a string (one of +I, -U, +U, -D), got {describe(op)}")
+        raise BadLine(f"'op' must be a string (one of +I, -U, +U, -D), got {json_type_name(op)}")
     kind = _KINDS.get(op)
     if kind is None:
         raise BadLine(f"unknown op {op!r} (expected one of +I, -U, +U, -D)")
@@ -215,7 +199,7 @@ def _change(value: dict[str, Any]) -> Change:
         raise BadLine("missing 'row' (a JSON array of column values)")
     row = value["row"]
     if not isinstance(row, list):
-        raise BadLine(f"'row' must be a JSON array, got {describe(row)}")
+        raise BadLine(f"'row' must be a JSON array, got {json_type_name(row)}")
     ts = value.get("ts")
     return Change(kind, tuple(row), None if ts is None else _time_value("ts", ts))
 

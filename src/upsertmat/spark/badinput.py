@@ -25,6 +25,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
 
+from ..impls.documents import json_type_name
+
 BAD_OP = "?B"
 """The op of a row that cannot be a change; the rest of the op text (or of the output row) is
 the JSON object describing it."""
@@ -157,7 +159,7 @@ class SourceShape:
         except RecursionError:
             return "invalid JSON: nested too deeply"
         if not isinstance(value, dict):
-            return f"expected a JSON object, got {describe(value)}"
+            return f"expected a JSON object, got {json_type_name(value)}"
         for name, kind in self.types.items():
             if name in value and value[name] is not None:
                 problem = type_problem(kind, value[name])
@@ -182,36 +184,19 @@ INTEGER_RANGES = {"bigint": (-(2**63), 2**63 - 1), "int": (-(2**31), 2**31 - 1)}
 TYPE_NAMES = {"bigint": "a long", "int": "an int", "double": "a double", "boolean": "a boolean"}
 
 
-def describe(value: object) -> str:
-    """A JSON value's type in words (``"a string"``)."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int):
-        return "an integer"
-    if isinstance(value, float):
-        return "a number with a fraction or exponent"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "an array"
-    return "an object"
-
-
 def type_problem(kind: str, value: object) -> str | None:
     """Why the JSON ``value`` cannot be a column of Spark type ``kind`` (None: it can)."""
     if kind in INTEGER_RANGES:
         low, high = INTEGER_RANGES[kind]
         if isinstance(value, bool) or not isinstance(value, int):
-            return f"must be {TYPE_NAMES[kind]}, got {describe(value)} ({json.dumps(value)[:40]})"
+            return f"must be {TYPE_NAMES[kind]}, got {json_type_name(value)} ({json.dumps(value)[:40]})"
         if not low <= value <= high:
             return f"must be {TYPE_NAMES[kind]}, got {value} (out of range)"
     elif kind == "double":
         if isinstance(value, bool) or not isinstance(value, int | float):
-            return f"must be a double, got {describe(value)} ({json.dumps(value)[:40]})"
+            return f"must be a double, got {json_type_name(value)} ({json.dumps(value)[:40]})"
     elif kind == "boolean" and not isinstance(value, bool):
-        return f"must be a boolean, got {describe(value)} ({json.dumps(value)[:40]})"
+        return f"must be a boolean, got {json_type_name(value)} ({json.dumps(value)[:40]})"
     return None
 
 

@@ -40,7 +40,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from .badinput import BAD_OP, ENVELOPE, describe, local_path
+from ..impls.documents import json_type_name
+from .badinput import BAD_OP, ENVELOPE, local_path
 
 FORMATS = ("debezium-json", "canal-json", "maxwell-json")
 MAX_INDEX = 1 << 16
@@ -87,7 +88,7 @@ def envelope_changes(fmt: str, envelope: Any) -> list[tuple[str, dict[str, Any]]
 def _image(envelope: dict[str, Any], name: str, why: str) -> dict[str, Any]:
     value = envelope.get(name)
     if not isinstance(value, dict):
-        got = "missing" if name not in envelope else describe(value)
+        got = "missing" if name not in envelope else json_type_name(value)
         raise EnvelopeError(f"'{name}' must be an object ({why}), got {got}")
     return value
 
@@ -96,13 +97,13 @@ def _debezium(envelope: Any) -> list[tuple[str, dict[str, Any]]]:
     if envelope is None:
         return []  # a tombstone
     if not isinstance(envelope, dict):
-        raise EnvelopeError(f"expected a JSON object (a Debezium envelope), got {describe(envelope)}")
+        raise EnvelopeError(f"expected a JSON object (a Debezium envelope), got {json_type_name(envelope)}")
     if "payload" in envelope and "schema" in envelope:
         envelope = envelope["payload"]
         if envelope is None:
             return []
         if not isinstance(envelope, dict):
-            raise EnvelopeError(f"'payload' must be an object, got {describe(envelope)}")
+            raise EnvelopeError(f"'payload' must be an object, got {json_type_name(envelope)}")
     op = envelope.get("op")
     if op in ("c", "r"):
         return [("+I", _image(envelope, "after", f"op {op!r}"))]
@@ -119,14 +120,14 @@ def _debezium(envelope: Any) -> list[tuple[str, dict[str, Any]]]:
 def _rows(envelope: dict[str, Any], name: str) -> list[dict[str, Any]]:
     value = envelope.get(name)
     if not isinstance(value, list) or not all(isinstance(item, dict) for item in value):
-        got = "missing" if name not in envelope else describe(value)
+        got = "missing" if name not in envelope else json_type_name(value)
         raise EnvelopeError(f"'{name}' must be an array of objects, got {got}")
     return value
 
 
 def _canal(envelope: Any) -> list[tuple[str, dict[str, Any]]]:
     if not isinstance(envelope, dict):
-        raise EnvelopeError(f"expected a JSON object (a Canal message), got {describe(envelope)}")
+        raise EnvelopeError(f"expected a JSON object (a Canal message), got {json_type_name(envelope)}")
     kind = envelope.get("type")
     if envelope.get("isDdl") is True or kind in _CANAL_DDL:
         return []
@@ -149,7 +150,7 @@ def _canal(envelope: Any) -> list[tuple[str, dict[str, Any]]]:
 
 def _maxwell(envelope: Any) -> list[tuple[str, dict[str, Any]]]:
     if not isinstance(envelope, dict):
-        raise EnvelopeError(f"expected a JSON object (a Maxwell message), got {describe(envelope)}")
+        raise EnvelopeError(f"expected a JSON object (a Maxwell message), got {json_type_name(envelope)}")
     kind = envelope.get("type")
     if kind == "insert":
         return [("+I", _image(envelope, "data", "type 'insert'"))]
@@ -159,7 +160,7 @@ def _maxwell(envelope: Any) -> list[tuple[str, dict[str, Any]]]:
         row = _image(envelope, "data", "type 'update'")
         old = envelope.get("old") or {}
         if not isinstance(old, dict):
-            raise EnvelopeError(f"'old' must be an object, got {describe(old)}")
+            raise EnvelopeError(f"'old' must be an object, got {json_type_name(old)}")
         return [("-U", {**row, **old}), ("+U", row)]
     if "type" not in envelope:
         raise EnvelopeError("no 'type' field (a Maxwell message has type insert, update or delete)")
@@ -183,14 +184,14 @@ def convert(kind: str, value: Any) -> Any:
                 raise EnvelopeError(f"not an integer: {value[:40]!r}")
             value = int(text)
         elif not isinstance(value, int):
-            raise EnvelopeError(f"{describe(value)} for an integer column")
+            raise EnvelopeError(f"{json_type_name(value)} for an integer column")
         low, high = _RANGES[kind]
         if not low <= value <= high:
             raise EnvelopeError(f"{value} is out of range for a {'long' if kind == 'bigint' else 'int'}")
         return value
     if kind == "double":
         if isinstance(value, bool) or not isinstance(value, int | float | str):
-            raise EnvelopeError(f"{describe(value)} for a double column")
+            raise EnvelopeError(f"{json_type_name(value)} for a double column")
         try:
             number = float(value.strip()) if isinstance(value, str) else float(value)
         except (ValueError, OverflowError):
