@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from ..spec.changes import Row
-from .sink import BatchOutcome, BatchSink, Column, SinkError, SinkFailure, last_per_key
+from .sink import BatchOutcome, BatchSink, Column, SinkError, last_per_key
 
 BATCH_KEY = "upsertmat.batch"
 QUERY_KEY = "upsertmat.query"
@@ -149,12 +149,7 @@ class DeltaSink(BatchSink):
         except SinkError:
             raise
         except Exception as error:
-            raise SinkFailure(
-                f"{self.where} failed on micro-batch {batch_id}: {type(error).__name__}: "
-                f"{str(error).strip()}; "
-                "every batch before it is committed and this one is not. Fix the sink (free space) and run "
-                "the job again: it continues at this batch, each batch applied once"
-            ) from error
+            raise self.failure(batch_id, error, "free space") from error
         return BatchOutcome(len(upserts), len(deletes), skipped=False)
 
     def _merge(

@@ -30,7 +30,7 @@ from typing import Any
 
 from ..spec.changes import Row
 from .delta import arrow_schema, position
-from .sink import BatchOutcome, BatchSink, Column, SinkError, SinkFailure, last_per_key
+from .sink import BatchOutcome, BatchSink, Column, SinkError, last_per_key
 from .sinkurl import ICEBERG_CATALOG_PREFIX, iceberg_warehouse
 
 NAMESPACE = "upsertmat"
@@ -149,12 +149,7 @@ class IcebergSink(BatchSink):
         except SinkError:
             raise
         except Exception as error:
-            raise SinkFailure(
-                f"{self.where} failed on micro-batch {batch_id}: {type(error).__name__}: "
-                f"{str(error).strip()}; "
-                "every batch before it is committed and this one is not. Fix the sink and run the job again: "
-                "it continues at this batch, each batch applied once"
-            ) from error
+            raise self.failure(batch_id, error) from error
         return BatchOutcome(len(upserts), len(deletes), skipped=False)
 
     def _commit(

@@ -121,6 +121,16 @@ class BatchSink(ABC):
         """Apply ``changes`` (arrival order) as batch ``batch_id`` of query ``query_id``, atomically;
         a batch already committed is skipped (``BatchOutcome.skipped``)."""
 
+    def failure(self, batch_id: int, error: BaseException, hint: str = "") -> SinkFailure:
+        """The :class:`SinkFailure` of a batch the sink could not commit: the sink, the batch, the
+        error, that every earlier batch is committed, and what to do (``hint``: "free space")."""
+        fix = f"Fix the sink ({hint})" if hint else "Fix the sink"
+        return SinkFailure(
+            f"{self.where} failed on micro-batch {batch_id}: {type(error).__name__}: {str(error).strip()}; "
+            f"every batch before it is committed and this one is not. {fix} and run the job again: "
+            "it continues at this batch, each batch applied once"
+        )
+
     @abstractmethod
     def rows(self) -> list[Row]:
         """Every row of the table, ordered by primary key (for checks and the demo)."""
@@ -273,12 +283,7 @@ class UpsertSink(BatchSink):
         try:
             return self._transaction(query_id, batch_id, len(changes), upserts, deletes, explained)
         except self.errors as error:
-            raise SinkFailure(
-                f"{self.where} failed on micro-batch {batch_id}: {type(error).__name__}: "
-                f"{str(error).strip()}; every batch before it is committed and this one is not. Fix the "
-                "sink (free space, start the database) and run the job again: it continues at this "
-                "batch, each batch applied once"
-            ) from error
+            raise self.failure(batch_id, error, "free space, start the database") from error
 
     def _miss_record(self, query_id: str, batch_id: int, arrival: int, text: str) -> tuple[Any, ...]:
         """A :data:`MISSES_TABLE` row: the batch, the retraction, its sink key, cause, explanation."""
