@@ -196,7 +196,7 @@ def soak(args: argparse.Namespace, say: Any) -> SoakResult:
         source.mkdir(parents=True)
         stop = threading.Event()
         lock = threading.Lock()
-        process, url = start_gateway(root, stderr=Path(name) / "gateway.err")
+        process, url = start_gateway(root, extra=args.gateway_arg, stderr=Path(name) / "gateway.err")
         try:
             say(f"gateway at {url}")
             control = GatewayClient(url, timeout=120)
