@@ -22,8 +22,10 @@ Tables:
 
 Job states change only through :meth:`Registry.transition` (:mod:`.lifecycle`'s table).
 
-Every write is one transaction on the writer connection (one lock); reads go through a
-connection per thread, which WAL lets read the last commit while a write runs. O(rows touched).
+Every write is one transaction on the writer connection (one lock); each read borrows a
+connection from a pool of read connections (WAL lets it read the last commit while a write
+runs) and gives it back, so the gateway holds at most as many read connections as reads ever ran
+at once, however many threads the ASGI server starts and retires. O(rows touched).
 """
 
 from __future__ import annotations
@@ -125,8 +127,10 @@ class Registry:
     def __init__(self, root: Path) -> None:
         self.path = root / "gateway.db"
         self.lock = threading.Lock()
-        self.local = threading.local()
-        self.readers: list[sqlite3.Connection] = []
+        # The read connections' own lock: a read must never wait for a write transaction.
+        self.readers_lock = threading.Lock()
+        self.idle_readers: list[sqlite3.Connection] = []
+        self.open_readers = 0
         self.closed = False
         self.db = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False)
         self.db.execute("PRAGMA journal_mode=WAL")
@@ -143,25 +147,37 @@ class Registry:
         self.db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
     def close(self) -> None:
+        """Close the writer and the idle read connections; one still in use is closed when its
+        read gives it back."""
         with self.lock:
-            self.closed = True
             self.db.close()
-            for reader in self.readers:
+        with self.readers_lock:
+            self.closed = True
+            for reader in self.idle_readers:
                 reader.close()
-            self.readers.clear()
+            self.open_readers -= len(self.idle_readers)
+            self.idle_readers.clear()
 
-    def _reader(self) -> sqlite3.Connection:
-        """The calling thread's read connection: in WAL mode a reader sees the last commit and never
-        waits for a writer (a page by token is not held up by a snapshot being written)."""
-        reader: sqlite3.Connection | None = getattr(self.local, "reader", None)
-        if reader is None:
-            with self.lock:
-                if self.closed:
-                    raise sqlite3.ProgrammingError("the registry is closed")
-                reader = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False)
-                self.readers.append(reader)
-            self.local.reader = reader
-        return reader
+    def _borrow_reader(self) -> sqlite3.Connection:
+        """An idle read connection, or a new one if every one is in use: in WAL mode a reader sees
+        the last commit and never waits for a writer (a page by token is not held up by a
+        snapshot being written). A connection per thread would leak one (its page cache, up to
+        2 MB) each time the ASGI server retires an idle worker thread and starts another."""
+        with self.readers_lock:
+            if self.closed:
+                raise sqlite3.ProgrammingError("the registry is closed")
+            if self.idle_readers:
+                return self.idle_readers.pop()
+            self.open_readers += 1
+        return sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False)
+
+    def _give_back(self, reader: sqlite3.Connection) -> None:
+        with self.readers_lock:
+            if not self.closed:
+                self.idle_readers.append(reader)
+                return
+            self.open_readers -= 1
+        reader.close()
 
     def _write(self, statements: Sequence[tuple[str, Sequence[Any]]]) -> None:
         with self.lock:
@@ -175,7 +191,11 @@ class Registry:
                 raise
 
     def _read(self, sql: str, parameters: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        return list(self._reader().execute(sql, parameters).fetchall())
+        reader = self._borrow_reader()
+        try:
+            return list(reader.execute(sql, parameters).fetchall())
+        finally:
+            self._give_back(reader)
 
     # sessions
 
