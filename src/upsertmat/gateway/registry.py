@@ -130,7 +130,6 @@ class Registry:
         # The read connections' own lock: a read must never wait for a write transaction.
         self.readers_lock = threading.Lock()
         self.idle_readers: list[sqlite3.Connection] = []
-        self.open_readers = 0
         self.closed = False
         self.db = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False)
         self.db.execute("PRAGMA journal_mode=WAL")
@@ -155,7 +154,6 @@ class Registry:
             self.closed = True
             for reader in self.idle_readers:
                 reader.close()
-            self.open_readers -= len(self.idle_readers)
             self.idle_readers.clear()
 
     def _borrow_reader(self) -> sqlite3.Connection:
@@ -168,7 +166,6 @@ class Registry:
                 raise sqlite3.ProgrammingError("the registry is closed")
             if self.idle_readers:
                 return self.idle_readers.pop()
-            self.open_readers += 1
         return sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False)
 
     def _give_back(self, reader: sqlite3.Connection) -> None:
@@ -176,7 +173,6 @@ class Registry:
             if not self.closed:
                 self.idle_readers.append(reader)
                 return
-            self.open_readers -= 1
         reader.close()
 
     def _write(self, statements: Sequence[tuple[str, Sequence[Any]]]) -> None:
