@@ -23,12 +23,26 @@ from hypothesis import settings
 
 from upsertmat.conformance import profiles
 
+from .tmproot import memory_temproot
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 pytest_plugins = ["pytester"]
 
 settings.load_profile(profiles.resolve(os.environ.get("HYPOTHESIS_PROFILE") or profiles.DEV))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    """Temporary directories in memory when there is room (:mod:`tests.tmproot`): pytest reads
+    ``PYTEST_DEBUG_TEMPROOT`` when it first makes its base directory, after this hook; the
+    xdist workers are given a directory under the controller's."""
+    if config.option.basetemp or hasattr(config, "workerinput"):
+        return
+    root = memory_temproot(os.environ)
+    if root is not None:
+        os.environ["PYTEST_DEBUG_TEMPROOT"] = str(root)
 
 
 @pytest.fixture(autouse=True, scope="session")
