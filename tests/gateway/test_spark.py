@@ -32,6 +32,7 @@ from upsertmat.client.http import GatewayClient, GatewayError
 from upsertmat.demo.tables import expected_table, read_sqlite_table
 from upsertmat.demo.workload import DemoShape, generate
 from upsertmat.gateway.contract import ResultsOnDelete
+from upsertmat.gateway.malloc import arena_count
 
 from .process import GatewayProcess, drop_file, records, replay
 
@@ -352,6 +353,22 @@ def metric_values(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], fl
     }
 
 
+def environ_of_child_jvm(pid: int) -> dict[str, str]:
+    """The environment of the Java process ``pid`` started (PySpark's driver JVM)."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            command = (entry / "cmdline").read_bytes().split(b"\0")[0]
+            if parent == pid and command.endswith(b"java"):
+                pairs = (entry / "environ").read_bytes().split(b"\0")
+                return dict(pair.decode().split("=", 1) for pair in pairs if b"=" in pair)
+        except (OSError, ValueError, IndexError):
+            continue
+    raise AssertionError(f"no Java process started by {pid}")
+
+
 def test_stop_lets_no_batch_start_then_restart_delete_and_metrics(
     gateway: GatewayProcess, root: Path
 ) -> None:
@@ -392,6 +409,10 @@ def test_stop_lets_no_batch_start_then_restart_delete_and_metrics(
     assert values[("upsertmat_job_batch_seconds_count", label)] == stopped.batches
     assert values[("upsertmat_job_state", (("job", job), ("state", "STOPPED")))] == 1.0
     assert any(name == "upsertmat_gateway_request_seconds_count" for name, _ in values)
+    if arena_count() is not None:  # glibc: the gateway bounds its malloc arenas, and its JVM's
+        assert 1 <= values[("upsertmat_gateway_malloc_arenas", ())] <= 2
+        assert gateway.process is not None
+        assert environ_of_child_jvm(gateway.process.pid)["MALLOC_ARENA_MAX"] == "2"
 
     restarted = client.restart(job)  # on its checkpoint: the rest of the files, each change once
     assert restarted.state.value in ("STARTING", "RUNNING")

@@ -8,7 +8,9 @@ restart), ``..._batch_seconds`` (a histogram of the
 batch's time in the sink step, its Spark stages included), ``..._files_waiting`` (source files
 not read yet), ``..._rows`` (rows in the result table), ``..._state`` (1 for the job's state).
 The gateway: ``upsertmat_gateway_request_seconds`` (a histogram by method, route template and
-status), ``upsertmat_gateway_snapshots``, ``..._snapshot_bytes``, ``..._readers``. Counters
+status), ``upsertmat_gateway_snapshots``, ``..._snapshot_bytes``, ``..._readers``,
+``..._malloc_arenas`` (glibc's malloc arenas of the process, bounded at start: ``malloc.py``;
+absent elsewhere than glibc). Counters
 count from the gateway's start. Scrapes read the registry and each sink's row count:
 O(jobs + snapshots).
 """
@@ -29,6 +31,7 @@ from prometheus_client.registry import Collector
 
 from ..spark.results import snapshot_header
 from .lifecycle import JobState
+from .malloc import arena_count
 
 if TYPE_CHECKING:
     from ..spark.config import BatchProgress
@@ -134,6 +137,13 @@ class _Live(Collector):
             "changelog readers held",
             value=float(gateway.registry.cursor_count()),
         )
+        arenas = arena_count()
+        if arenas is not None:
+            yield GaugeMetricFamily(
+                "upsertmat_gateway_malloc_arenas",
+                "glibc malloc arenas of the gateway's process",
+                value=float(arenas),
+            )
 
 
 class GatewayMetrics:

@@ -179,9 +179,12 @@ def serve(settings: GatewaySettings, log: Callable[[str], None] | None = None) -
     """Run the gateway until a signal; the exit code."""
     from ..spark.session import SparkStartError, build_session
     from .app import create_app
+    from .malloc import GATEWAY_ARENAS, limit_arenas
     from .service import Gateway
 
     say = log or (lambda text: print(f"upsertmat gateway: {text}", file=sys.stderr, flush=True))
+    # Before any thread and before Spark's JVM starts (it inherits MALLOC_ARENA_MAX): malloc.py.
+    limit_arenas(GATEWAY_ARENAS)
     check_bind(settings)
     root = settings.root.resolve()
     lock = lock_root(root)
