@@ -50,15 +50,15 @@ def test_without_the_bound_eight_threads_make_arenas_of_their_own() -> None:
     assert (run("none", {})["arenas"] or 0) >= 3  # what the bound is for; glibc allows 8 per core
 
 
-def test_the_bound_keeps_the_threads_in_two_arenas_and_is_passed_on_to_children() -> None:
+def test_the_bound_keeps_the_threads_in_two_arenas() -> None:
     result = run("limit", {})
-    assert result == {"bound": 2, "arenas": result["arenas"], "environ": {"MALLOC_ARENA_MAX": "2"}}
-    assert 1 <= result["arenas"] <= 2
+    assert result["bound"] == 2 and 1 <= result["arenas"] <= 2
+    assert result["environ"] == {}  # not passed on: Spark's JVM keeps glibc's default
 
 
 def test_an_operators_malloc_arena_max_wins() -> None:
     result = run("limit", {"MALLOC_ARENA_MAX": "4"})
-    assert result["bound"] == 4 and result["environ"] == {"MALLOC_ARENA_MAX": "4"}
-    # glibc read the variable at start only; this process was started without it, so the
-    # threads still get their own arenas: the bound is the operator's, applied at exec time
-    assert (result["arenas"] or 0) >= 3
+    assert result["bound"] == 4
+    # glibc reads the variable when a process starts; this one started without it and the
+    # bound did not call mallopt, so its threads still took arenas of their own
+    assert result["arenas"] >= 3

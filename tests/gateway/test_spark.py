@@ -409,10 +409,11 @@ def test_stop_lets_no_batch_start_then_restart_delete_and_metrics(
     assert values[("upsertmat_job_batch_seconds_count", label)] == stopped.batches
     assert values[("upsertmat_job_state", (("job", job), ("state", "STOPPED")))] == 1.0
     assert any(name == "upsertmat_gateway_request_seconds_count" for name, _ in values)
-    if arena_count() is not None:  # glibc: the gateway bounds its malloc arenas, and its JVM's
+    if arena_count() is not None:  # glibc: the gateway bounds its own malloc arenas, not its JVM's
         assert 1 <= values[("upsertmat_gateway_malloc_arenas", ())] <= 2
         assert gateway.process is not None
-        assert environ_of_child_jvm(gateway.process.pid)["MALLOC_ARENA_MAX"] == "2"
+        jvm = environ_of_child_jvm(gateway.process.pid)
+        assert jvm.get("MALLOC_ARENA_MAX") == os.environ.get("MALLOC_ARENA_MAX")  # what it was given
 
     restarted = client.restart(job)  # on its checkpoint: the rest of the files, each change once
     assert restarted.state.value in ("STARTING", "RUNNING")

@@ -8,8 +8,7 @@ its own high-water mark and the process's resident size creeps although the live
 do not grow (measured: ``tracemalloc`` flat, ``malloc_trim`` releasing 2.5 of 118 MB, the growth
 in 64 MiB-aligned anonymous mappings, glibc's thread arenas). :func:`limit_arenas` bounds the
 arenas as the environment variable ``MALLOC_ARENA_MAX`` would, from inside the process (glibc
-reads that variable once, before Python starts) and for the processes it starts (the Spark
-driver's JVM). Elsewhere than glibc both functions do nothing.
+reads that variable once, before Python starts). Elsewhere than glibc both functions do nothing.
 """
 
 from __future__ import annotations
@@ -17,7 +16,7 @@ from __future__ import annotations
 import ctypes
 import os
 import sys
-from collections.abc import MutableMapping
+from collections.abc import Mapping
 
 M_ARENA_MAX = -8
 """``mallopt``'s parameter number for the arena bound (glibc's ``malloc.h``)."""
@@ -41,13 +40,15 @@ def _glibc() -> ctypes.CDLL | None:
     return libc
 
 
-def limit_arenas(count: int, environ: MutableMapping[str, str] = os.environ) -> int | None:
-    """Bound this process's malloc arenas to ``count`` and set ``MALLOC_ARENA_MAX`` for the
-    processes it starts; the bound in effect, or None where the C library is not glibc.
+def limit_arenas(count: int, environ: Mapping[str, str] = os.environ) -> int | None:
+    """Bound this process's malloc arenas to ``count``; the bound in effect, or None where the
+    C library is not glibc.
 
-    A bound already set in ``environ`` (glibc applied it when the process started) is kept: the
-    operator's choice wins. Arenas already created stay; threads started afterwards share the
-    ones there are."""
+    A ``MALLOC_ARENA_MAX`` in ``environ`` (glibc applied it when the process started) is kept:
+    the operator's choice wins. Arenas already created stay; threads started afterwards share
+    the ones there are. Processes started later (Spark's JVM) keep glibc's default: in two pairs
+    of soaks side by side the JVM's resident size rose more with two arenas than without (+26 %
+    against +20 %, +8.4 % against +4.2 %), so the bound is not passed on."""
     libc = _glibc()
     if libc is None:
         return None
@@ -56,7 +57,6 @@ def limit_arenas(count: int, environ: MutableMapping[str, str] = os.environ) -> 
         return int(chosen)
     if libc.mallopt(ctypes.c_int(M_ARENA_MAX), ctypes.c_int(count)) != 1:
         return None
-    environ[ENVIRONMENT_VARIABLE] = str(count)
     return count
 
 

@@ -183,7 +183,7 @@ def serve(settings: GatewaySettings, log: Callable[[str], None] | None = None) -
     from .service import Gateway
 
     say = log or (lambda text: print(f"upsertmat gateway: {text}", file=sys.stderr, flush=True))
-    # Before any thread and before Spark's JVM starts (it inherits MALLOC_ARENA_MAX): malloc.py.
+    # Before the gateway starts its threads (malloc.py).
     limit_arenas(GATEWAY_ARENAS)
     check_bind(settings)
     root = settings.root.resolve()
