@@ -34,6 +34,7 @@ from upsertmat.demo.workload import DemoShape, generate
 from upsertmat.gateway.contract import ResultsOnDelete
 from upsertmat.gateway.malloc import arena_count
 
+from ..spark.sockets import descendants
 from .process import GatewayProcess, drop_file, records, replay
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -354,19 +355,15 @@ def metric_values(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], fl
 
 
 def environ_of_child_jvm(pid: int) -> dict[str, str]:
-    """The environment of the Java process ``pid`` started (PySpark's driver JVM)."""
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
+    """The environment of the Java process below ``pid`` (PySpark's driver JVM)."""
+    for process in descendants(pid)[1:]:
         try:
-            parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            command = (entry / "cmdline").read_bytes().split(b"\0")[0]
-            if parent == pid and command.endswith(b"java"):
-                pairs = (entry / "environ").read_bytes().split(b"\0")
+            if Path(f"/proc/{process}/cmdline").read_bytes().split(b"\0")[0].endswith(b"java"):
+                pairs = Path(f"/proc/{process}/environ").read_bytes().split(b"\0")
                 return dict(pair.decode().split("=", 1) for pair in pairs if b"=" in pair)
-        except (OSError, ValueError, IndexError):
+        except OSError:
             continue
-    raise AssertionError(f"no Java process started by {pid}")
+    raise AssertionError(f"no Java process below {pid}")
 
 
 def test_stop_lets_no_batch_start_then_restart_delete_and_metrics(
