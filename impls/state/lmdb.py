@@ -1004,28 +1004,44 @@ class LmdbSortedMapState(LmdbMapState):
             return storage_key[len(prefix) :], self._value(storage_key, data)
         return storage_key[len(prefix) :], _decoded(data, self._unpack, self.name, storage_key)
 
-    def last(self, context: bytes) -> tuple[bytes, Value] | None:
-        """The greatest entry: one seek and one step back."""
-        if context != self._last_context:
-            self._context_prefix(context)
-        prefix, following = self._last_prefix, self._last_following
+    def _seek_cursor(self, context: bytes) -> tuple[bytes, lmdb.Cursor[bytes]]:
+        """``context``'s storage prefix (cached for the last context) and the transaction's cursor."""
+        prefix = self._last_prefix if context == self._last_context else self._context_prefix(context)
         cursor = self._backend._cursor
         if cursor is None:
             cursor = self._backend.cursor()
-        if following is not None and cursor.set_range(following):
-            if not cursor.prev():
-                return None
-        elif not cursor.last():
+        return prefix, cursor
+
+    def _at_or_above(self, cursor: lmdb.Cursor[bytes], bound: bytes) -> bool:
+        """Put ``cursor`` on the smallest storage key at or above ``bound``; False if none. One
+        seek (and a step when ``bound`` is longer than LMDB's key limit)."""
+        if len(bound) <= self._limit:
+            return cursor.set_range(bound)
+        # Every stored key is at most the limit long, so the smallest at or above ``bound`` is the
+        # smallest above its head: a stored key equal to the head sorts below ``bound``.
+        head = bound[: self._limit]
+        if not cursor.set_range(head):
+            return False
+        return cursor.next() if cursor.key() == head else True
+
+    def _below(self, cursor: lmdb.Cursor[bytes], bound: bytes | None) -> bool:
+        """Put ``cursor`` on the greatest storage key below ``bound`` (None: the greatest of all);
+        False if none. One seek and one step back."""
+        if bound is not None and self._at_or_above(cursor, bound):
+            return cursor.prev()
+        return cursor.last()
+
+    def last(self, context: bytes) -> tuple[bytes, Value] | None:
+        """The greatest entry: one seek and one step back."""
+        prefix, cursor = self._seek_cursor(context)  # sets ``_last_following`` for ``context``
+        if not self._below(cursor, self._last_following):
             return None
         storage_key, data = cursor.item()
         return self._entry(prefix, storage_key, data)
 
     def first(self, context: bytes) -> tuple[bytes, Value] | None:
         """The smallest entry: one seek."""
-        prefix = self._last_prefix if context == self._last_context else self._context_prefix(context)
-        cursor = self._backend._cursor
-        if cursor is None:
-            cursor = self._backend.cursor()
+        prefix, cursor = self._seek_cursor(context)
         if not cursor.set_range(prefix):
             return None
         storage_key, data = cursor.item()
@@ -1033,42 +1049,16 @@ class LmdbSortedMapState(LmdbMapState):
 
     def ceiling(self, context: bytes, key: bytes) -> tuple[bytes, Value] | None:
         """The smallest entry at or above ``key``: one seek."""
-        prefix = self._last_prefix if context == self._last_context else self._context_prefix(context)
-        cursor = self._backend._cursor
-        if cursor is None:
-            cursor = self._backend.cursor()
-        bound = prefix + key
-        if len(bound) > self._limit:
-            # Every stored key is at most the limit long: at or above ``bound`` = above its head.
-            head = bound[: self._limit]
-            if not cursor.set_range(head):
-                return None
-            if cursor.key() == head and not cursor.next():
-                return None
-        elif not cursor.set_range(bound):
+        prefix, cursor = self._seek_cursor(context)
+        if not self._at_or_above(cursor, prefix + key):
             return None
         storage_key, data = cursor.item()
         return self._entry(prefix, storage_key, data)
 
     def before(self, context: bytes, key: bytes) -> tuple[bytes, Value] | None:
         """The greatest entry below ``key``: one seek and one step back."""
-        prefix = self._last_prefix if context == self._last_context else self._context_prefix(context)
-        cursor = self._backend._cursor
-        if cursor is None:
-            cursor = self._backend.cursor()
-        bound = prefix + key
-        if len(bound) > self._limit:
-            # Every stored key is at most the limit long: below ``bound`` = at or below its head.
-            head = bound[: self._limit]
-            if cursor.set_range(head):
-                if cursor.key() != head and not cursor.prev():
-                    return None
-            elif not cursor.last():
-                return None
-        elif cursor.set_range(bound):
-            if not cursor.prev():
-                return None
-        elif not cursor.last():
+        prefix, cursor = self._seek_cursor(context)
+        if not self._below(cursor, prefix + key):
             return None
         storage_key, data = cursor.item()
         return self._entry(prefix, storage_key, data)

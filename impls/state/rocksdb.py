@@ -705,22 +705,44 @@ class RocksSortedMapState(RocksMapState):
             return None
         return candidate, self._backend.handed_out(self._pending[prefix][candidate])
 
+    def _pending_near(
+        self, prefix: bytes, key: bytes | None, below: bool
+    ) -> tuple[dict[bytes, Value] | None, bytes | None]:
+        """The overlay's pending writes under ``prefix`` (None: none) and the pending put a seek
+        must weigh against the database: the smallest at or above ``key`` (``below`` False), the
+        greatest below it (``below`` True; ``key`` None: the greatest of all). Counts a seek
+        visit when writes are pending. O(log pending)."""
+        pending = self._pending.get(prefix)
+        if not pending:
+            return pending, None
+        self.seek_visits += 1
+        puts = self._puts.get(prefix)
+        if not puts:
+            return pending, None
+        if key is None:
+            return pending, puts[-1]
+        at = bisect_left(puts, key)
+        if below:
+            return pending, puts[at - 1] if at > 0 else None
+        return pending, puts[at] if at < len(puts) else None
+
+    @staticmethod
+    def _seek_below(iterator: RdictIter, target: bytes) -> None:
+        """Put ``iterator`` on the greatest key strictly below ``target``: one reverse seek."""
+        iterator.seek_for_prev(target)
+        if iterator.valid() and iterator.key() == target:
+            iterator.prev()
+
     def last(self, context: bytes) -> tuple[bytes, Value] | None:
         """The greatest entry: one reverse seek (module docstring: the ordered overlay)."""
         prefix = self._context_prefix(context)
-        pending = self._pending.get(prefix)
-        puts = self._puts.get(prefix) if pending else None
-        candidate = puts[-1] if puts else None
-        if pending:
-            self.seek_visits += 1
+        pending, candidate = self._pending_near(prefix, None, True)
         iterator = self._backend.iterator()
         end = successor(prefix)
         if end is None:  # pragma: no cover - a prefix starts with a kind letter, never 0xff
             iterator.seek_to_last()
         else:
-            iterator.seek_for_prev(end)
-            if iterator.valid() and iterator.key() == end:
-                iterator.prev()
+            self._seek_below(iterator, end)
         found = self._walk(iterator, prefix, pending, False, candidate)
         return self._best(prefix, found, candidate)
 
@@ -735,14 +757,7 @@ class RocksSortedMapState(RocksMapState):
         the context would step over every tombstone RocksDB still holds for them.
         """
         prefix = self._context_prefix(context)
-        pending = self._pending.get(prefix)
-        candidate = None
-        if pending:
-            self.seek_visits += 1
-            puts = self._puts.get(prefix)
-            if puts:
-                at = bisect_left(puts, key)
-                candidate = puts[at] if at < len(puts) else None
+        pending, candidate = self._pending_near(prefix, key, False)
         iterator = self._backend.iterator()
         iterator.seek(prefix + key)
         found = self._walk(iterator, prefix, pending, True, candidate)
@@ -751,18 +766,8 @@ class RocksSortedMapState(RocksMapState):
     def before(self, context: bytes, key: bytes) -> tuple[bytes, Value] | None:
         """The greatest entry below ``key``: one reverse seek (module docstring)."""
         prefix = self._context_prefix(context)
-        pending = self._pending.get(prefix)
-        candidate = None
-        if pending:
-            self.seek_visits += 1
-            puts = self._puts.get(prefix)
-            if puts:
-                at = bisect_left(puts, key)
-                candidate = puts[at - 1] if at > 0 else None
+        pending, candidate = self._pending_near(prefix, key, True)
         iterator = self._backend.iterator()
-        target = prefix + key
-        iterator.seek_for_prev(target)
-        if iterator.valid() and iterator.key() == target:
-            iterator.prev()
+        self._seek_below(iterator, prefix + key)
         found = self._walk(iterator, prefix, pending, False, candidate)
         return self._best(prefix, found, candidate)

@@ -3,8 +3,8 @@
 ADAPTIVE's rules are :mod:`.adaptive`'s (VALUE per key while short, MAP while long); this is
 its heap specialisation (docs/architecture.md, *Adding a strategy*), used on a
 :class:`~upsertmat.impls.state.heap.HeapBackend` with TTL and async state off. A key in VALUE
-mode is the in-place record of :mod:`.value_heap` (with an upsert key ``add_in_place`` and
-``retract_in_place``, without one ``append_in_place`` and ``retract_whole_in_place``); a
+mode is the in-place record of :mod:`.value_heap` (its ``add_to_record`` and
+``retract_from_record``, which pick the record's form as VALUE does); a
 key in MAP mode runs through :class:`~.linked_map_heap.HeapLinkedList` (a MAP meta is never
 changed in place, so it is read by reference too); the conversions are ADAPTIVE's own.
 """
@@ -25,13 +25,10 @@ from .linked_map import Meta
 from .linked_map_heap import HeapLinkedList
 from .value_heap import (
     RecordJournal,
-    add_in_place,
-    append_in_place,
+    add_to_record,
     check_heap_record,
-    counted_record,
-    retract_in_place,
-    retract_whole_in_place,
-    whole_record,
+    in_place_record,
+    retract_from_record,
 )
 
 
@@ -80,11 +77,8 @@ class HeapAdaptiveMaterializer(AdaptiveMaterializer):
         if record is not None and type(record[0]) is int:  # MAP mode
             return self._add_map_mode(context, record, match, row, stamp)
         journal = self._record_journal
-        if self._upsert:
-            restamp = self._restamp_replaced
-            kind = add_in_place(records, journal, context, record, match, row, stamp, True, restamp)
-        else:
-            kind = append_in_place(records, journal, context, record, match, row, stamp)
+        restamp = self._restamp_replaced
+        kind = add_to_record(records, journal, context, record, match, row, stamp, self._upsert, restamp)
         if record is None:  # the new key's record: one element already reaches high = 1
             record = records.stored(context)
             assert record is not None
@@ -95,25 +89,19 @@ class HeapAdaptiveMaterializer(AdaptiveMaterializer):
     def _retract(self, context: bytes, match: MatchKey, change: Change, stamp: int) -> Change | None:
         records = self._heap_records
         record: list[Any] | None = records.stored(context)
-        if record is None:
-            self._miss(context, change)
-            return None
         restamp = stamp if self._restamp_rollback else None
-        if type(record[0]) is int:  # MAP mode
+        if record is not None and type(record[0]) is int:  # MAP mode
             return self._retract_map_mode(context, record, match, change, restamp)
         journal = self._record_journal
-        if self._upsert:
-            found, output = retract_in_place(records, journal, context, record, match, restamp, change)
-        else:
-            found, output = retract_whole_in_place(records, journal, context, record, match, restamp, change)
+        found, output = retract_from_record(
+            records, journal, context, record, match, restamp, change, self._upsert
+        )
         if not found:
             self._miss(context, change)
         return output
 
     def _new_record(self, rows: list[StoredRow], stamps: list[int], matches: list[MatchKey]) -> list[Any]:
-        if self._upsert:
-            return counted_record(rows, stamps, matches)
-        return whole_record(rows, stamps, matches)
+        return in_place_record(rows, stamps, matches, self._upsert)
 
     def _check(self) -> None:
         """ADAPTIVE's checks, and each VALUE-mode record's in-place form

@@ -197,12 +197,11 @@ def add_in_place(
     match: MatchKey,
     row: StoredRow,
     stamp: int,
-    upsert: bool,
     restamp: bool,
 ) -> RowKind:
     """Rules 3-5 on the stored record (with an upsert key: ``counts`` kept) of ``context`` in
     ``values`` (None: the key is empty),
-    in place and journaled (an append through ``journal``): with ``upsert`` the first element
+    in place and journaled (an append through ``journal``): the first element
     matching ``match`` takes
     ``row`` (and ``stamp`` if ``restamp``), else the row is appended (an empty key gets a new
     record: 1 write). Returns the kind of the change to emit (``+I``/``+U`` of ``row``).
@@ -214,8 +213,7 @@ def add_in_place(
     stamps: list[int] = record[1]
     matches: list[MatchKey] = record[2]
     counts: dict[MatchKey, int] = record[3]
-    count = counts.get(match)
-    if upsert and count is not None:
+    if match in counts:
         position = matches.index(match)
         values.journal(_UNDO, record, (_REPLACE, 0, position, rows[position], stamps[position]))
         rows[position] = row
@@ -226,7 +224,7 @@ def add_in_place(
     rows.append(row)
     stamps.append(stamp)
     matches.append(match)
-    counts[match] = 1 if count is None else count + 1
+    counts[match] = 1
     return UPDATE_AFTER
 
 
@@ -289,16 +287,7 @@ def retract_whole_in_place(
     stamps.pop(position)
     if matches is not rows:
         matches.pop(position)
-    if not rows:
-        values.delete(context)
-        return True, emit(DELETE, change.row)
-    if position < size - 1:
-        return True, None
-    last = size - 2
-    if restamp is not None:
-        values.journal(_UNDO, record, (_REPLACE, 0, last, rows[last], stamps[last]))
-        stamps[last] = restamp
-    return True, emit(UPDATE_AFTER, tuple(rows[last]))
+    return True, _after_removal(values, context, record, size, position, restamp, change)
 
 
 def retract_in_place(
@@ -335,16 +324,84 @@ def retract_in_place(
         counts[match] = count - 1
     else:
         del counts[match]
+    return True, _after_removal(values, context, record, size, position, restamp, change)
+
+
+def _after_removal(
+    values: HeapValueState,
+    context: bytes,
+    record: list[Any],
+    size: int,
+    position: int,
+    restamp: int | None,
+    change: Change,
+) -> Change | None:
+    """Rules 8-10 once element ``position`` has left ``record``'s lists (``size`` elements
+    before): a record left empty is deleted and the ``-D`` of ``change.row`` (the retracted
+    row) is the output; removing the last element makes the new last one the output (``+U``),
+    restamped with ``restamp`` unless that is None (journaled); else None. O(1)."""
+    rows: list[Any] = record[0]
     if not rows:
         values.delete(context)
-        return True, emit(DELETE, change.row)
+        return emit(DELETE, change.row)
     if position < size - 1:
-        return True, None
+        return None
+    stamps: list[int] = record[1]
     last = size - 2
     if restamp is not None:
         values.journal(_UNDO, record, (_REPLACE, 0, last, rows[last], stamps[last]))
         stamps[last] = restamp
-    return True, emit(UPDATE_AFTER, tuple(rows[last]))
+    return emit(UPDATE_AFTER, tuple(rows[last]))
+
+
+def add_to_record(
+    values: HeapValueState,
+    journal: RecordJournal,
+    context: bytes,
+    record: list[Any] | None,
+    match: MatchKey,
+    row: StoredRow,
+    stamp: int,
+    upsert: bool,
+    restamp: bool,
+) -> RowKind:
+    """Rules 3-5 on an in-place record of either form: :func:`add_in_place` with an upsert key
+    (``restamp``: a replaced element takes ``stamp``), :func:`append_in_place` without. The one
+    place VALUE and ADAPTIVE's VALUE mode pick the form's add. Same cost as the one called."""
+    if upsert:
+        return add_in_place(values, journal, context, record, match, row, stamp, restamp)
+    return append_in_place(values, journal, context, record, match, row, stamp)
+
+
+def retract_from_record(
+    values: HeapValueState,
+    journal: RecordJournal,
+    context: bytes,
+    record: list[Any] | None,
+    match: MatchKey,
+    restamp: int | None,
+    change: Change,
+    upsert: bool,
+) -> tuple[bool, Change | None]:
+    """Rules 6-10 on an in-place record of either form (None: the key is empty, a miss):
+    :func:`retract_in_place` with an upsert key, :func:`retract_whole_in_place` without (the
+    one place VALUE and ADAPTIVE's VALUE mode pick the form's retraction). Same result and
+    cost as the one called."""
+    if record is None:
+        return False, None
+    if upsert:
+        return retract_in_place(values, journal, context, record, match, restamp, change)
+    return retract_whole_in_place(values, journal, context, record, match, restamp, change)
+
+
+def in_place_record(
+    rows: list[StoredRow], stamps: list[int], matches: list[MatchKey], upsert: bool
+) -> list[Any]:
+    """An in-place record of the form for ``upsert`` (:func:`counted_record` or
+    :func:`whole_record`), from parallel lists taken by reference. O(n)."""
+    if upsert:
+        return counted_record(rows, stamps, matches)
+    return whole_record(rows, stamps, matches)
 
 
 def check_heap_record(
@@ -377,34 +434,26 @@ class HeapValueMaterializer(ValueMaterializer):
         """1 read; a new key 1 write. O(1), or a scan to the first match (rule 4)."""
         values = self._heap_values
         record: list[Any] | None = values.stored(context)
-        if not self._upsert:
-            kind = append_in_place(values, self._record_journal, context, record, match, row, stamp)
-            return self._added(kind, row)
+        journal = self._record_journal
         restamp = self._restamp_replaced
-        kind = add_in_place(values, self._record_journal, context, record, match, row, stamp, True, restamp)
+        kind = add_to_record(values, journal, context, record, match, row, stamp, self._upsert, restamp)
         return self._added(kind, row)
 
     def _retract(self, context: bytes, match: MatchKey, change: Change, stamp: int) -> Change | None:
         """1 read; 1 delete if the key empties. O(1) plus a scan to the first match."""
         values = self._heap_values
         record: list[Any] | None = values.stored(context)
-        if record is None:
-            self._miss(context, change)
-            return None
         restamp = stamp if self._restamp_rollback else None
         journal = self._record_journal
-        if self._upsert:
-            found, output = retract_in_place(values, journal, context, record, match, restamp, change)
-        else:
-            found, output = retract_whole_in_place(values, journal, context, record, match, restamp, change)
+        found, output = retract_from_record(
+            values, journal, context, record, match, restamp, change, self._upsert
+        )
         if not found:
             self._miss(context, change)
         return output
 
     def _new_record(self, rows: list[StoredRow], stamps: list[int], matches: list[MatchKey]) -> list[Any]:
-        if self._upsert:
-            return counted_record(rows, stamps, matches)
-        return whole_record(rows, stamps, matches)
+        return in_place_record(rows, stamps, matches, self._upsert)
 
     def _check(self) -> None:
         """VALUE's :func:`~.value.check_record` for every record, and each record's form:

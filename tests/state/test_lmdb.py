@@ -426,3 +426,31 @@ def test_a_value_rewritten_within_a_batch_is_written_once(tmp_path: Path) -> Non
         assert reopened.value_state("legacy").get(b"[1]") is None
     finally:
         reopened.close()
+
+
+def test_seeks_with_a_bound_longer_than_the_key_limit(tmp_path: Path) -> None:
+    """``ceiling`` and ``before`` with a user key that makes the storage key longer than LMDB's
+    511 bytes (no stored key can be that long: the seek starts from the bound's head) give what a
+    sorted list of the stored keys gives, including at both ends of the context."""
+    backend = LmdbBackend(tmp_path / "db")
+    try:
+        ordered = backend.sorted_map_state("s")
+        context = b"c" * 496  # 3 + 4 + 496 = 503 bytes of prefix: 8-byte user keys reach the limit
+        stored = [b"\x10" * 8, b"\x20" * 8, b"\x30" * 8]
+        for value, key in enumerate(stored):
+            ordered.put(context, key, value)
+        ordered.put(b"d" * 496, b"\x00" * 8, 9)  # a neighbouring context on either side of the seeks
+        ordered.put(b"b" * 496, b"\xff" * 8, 8)
+        probes = [b"\x00" * 9, b"\x10" * 8 + b"\x00", b"\x20" * 9, b"\x20" * 8 + b"\xff" * 4, b"\x30" * 9]
+        probes += [b"\xff" * 9, b"\x10" * 7 + b"\x11\x00", b"\x10" * 8, b"\x30" * 8]
+        for probe in probes:
+            above = [key for key in stored if key >= probe]
+            below = [key for key in stored if key < probe]
+            expected_ceiling = (above[0], stored.index(above[0])) if above else None
+            expected_before = (below[-1], stored.index(below[-1])) if below else None
+            assert ordered.ceiling(context, probe) == expected_ceiling, probe
+            assert ordered.before(context, probe) == expected_before, probe
+        assert ordered.last(context) == (stored[-1], 2)
+        assert ordered.first(context) == (stored[0], 0)
+    finally:
+        backend.close()
