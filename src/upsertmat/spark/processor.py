@@ -33,7 +33,11 @@ from ..impls.settings import Backend, Settings, Strategy
 from ..impls.state.base import StateBackend
 from ..impls.state.codec import decode_seq
 from ..impls.state.spark import SparkBackend
+from ..impls.strategies.adaptive import AdaptiveMaterializer
 from ..impls.strategies.common import changes_of_records
+from ..impls.strategies.legacy import LegacyMaterializer
+from ..impls.strategies.linked_map import MapMaterializer
+from ..impls.strategies.value import ValueMaterializer
 from ..spec import Change, Keys, Materializer, RowKind
 from ..spec.changes import Row
 from .badinput import BAD_OP
@@ -76,12 +80,8 @@ def build_materializer(keys: Keys, settings: Settings, backend: StateBackend) ->
     ValueError for SORTED (Spark's map state has no ordered seek) or TTL settings the strategy
     refuses.
     """
-    from ..impls.strategies.adaptive import AdaptiveMaterializer
-    from ..impls.strategies.legacy import LegacyMaterializer
-    from ..impls.strategies.linked_map import MapMaterializer
-    from ..impls.strategies.value import ValueMaterializer
-
-    settings = replace(settings, backend=Backend.SPARK)
+    if settings.backend is not Backend.SPARK:
+        settings = replace(settings, backend=Backend.SPARK)
     if settings.strategy is Strategy.VALUE:
         return ValueMaterializer(keys, backend, settings)
     if settings.strategy is Strategy.MAP:
@@ -203,6 +203,8 @@ class MaterializerProcessor(StatefulProcessor):
 
     def __init__(self, spec: ProcessorSpec) -> None:
         self.spec = spec
+        # Per grouping key and batch a strategy is built with these (``replace`` once, not each time).
+        self._settings = replace(spec.settings, backend=Backend.SPARK)
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         self._handle = handle
@@ -223,7 +225,7 @@ class MaterializerProcessor(StatefulProcessor):
             )
 
     def _materializer(self, now: int) -> Materializer:
-        materializer = build_materializer(self.spec.keys, self.spec.settings, self._backend)
+        materializer = build_materializer(self.spec.keys, self._settings, self._backend)
         recorder = getattr(materializer, "miss_recorder", None)
         if recorder is not None and self._expired_notes is not None:
             recorder.fallback = self._expired_on_record
@@ -291,15 +293,16 @@ class MaterializerProcessor(StatefulProcessor):
                             last[tuple([row[index] for index in pk])] = (at, change)
                 if self.spec.batched_output:
                     if last:
-                        triples = [(at, change.kind.value, change.row) for at, change in last.values()]
+                        # ``_value_``: the member's own attribute (``.value`` is a descriptor call).
+                        triples = [(at, change.kind._value_, change.row) for at, change in last.values()]
                         outputs = [(arrivals[0], BATCH_OP, _PACK(triples))]
                 else:
                     outputs = [
-                        (at, change.kind.value, encode(list(change.row))) for at, change in last.values()
+                        (at, change.kind._value_, encode(list(change.row))) for at, change in last.values()
                     ]
             else:
                 outputs = [
-                    (at, change.kind.value, encode(list(change.row)))
+                    (at, change.kind._value_, encode(list(change.row)))
                     for at, change in zip(arrivals, emitted, strict=True)
                     if change is not None
                 ]
