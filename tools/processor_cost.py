@@ -3,8 +3,9 @@
 ``python tools/processor_cost.py`` drives the real ``MaterializerProcessor`` with pyspark's
 in-memory harness (``TwsTester``) in the configuration ``upsertmat bench --pipeline`` runs
 (VALUE, 256 key buckets, packed input, one state blob per bucket, one output row per bucket and
-batch) over the same workload shape (``--changes`` over ``--keys`` keys: every key inserted, then
-``-U``/``+U`` pairs of random keys; ``--files`` micro-batches). No JVM, no shuffle, no state
+batch) over the bench's own changelog (``--changes`` over ``--keys`` keys: every key inserted,
+then ``-U``/``+U`` pairs of random keys; ``--files`` micro-batches), packed by the pipeline's
+own ``pack_changes``. No JVM, no shuffle, no state
 store: what is left is the processor's own Python work, which is the largest share of the
 pipeline's stateful stage. Prints one JSON object: output rows, process CPU seconds, state
 bytes at the end. Timings of a shared machine vary by tens of percent from run to run; to
@@ -23,16 +24,18 @@ from __future__ import annotations
 
 import argparse
 import json
-import random
 import sys
 import time
 from typing import Any
 
-import msgpack
+import pyarrow as pa  # type: ignore[import-untyped]
 from pyspark.sql import Row
 from pyspark.sql.streaming.tws_tester import TwsTester
 
+from upsertmat.bench.pipeline import PipelineBench, changelog_records
 from upsertmat.impls.settings import Backend, Settings, Strategy
+from upsertmat.spark.packing import PACKED, pack_changes
+from upsertmat.spark.pipeline import BUCKET
 from upsertmat.spark.processor import MaterializerProcessor, ProcessorSpec
 from upsertmat.spec import Keys
 
@@ -40,41 +43,24 @@ BUCKETS = 256
 COLUMNS = ("id", "version", "payload")
 
 
-def workload(changes: int, keys: int, seed: int = 0) -> list[tuple[int, str, int, int, str]]:
-    """``(seq, op, id, version, payload)`` records in the pipeline bench's order and shape."""
-    rng = random.Random(seed)
-    version = [0] * keys
-    records: list[tuple[int, str, int, int, str]] = []
-
-    def emit(op: str, key: int) -> None:
-        records.append((len(records), op, key, version[key], f"{version[key]:08d}" + "x" * 12))
-
-    for key in range(min(keys, changes)):
-        emit("+I", key)
-    while len(records) + 2 <= changes:
-        key = rng.randrange(keys)
-        emit("-U", key)
-        version[key] += 1
-        emit("+U", key)
-    return records
-
-
-def batches(records: list[tuple[int, str, int, int, str]], files: int) -> list[dict[int, list[Any]]]:
-    """Per micro-batch, the input rows of each bucket: one packed row per bucket, as the
-    pipeline's ``pack_changes`` makes for a source file of one Arrow batch."""
-    pack = msgpack.Packer(use_bin_type=True, autoreset=True).pack
+def batches(changes: int, keys: int, files: int) -> list[dict[int, list[Any]]]:
+    """Per micro-batch, the input rows of each bucket: the pipeline bench's changelog
+    (:func:`~upsertmat.bench.pipeline.changelog_records`) cut into ``files`` batches and packed
+    by the pipeline's own :func:`~upsertmat.spark.packing.pack_changes` (one row per bucket, as
+    for a source file read as one Arrow batch)."""
+    records = list(changelog_records(PipelineBench(changes=changes, keys=keys, files=files)))
     per_file = -(-len(records) // files)
     found: list[dict[int, list[Any]]] = []
     for start in range(0, len(records), per_file):
-        by_bucket: dict[int, list[tuple[int, str, int, int, str]]] = {}
-        for record in records[start : start + per_file]:
-            by_bucket.setdefault(record[2] * 2654435761 % 2**32 % BUCKETS, []).append(record)
-        found.append(
-            {
-                bucket: [Row(_upsertmat_bucket=bucket, _upsertmat_packed=pack(rows))]
-                for bucket, rows in by_bucket.items()
-            }
-        )
+        chunk = records[start : start + per_file]
+        columns = {BUCKET: [record["id"] * 2654435761 % 2**32 % BUCKETS for record in chunk]}
+        for name in ("seq", "op", *COLUMNS):
+            columns[name] = [record[name] for record in chunk]
+        rows: dict[int, list[Any]] = {}
+        for packed in pack_changes(iter([pa.RecordBatch.from_pydict(columns)])):
+            for bucket, blob in zip(packed.column(0).to_pylist(), packed.column(1).to_pylist(), strict=True):
+                rows[bucket] = [Row(**{BUCKET: bucket, PACKED: blob})]
+        found.append(rows)
     return found
 
 
@@ -132,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.changes < 1 or args.files < 1 or (args.keys is not None and args.keys < 1):
         parser.error("--changes, --keys and --files must be positive")
     keys = args.keys if args.keys is not None else max(args.changes // 10, 1)
-    inputs = batches(workload(args.changes, keys), args.files)
+    inputs = batches(args.changes, keys, args.files)
     tester = TwsTester(processor(args.upsert_key))
     outputs = 0
     cpu = time.process_time()

@@ -16,7 +16,7 @@ def test_the_processor_runs_every_bucket_of_every_batch_and_keeps_state(
     tool = load("processor_cost")
     assert tool.main(["--changes", "3000", "--keys", "300", "--files", "3", *matching]) == 0
     report = json.loads(capsys.readouterr().out)
-    expected_rows = sum(len(batch) for batch in tool.batches(tool.workload(3000, 300), 3))
+    expected_rows = sum(len(batch) for batch in tool.batches(3000, 300, 3))
     assert report["batches"] == 3 and report["keys"] == 300
     # One output row per bucket and batch (every bucket that got changes emits its last ones).
     assert report["output_rows"] == expected_rows

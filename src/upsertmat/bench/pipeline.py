@@ -35,12 +35,13 @@ rewritten, the sink transaction). Reported next to the median batch of run 3.
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
 import statistics
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -186,41 +187,46 @@ class PipelineFigures:
         return data
 
 
-def write_workload(bench: PipelineBench, directory: Path) -> int:
-    """Write the changelog as ``bench.files`` JSON Lines or Parquet files; return the count. O(changes)."""
+def changelog_records(bench: PipelineBench) -> Iterator[dict[str, Any]]:
+    """The workload's changes in logical order, each ``{seq, op, id, version, payload}``: every
+    key inserted, then ``-U`` / ``+U`` pairs of random keys (``bench.seed``); ``seq`` counts from
+    0. At most ``bench.changes`` (one less when a pair would not fit). O(changes)."""
     rng = random.Random(bench.seed)
-    directory.mkdir(parents=True, exist_ok=True)
     version = [0] * bench.keys
     pad = "x" * max(bench.payload_size - 8, 0)
-    per_file = -(-bench.changes // bench.files)
-    records: list[dict[str, Any]] = []
-    files = 0
+    seqs = itertools.count()
 
-    def flush() -> None:
-        nonlocal files, records
-        if records:
-            _write_file(directory, files, records, bench.source_format)
-            files += 1
-            records = []
-
-    def emit(op: str, key: int) -> None:
-        seq = files * per_file + len(records)
-        records.append(
-            {"seq": seq, "op": op, "id": key, "version": version[key], "payload": f"{version[key]:08d}{pad}"}
-        )
-        if len(records) == per_file:
-            flush()
+    def record(op: str, key: int) -> dict[str, Any]:
+        payload = f"{version[key]:08d}{pad}"
+        return {"seq": next(seqs), "op": op, "id": key, "version": version[key], "payload": payload}
 
     for key in range(min(bench.keys, bench.changes)):
-        emit("+I", key)
+        yield record("+I", key)
     written = min(bench.keys, bench.changes)
     while written + 2 <= bench.changes:
         key = rng.randrange(bench.keys)
-        emit("-U", key)
+        yield record("-U", key)
         version[key] += 1
-        emit("+U", key)
+        yield record("+U", key)
         written += 2
-    flush()
+
+
+def write_workload(bench: PipelineBench, directory: Path) -> int:
+    """Write the changelog (:func:`changelog_records`) as ``bench.files`` JSON Lines or Parquet
+    files; return the count. O(changes)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    per_file = -(-bench.changes // bench.files)
+    records: list[dict[str, Any]] = []
+    files = written = 0
+    for record in changelog_records(bench):
+        records.append(record)
+        written += 1
+        if len(records) == per_file:
+            _write_file(directory, files, records, bench.source_format)
+            files += 1
+            records = []
+    if records:
+        _write_file(directory, files, records, bench.source_format)
     return written
 
 
