@@ -80,7 +80,7 @@ def build_materializer(keys: Keys, settings: Settings, backend: StateBackend) ->
     ValueError for SORTED (Spark's map state has no ordered seek) or TTL settings the strategy
     refuses.
     """
-    if settings.backend is not Backend.SPARK:
+    if settings.backend is not Backend.SPARK:  # the pipeline's settings are (no copy per key and batch)
         settings = replace(settings, backend=Backend.SPARK)
     if settings.strategy is Strategy.VALUE:
         return ValueMaterializer(keys, backend, settings)
@@ -203,8 +203,6 @@ class MaterializerProcessor(StatefulProcessor):
 
     def __init__(self, spec: ProcessorSpec) -> None:
         self.spec = spec
-        # Per grouping key and batch a strategy is built with these (``replace`` once, not each time).
-        self._settings = replace(spec.settings, backend=Backend.SPARK)
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         self._handle = handle
@@ -225,7 +223,7 @@ class MaterializerProcessor(StatefulProcessor):
             )
 
     def _materializer(self, now: int) -> Materializer:
-        materializer = build_materializer(self.spec.keys, self._settings, self._backend)
+        materializer = build_materializer(self.spec.keys, self.spec.settings, self._backend)
         recorder = getattr(materializer, "miss_recorder", None)
         if recorder is not None and self._expired_notes is not None:
             recorder.fallback = self._expired_on_record
