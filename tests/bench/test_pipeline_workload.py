@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from upsertmat.bench.footprint import RssSampler
 from upsertmat.bench.pipeline import PipelineBench, PipelineFigures, report, write_workload
 from upsertmat.jobs.model import SourceFormat
 
@@ -77,7 +78,7 @@ def test_the_rss_sampler_sees_this_process_and_its_children() -> None:
     script = """
 import json, subprocess, sys
 from upsertmat.bench.footprint import RssSampler
-with RssSampler(interval=0.05) as sampler:
+with RssSampler(interval=0.05, rescan=0.05) as sampler:
     child = "import time; block = bytearray(64 * 2**20); time.sleep(0.5)"
     subprocess.run([sys.executable, "-c", child], check=True)
 print(json.dumps(sampler.peaks))
@@ -87,6 +88,19 @@ print(json.dumps(sampler.peaks))
     assert peaks["driver"] > 10 * 2**20
     assert peaks["workers"] > 64 * 2**20  # a Python child: counted as a worker
     assert peaks["jvm"] == 0
+
+
+def test_the_rss_sampler_walks_proc_only_once_per_rescan_interval() -> None:
+    """Finding the descendants reads every process's /proc entry: between rescans a sample reads
+    only the known descendants. A public sample() always looks afresh."""
+    sampler = RssSampler(rescan=3600.0)
+    sampler.sample()
+    for _ in range(5):
+        sampler._sample(rescan=False)
+    assert sampler.scans == 1
+    sampler.sample()
+    assert sampler.scans == 2
+    assert sampler.peaks["driver"] > 0
 
 
 def test_per_batch_timings_and_fixed_cost_in_the_report() -> None:

@@ -24,6 +24,7 @@ import os
 import resource
 import sys
 import threading
+import time
 import tracemalloc
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -141,6 +142,18 @@ def _children() -> dict[int, list[int]]:
     return tree
 
 
+def _descendant_roles(root: int) -> dict[int, str]:
+    """Every descendant of ``root`` with its role: ``jvm`` for a ``java`` process, else ``workers``."""
+    tree = _children()
+    roles: dict[int, str] = {}
+    pending = list(tree.get(root, []))
+    while pending:
+        pid = pending.pop()
+        pending.extend(tree.get(pid, []))
+        roles[pid] = "jvm" if os.path.basename(_command(pid)) == "java" else "workers"
+    return roles
+
+
 def _command(pid: int) -> str:
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
@@ -154,34 +167,45 @@ class RssSampler:
     ``interval`` seconds in a daemon thread while running (a ``with`` block): ``driver`` (this
     Python process), ``jvm`` (descendant ``java`` processes: Spark's driver JVM and executors,
     summed per sample) and ``workers`` (other descendant Python processes: Spark's Python
-    workers and their daemon, summed per sample). A process that lives less than one interval
-    may be missed; ``/proc`` only (Linux), elsewhere only ``driver`` is measured, from
-    ``getrusage``."""
+    workers and their daemon, summed per sample). ``/proc`` only (Linux), elsewhere only
+    ``driver`` is measured, from ``getrusage``.
 
-    def __init__(self, interval: float = 0.2) -> None:
+    Cost: finding the descendants reads every process's ``/proc/PID/stat`` (~3.6 ms of CPU with
+    ~75 processes, holding the GIL of the process being measured), so the thread does it every
+    ``rescan`` seconds and in between reads only the known descendants' ``statm`` (~30 us
+    each): ~0.5 % of a core instead of ~1.8 % at the defaults. A process that lives less than
+    ``rescan`` seconds may be missed."""
+
+    def __init__(self, interval: float = 0.2, rescan: float = 1.0) -> None:
         self.interval = interval
+        self.rescan = rescan
         self.peaks: dict[str, int] = {"driver": 0, "jvm": 0, "workers": 0}
+        self.scans = 0  # how often /proc was walked for descendants (the costly part)
+        self._roles: dict[int, str] = {}  # descendant pid -> role, as of the last scan
+        self._scanned_at = 0.0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
     def sample(self) -> None:
-        """One sample of every role (also called by the thread)."""
+        """One sample of every role, the descendants found afresh."""
+        self._sample(rescan=True)
+
+    def _sample(self, rescan: bool) -> None:
         me = os.getpid()
         totals = {"driver": _rss_of(me), "jvm": 0, "workers": 0}
         if os.path.isdir("/proc"):
-            tree = _children()
-            pending = list(tree.get(me, []))
-            while pending:
-                pid = pending.pop()
-                pending.extend(tree.get(pid, []))
-                role = "jvm" if os.path.basename(_command(pid)) == "java" else "workers"
+            if rescan or time.monotonic() - self._scanned_at >= self.rescan:
+                self._roles = _descendant_roles(me)
+                self._scanned_at = time.monotonic()
+                self.scans += 1
+            for pid, role in self._roles.items():
                 totals[role] += _rss_of(pid)
         for role, value in totals.items():
             self.peaks[role] = max(self.peaks[role], value)
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval):
-            self.sample()
+            self._sample(rescan=False)
 
     def __enter__(self) -> RssSampler:
         self.sample()

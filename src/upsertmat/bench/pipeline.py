@@ -21,7 +21,8 @@ Matching modes: runs 2 and 3 match whole rows (``upsert-key: []``, as the shippe
 and every sink without an upsert key do); run 4 is run 3 again on a fresh checkpoint and sink
 with the upsert key ``id`` (:data:`KEYED`), reported next to it. Memory: the peak RSS of the
 driver's Python process, of Spark's JVM and of the Python workers (summed per sample), sampled
-every 0.2 s over the whole benchmark (:class:`~.footprint.RssSampler`).
+every 0.2 s over the whole benchmark, the process tree re-read every second
+(:class:`~.footprint.RssSampler`).
 
 Per micro-batch (run 3, Spark's progress reports): the batch's time (min / median / max), its
 parts outside running the batch (source listing, planning, offsets and commit logs), the state
