@@ -34,8 +34,7 @@ from pyspark.sql.streaming.tws_tester import TwsTester
 
 from upsertmat.bench.pipeline import PipelineBench, changelog_records
 from upsertmat.impls.settings import Backend, Settings, Strategy
-from upsertmat.spark.packing import PACKED, pack_changes
-from upsertmat.spark.pipeline import BUCKET
+from upsertmat.spark.packing import BUCKET, PACKED, pack_changes
 from upsertmat.spark.processor import MaterializerProcessor, ProcessorSpec
 from upsertmat.spec import Keys
 

@@ -47,6 +47,7 @@ from ..impls.settings import Backend, Settings
 from ..impls.state.spark import SparkBackend
 from ..spec import Change, ConflictBehavior, RowKind
 from .badinput import BAD_OP
+from .packing import BUCKET, key_bucket
 from .processor import KEY_STRUCT, OUTPUT_SCHEMA, VALUE_STRUCT, ProcessorSpec, split_bad_records
 
 __all__ = ["CONFLICT_OP", "OUTPUT_SCHEMA", "ConflictProcessor", "build_conflict_frame"]
@@ -129,7 +130,6 @@ class ConflictProcessor(StatefulProcessor):
 
 EVENT_TIME = "_upsertmat_event_time"
 """The timestamp column the watermark is defined on (the ``ts`` column, ms, as a timestamp)."""
-BUCKET = "_upsertmat_bucket"
 
 
 def build_conflict_frame(config: Any, source: DataFrame, layout: Any) -> tuple[DataFrame, Any, str]:
@@ -157,8 +157,7 @@ def build_conflict_frame(config: Any, source: DataFrame, layout: Any) -> tuple[D
     if config.key_buckets is None:
         grouped = source.groupBy(*config.pk)
     else:
-        bucket = functions.pmod(functions.xxhash64(*config.pk), functions.lit(config.key_buckets))
-        grouped = source.withColumn(BUCKET, bucket).groupBy(BUCKET)
+        grouped = source.withColumn(BUCKET, key_bucket(config.pk, config.key_buckets)).groupBy(BUCKET)
     frame = grouped.transformWithState(
         ConflictProcessor(spec, config.conflict), OUTPUT_SCHEMA, "Append", "EventTime"
     )

@@ -19,14 +19,27 @@ sorts a bucket's records by arrival, so the order of rows and records does not m
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any
 
 import msgpack
 
+if TYPE_CHECKING:
+    from pyspark.sql import Column
+
+BUCKET = "_upsertmat_bucket"  # the key bucket column (LONG)
 PACKED = "_upsertmat_packed"  # the packed records column (BINARY)
 # Spark simple type names whose values msgpack carries exactly (as int, float, bool, str, None).
 PACKABLE_TYPES = frozenset({"bigint", "int", "smallint", "tinyint", "boolean", "string", "double"})
+
+
+def key_bucket(pk: Sequence[str], buckets: int) -> Column:
+    """The key bucket of a row: ``pmod(xxhash64(*pk), buckets)``, in ``[0, buckets)``. The state
+    of a checkpoint is kept per bucket, so this expression must never change (one definition for
+    every query that groups by bucket)."""
+    from pyspark.sql import functions
+
+    return functions.pmod(functions.xxhash64(*pk), functions.lit(buckets))
 
 
 def packed_schema(bucket: str) -> str:

@@ -32,7 +32,7 @@ from .badinput import BAD_OP, BadInput, BadRow, DeadLetters, SourceShape, local_
 from .config import BatchProgress, BatchTiming, PipelineConfig, PipelineConfigError, PipelineResult
 from .conflict import build_conflict_frame
 from .misses import MISS_OP, short_columns, split_misses, summarize
-from .packing import pack_changes, packable, packed_schema
+from .packing import BUCKET, key_bucket, pack_changes, packable, packed_schema
 from .processor import (
     BATCHED_OUTPUT_SCHEMA,
     OUTPUT_SCHEMA,
@@ -44,7 +44,6 @@ from .sink import BatchSink, Column, SinkFailure
 from .sinks import open_sink
 from .sources import read_changelog
 
-BUCKET = "_upsertmat_bucket"
 # A continuous query runs with a zero processing-time trigger, so that a batch starts as soon as
 # the previous one ends while files wait (a processing-time trigger of N ms would start it at
 # the next multiple of N: half an interval lost per batch on average once batches take longer
@@ -152,7 +151,7 @@ def build_query_frame(
     if config.key_buckets is None:
         grouped = source.groupBy(*config.pk)
     else:
-        bucket = functions.pmod(functions.xxhash64(*config.pk), functions.lit(config.key_buckets))
+        bucket = key_bucket(config.pk, config.key_buckets)
         if spec.packed:
             # One row per bucket and Arrow batch instead of one per change (upsertmat.spark.packing).
             fields = [functions.col(name) for name in spec.packed_fields()]
