@@ -15,6 +15,9 @@ strings and nulls with their types, so only columns of those Spark types are pac
 (:data:`PACKABLE_TYPES`; :func:`packable`). Never pickle: the blobs are plain msgpack.
 O(rows) per batch, no state: a re-run batch packs the same rows the same way (the processor
 sorts a bucket's records by arrival, so the order of rows and records does not matter).
+
+Key buckets themselves (:data:`BUCKET`, :func:`key_bucket`) are defined here for every query
+that groups by them (the pipeline's and ``ON CONFLICT``'s).
 """
 
 from __future__ import annotations
