@@ -32,7 +32,7 @@ import pyarrow as pa  # type: ignore[import-untyped]
 from pyspark.sql import Row
 from pyspark.sql.streaming.tws_tester import TwsTester
 
-from upsertmat.bench.pipeline import PipelineBench, changelog_records
+from upsertmat.bench.pipeline import PipelineBench, changelog_files
 from upsertmat.impls.settings import Backend, Settings, Strategy
 from upsertmat.spark.packing import BUCKET, PACKED, pack_changes
 from upsertmat.spark.processor import MaterializerProcessor, ProcessorSpec
@@ -43,15 +43,12 @@ COLUMNS = ("id", "version", "payload")
 
 
 def batches(changes: int, keys: int, files: int) -> list[dict[int, list[Any]]]:
-    """Per micro-batch, the input rows of each bucket: the pipeline bench's changelog
-    (:func:`~upsertmat.bench.pipeline.changelog_records`) cut into ``files`` batches and packed
-    by the pipeline's own :func:`~upsertmat.spark.packing.pack_changes` (one row per bucket, as
-    for a source file read as one Arrow batch)."""
-    records = list(changelog_records(PipelineBench(changes=changes, keys=keys, files=files)))
-    per_file = -(-len(records) // files)
+    """Per micro-batch, the input rows of each bucket: the pipeline bench's source files
+    (:func:`~upsertmat.bench.pipeline.changelog_files`), each packed by the pipeline's own
+    :func:`~upsertmat.spark.packing.pack_changes` (one row per bucket, as for a source file read
+    as one Arrow batch)."""
     found: list[dict[int, list[Any]]] = []
-    for start in range(0, len(records), per_file):
-        chunk = records[start : start + per_file]
+    for chunk in changelog_files(PipelineBench(changes=changes, keys=keys, files=files)):
         columns = {BUCKET: [record["id"] * 2654435761 % 2**32 % BUCKETS for record in chunk]}
         for name in ("seq", "op", *COLUMNS):
             columns[name] = [record[name] for record in chunk]

@@ -212,22 +212,29 @@ def changelog_records(bench: PipelineBench) -> Iterator[dict[str, Any]]:
         written += 2
 
 
-def write_workload(bench: PipelineBench, directory: Path) -> int:
-    """Write the changelog (:func:`changelog_records`) as ``bench.files`` JSON Lines or Parquet
-    files; return the count. O(changes)."""
-    directory.mkdir(parents=True, exist_ok=True)
+def changelog_files(bench: PipelineBench) -> Iterator[list[dict[str, Any]]]:
+    """:func:`changelog_records` cut into the benchmark's source files, in order: ``ceil(changes
+    / files)`` records each, the last one shorter (fewer files when the changelog is short).
+    O(changes)."""
     per_file = -(-bench.changes // bench.files)
     records: list[dict[str, Any]] = []
-    files = written = 0
     for record in changelog_records(bench):
         records.append(record)
-        written += 1
         if len(records) == per_file:
-            _write_file(directory, files, records, bench.source_format)
-            files += 1
+            yield records
             records = []
     if records:
-        _write_file(directory, files, records, bench.source_format)
+        yield records
+
+
+def write_workload(bench: PipelineBench, directory: Path) -> int:
+    """Write the changelog (:func:`changelog_files`) as ``bench.files`` JSON Lines or Parquet
+    files; return the count. O(changes)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    written = 0
+    for index, records in enumerate(changelog_files(bench)):
+        _write_file(directory, index, records, bench.source_format)
+        written += len(records)
     return written
 
 

@@ -80,7 +80,7 @@ def build_materializer(keys: Keys, settings: Settings, backend: StateBackend) ->
     ValueError for SORTED (Spark's map state has no ordered seek) or TTL settings the strategy
     refuses.
     """
-    if settings.backend is not Backend.SPARK:  # the pipeline's settings are (no copy per key and batch)
+    if settings.backend is not Backend.SPARK:  # the pipeline's already are: no copy per key and batch
         settings = replace(settings, backend=Backend.SPARK)
     if settings.strategy is Strategy.VALUE:
         return ValueMaterializer(keys, backend, settings)
