@@ -12,14 +12,8 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
-from upsertmat.spark.localfs import (
-    CACHE_ENV,
-    FILE_SYSTEM_CONF,
-    NIO_LOCAL_FS,
-    find_javac,
-    nio_local_fs_conf,
-    nio_local_fs_jar,
-)
+from upsertmat.spark.javajars import CACHE_ENV, find_javac
+from upsertmat.spark.localfs import FILE_SYSTEM_CONF, NIO_LOCAL_FS, nio_local_fs_conf, nio_local_fs_jar
 
 pytestmark = pytest.mark.spark
 

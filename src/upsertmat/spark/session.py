@@ -10,9 +10,11 @@ a loopback address, the driver, its block manager and (when asked for) the UI bi
 ``127.0.0.1`` (``spark.driver.bindAddress``/``spark.driver.host``, ``SPARK_LOCAL_IP`` for the
 JVM), so an embedded run opens no port on other interfaces. The UI is off unless ``ui=True``.
 
-Checkpoint files: for such a master, when this call starts the JVM and a JDK's ``javac`` is at
-hand, ``file:`` paths use :data:`~.localfs.NIO_LOCAL_FS`, which sets file permissions with a
-system call instead of forking ``chmod`` for every file Spark creates (:mod:`.localfs`).
+Java helpers: for such a master, when this call starts the JVM and a JDK's ``javac`` is at hand,
+``file:`` paths use :data:`~.localfs.NIO_LOCAL_FS`, which sets file permissions with a system
+call instead of forking ``chmod`` for every file Spark creates (:mod:`.localfs`), and JSON Lines
+are parsed by :data:`~.jsonlines.JSON_LINE_PARSER`, ``from_json``'s rows at the speed of Spark's
+JSON file source (:mod:`.jsonlines`). Both are compiled on first use (:mod:`.javajars`).
 
 Logs: when this call starts the JVM, the JVM's stdout and stderr — Spark's log4j console output
 and the output of every Python worker it starts (e.g. "Streaming TransformWithStateInPandas
@@ -37,6 +39,8 @@ from pyspark.java_gateway import launch_gateway
 from pyspark.sql import SparkSession
 
 from ..interrupt import call_interruptibly
+from .javajars import class_path_conf
+from .jsonlines import json_line_parser_jar
 from .localfs import FILE_SYSTEM_CONF, nio_local_fs_conf, nio_local_fs_jar
 
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
@@ -166,7 +170,8 @@ def build_session(
     master). When no JVM runs yet, this starts one whose stdout and stderr go to ``log_file``
     (default :func:`default_log_file`; see :func:`session_log`), and, for such a master, with
     :func:`~.localfs.nio_local_fs_conf` unless ``conf`` names ``spark.hadoop.fs.file.impl`` or
-    no ``javac`` is found. Sets ``PYSPARK_PYTHON`` to this interpreter (workers otherwise run
+    no ``javac`` is found, and with :func:`~.jsonlines.json_line_parser_jar` on its class paths
+    when it compiles. Sets ``PYSPARK_PYTHON`` to this interpreter (workers otherwise run
     ``python3`` from PATH, which may lack upsertmat). JVM options, the class path and the log
     file apply only when this call starts the JVM.
 
@@ -199,10 +204,8 @@ def _build_session(
         settings["spark.ui.enabled"] = "true"
     settings.update(conf or {})
     if SparkContext._active_spark_context is None and SparkContext._gateway is None:
-        if is_loopback_master(master) and FILE_SYSTEM_CONF not in settings:
-            jar = nio_local_fs_jar()
-            if jar is not None:
-                settings.update(nio_local_fs_conf(jar, settings))
+        if is_loopback_master(master):
+            settings.update(_java_helpers_conf(settings))
         _start_jvm(master, app_name, settings, log_file or default_log_file())
     builder = SparkSession.builder.master(master).appName(app_name)
     for key, value in settings.items():
@@ -214,6 +217,19 @@ def _build_session(
         if manager is not None:
             spark.conf.set(CHECKPOINT_MANAGER_CONF, manager)
     return spark
+
+
+def _java_helpers_conf(settings: Mapping[str, str]) -> dict[str, str]:
+    """The settings that add the Java helpers that compile here (see the module docstring)."""
+    helpers: dict[str, str] = {}
+    if FILE_SYSTEM_CONF not in settings:
+        jar = nio_local_fs_jar()
+        if jar is not None:
+            helpers.update(nio_local_fs_conf(jar, settings))
+    parser = json_line_parser_jar()
+    if parser is not None:
+        helpers.update(class_path_conf([parser], {**settings, **helpers}))
+    return helpers
 
 
 def file_system_checkpoint_manager(spark: SparkSession) -> str | None:
