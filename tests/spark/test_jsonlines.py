@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import zipfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -36,9 +35,10 @@ from pyspark.sql.types import (
 )
 
 from upsertmat.spark.config import PipelineConfig
-from upsertmat.spark.javajars import find_javac
 from upsertmat.spark.jsonlines import JSON_LINE_PARSER, json_line_parser, json_line_parser_jar
 from upsertmat.spark.sources import read_changelog
+
+from .javac import require_javac
 
 pytestmark = pytest.mark.spark
 
@@ -113,15 +113,6 @@ EDGE_LINES: list[bytes] = [
     b'{"d": .5}',
     b'{"d": 0x10}',
 ]
-
-
-def require_javac() -> None:
-    """Skip without a JDK's javac; in CI (which installs one) fail instead."""
-    if find_javac() is None:
-        message = "no javac (install a JDK, e.g. the Debian package openjdk-17-jdk-headless)"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
 
 
 def both(spark: SparkSession, lines: Sequence[bytes]) -> tuple[list[str], list[str]]:

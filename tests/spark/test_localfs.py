@@ -15,16 +15,9 @@ from pyspark.sql import SparkSession
 from upsertmat.spark.javajars import CACHE_ENV, find_javac
 from upsertmat.spark.localfs import FILE_SYSTEM_CONF, NIO_LOCAL_FS, nio_local_fs_conf, nio_local_fs_jar
 
+from .javac import require_javac
+
 pytestmark = pytest.mark.spark
-
-
-def require_javac() -> None:
-    """Skip without a JDK's javac; in CI (which installs one) fail instead."""
-    if find_javac() is None:
-        message = "no javac (install a JDK, e.g. the Debian package openjdk-17-jdk-headless)"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
 
 
 def test_the_jar_is_compiled_once_and_holds_both_classes(tmp_path: Path) -> None:
