@@ -13,8 +13,9 @@ parser and the same Jackson calls Spark's converters make, and hands every other
 in ~1.4 s.
 
 :func:`json_line_parser` returns the UDF as a column function when it can be used (a JVM this
-process started with the jar on its class paths, :func:`~.session.build_session`; every column of
-a type in :data:`SUPPORTED_TYPES`), else None: the caller then uses ``from_json``.
+process started with the jar on its class paths, :func:`~.session.build_session`; every column
+``bigint``, ``int``, ``smallint``, ``tinyint``, ``boolean``, ``double`` or ``string``, which the
+class itself decides), else None: the caller then uses ``from_json``.
 """
 
 from __future__ import annotations
@@ -33,8 +34,6 @@ from .javajars import compiled_jar, java_sources, pyspark_jars
 JSON_LINE_PARSER = "upsertmat.json.JsonLineParser"
 PACKAGE = "upsertmat.json"
 JAR_STEM = "upsertmat-jsonlines"
-# Spark simple type names the parser reads (the class's SUPPORTED).
-SUPPORTED_TYPES = frozenset({"bigint", "int", "smallint", "tinyint", "boolean", "double", "string"})
 _LOCAL_MASTER = re.compile(r"local(\[[^\]]*\])?")
 
 
@@ -55,13 +54,11 @@ def json_line_parser(
     ``schema`` includes ``corrupt_column`` (a string column). The UDF is registered in the
     session under a name derived from the schema, so parsers for different schemas coexist.
     """
-    if not all(field.dataType.simpleString() in SUPPORTED_TYPES for field in schema.fields):
-        return None
     if not _available(spark):
         return None
     jvm: Any = spark.sparkContext._jvm
     layout = schema.json()
-    try:
+    try:  # the class refuses a column type it does not read (IllegalArgumentException)
         parser = jvm.upsertmat.json.JsonLineParser(layout, corrupt_column)
         returns = jvm.org.apache.spark.sql.types.DataType.fromJson(layout)
         name = "upsertmat_json_" + hashlib.sha256(f"{layout}\0{corrupt_column}".encode()).hexdigest()[:16]

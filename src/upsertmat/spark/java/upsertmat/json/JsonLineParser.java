@@ -51,14 +51,13 @@ import scala.collection.immutable.Map;
  * holds its text with the malformed bytes replaced by U+FFFD (a Java UDF returns Java strings),
  * where {@code from_json} keeps the bytes.
  *
- * <p>Only the column types in {@link #SUPPORTED}, without metadata (no column defaults), are
- * accepted; the Python side uses {@code from_json} for any other schema. O(line length) per line.
+ * <p>Only the column types in {@link #KINDS} (bigint, int, smallint, tinyint, boolean, double,
+ * string), without metadata (no column defaults), are accepted: the constructor refuses any
+ * other schema, and the Python side then uses {@code from_json}. O(line length) per line.
  */
 public final class JsonLineParser implements UDF1<byte[], Row> {
   private static final long serialVersionUID = 1L;
-  /** The column types this class reads (Spark's SQL names); their Java values are exact. */
-  public static final String SUPPORTED = "bigint int smallint tinyint boolean double string";
-
+  /** The column types this class reads; their Java values are exact. */
   private static final DataType[] KINDS = {
     DataTypes.LongType,
     DataTypes.IntegerType,
@@ -77,23 +76,31 @@ public final class JsonLineParser implements UDF1<byte[], Row> {
 
   private final String schemaJson;
   private final String corruptColumn;
-  private transient int[] kinds;
-  private transient HashMap<String, Integer> fieldIndex;
+  /** Per result column, its index in {@link #KINDS}. */
+  private final int[] kinds;
+  /** Schema field name (the corrupt column left out) to its result column. */
+  private final HashMap<String, Integer> fieldIndex = new HashMap<>();
   private transient JsonFactory factory;
   private transient FailureSafeParser<UTF8String> fromJson;
 
   /**
    * @param schemaJson the result's schema (Spark's JSON form), {@code corruptColumn} included
    * @param corruptColumn the string column that receives a line that cannot be read
-   * @throws IllegalArgumentException for a column type not in {@link #SUPPORTED}
+   * @throws IllegalArgumentException for a column of a type not in {@link #KINDS}, or with
+   *     metadata (a column default)
    */
   public JsonLineParser(String schemaJson, String corruptColumn) {
     this.schemaJson = schemaJson;
     this.corruptColumn = corruptColumn;
-    StructType schema = (StructType) DataType.fromJson(schemaJson);
-    for (StructField field : schema.fields()) {
-      if (kind(field.dataType()) < 0 || !field.metadata().equals(Metadata.empty())) {
-        throw new IllegalArgumentException("unsupported column " + field.toDDL());
+    StructField[] fields = ((StructType) DataType.fromJson(schemaJson)).fields();
+    kinds = new int[fields.length];
+    for (int i = 0; i < fields.length; i++) {
+      kinds[i] = kind(fields[i].dataType());
+      if (kinds[i] < 0 || !fields[i].metadata().equals(Metadata.empty())) {
+        throw new IllegalArgumentException("unsupported column " + fields[i].toDDL());
+      }
+      if (!fields[i].name().equals(corruptColumn)) {
+        fieldIndex.put(fields[i].name(), i);
       }
     }
   }
@@ -103,7 +110,7 @@ public final class JsonLineParser implements UDF1<byte[], Row> {
     if (line == null) {
       return null;
     }
-    if (kinds == null) {
+    if (fromJson == null) {
       open();
     }
     Row row = readsAlike(line) ? plain(line) : null;
@@ -128,6 +135,7 @@ public final class JsonLineParser implements UDF1<byte[], Row> {
     JSONOptions options = new JSONOptions(settings, "UTC", corruptColumn);
     JacksonParser parser =
         new JacksonParser(fields, options, false, JacksonParser.$lessinit$greater$default$4());
+    factory = options.buildJsonFactory();
     fromJson =
         new FailureSafeParser<>(
             (UTF8String input) ->
@@ -135,18 +143,6 @@ public final class JsonLineParser implements UDF1<byte[], Row> {
             PermissiveMode$.MODULE$,
             schema,
             corruptColumn);
-    factory = options.buildJsonFactory();
-    HashMap<String, Integer> index = new HashMap<>();
-    StructField[] all = schema.fields();
-    int[] known = new int[all.length];
-    for (int i = 0; i < all.length; i++) {
-      known[i] = kind(all[i].dataType());
-      if (!all[i].name().equals(corruptColumn)) {
-        index.put(all[i].name(), i);
-      }
-    }
-    fieldIndex = index;
-    kinds = known;
   }
 
   /** The row of a plain line (see the class comment), or null to read it as from_json does. */
@@ -251,7 +247,7 @@ public final class JsonLineParser implements UDF1<byte[], Row> {
     return RowFactory.create(values);
   }
 
-  /** The index of {@code type} in {@link #KINDS} (the types of {@link #SUPPORTED}), or -1. */
+  /** The index of {@code type} in {@link #KINDS}, or -1. */
   private static int kind(DataType type) {
     for (int i = 0; i < KINDS.length; i++) {
       if (KINDS[i].equals(type)) {
