@@ -103,6 +103,6 @@ def test_the_cycle_finder_finds_planted_cycles_and_sees_every_import() -> None:
     assert cycles(graph) == [["a", "b", "a"], ["c", "d", "e", "c"]]
     # and the graph sees imports inside functions and under TYPE_CHECKING
     modules = import_graph()
-    assert "upsertmat.spark.sinks" in modules["upsertmat.spark.pipeline"]
-    assert "upsertmat.spark.delta" in modules["upsertmat.spark.sinks"]  # imported inside open_sink
+    assert "upsertmat.sinks" in modules["upsertmat.spark.pipeline"]
+    assert "upsertmat.sinks" in modules["upsertmat.jobs.embedded"]  # imported inside a method
     assert "upsertmat.spark.config" in modules["upsertmat.jobs.runner"]  # under TYPE_CHECKING

@@ -40,15 +40,16 @@ APPLICATIONS: dict[str, frozenset[str]] = {
         {"bench", "client", "conformance", "defaults", "demo", "errors", "gateway", "impls", "interrupt"}
         | {"jobs", "keycheck", "plan", "replay", "spark", "spec", "stdout"}
     ),
-    "bench": frozenset({"client", "errors", "impls", "jobs", "spark", "spec"}),
+    "bench": frozenset({"client", "errors", "impls", "jobs", "sinks", "spark", "spec"}),
     "demo": frozenset({"impls", "interrupt", "jobs", "spark"}),
-    "gateway": frozenset({"", "errors", "impls", "jobs", "plan", "spark"}),
+    "gateway": frozenset({"", "errors", "impls", "jobs", "plan", "sinks", "spark"}),
     "plan": frozenset({"impls", "jobs"}),
-    "jobs": frozenset({"client", "defaults", "errors", "impls", "interrupt", "spark", "stdout"}),
+    "jobs": frozenset({"client", "defaults", "errors", "impls", "interrupt", "sinks", "spark", "stdout"}),
     "client": frozenset({"gateway"}),  # the gateway's typed contract (gateway/contract.py) only
     "keycheck": frozenset({"errors", "replay", "spec"}),
     "replay": frozenset({"errors", "impls", "interrupt", "spec", "stdout"}),
-    "spark": frozenset({"impls", "interrupt", "spec"}),
+    "spark": frozenset({"impls", "interrupt", "sinks", "spec"}),
+    "sinks": frozenset({"spec"}),
     "defaults": frozenset({"impls"}),
     "stdout": frozenset({"errors"}),
     "errors": frozenset({"impls"}),

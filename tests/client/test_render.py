@@ -8,7 +8,7 @@ from pathlib import Path
 
 from upsertmat.client.render import Tableau
 from upsertmat.client.results import ResultChange
-from upsertmat.spark.sink import Column
+from upsertmat.sinks import Column
 
 COLUMNS = (Column("id", "bigint"), Column("v", "string"), Column("x", "double"))
 

@@ -23,8 +23,7 @@ import pytest
 
 from upsertmat.gateway.lifecycle import Event
 from upsertmat.gateway.registry import new_id
-from upsertmat.spark.sink import BatchSink, Column
-from upsertmat.spark.sinks import open_sink
+from upsertmat.sinks import BatchSink, Column, open_sink
 
 from .conftest import TOKEN, Served
 

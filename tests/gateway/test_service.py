@@ -15,8 +15,7 @@ from upsertmat.gateway.lifecycle import Event
 from upsertmat.gateway.registry import Registry
 from upsertmat.gateway.service import RequestError, concise, split_token
 from upsertmat.gateway.settings import GatewaySettings, is_loopback
-from upsertmat.spark.sink import Column
-from upsertmat.spark.sinks import open_sink
+from upsertmat.sinks import Column, open_sink
 
 COLUMNS = (Column("id", "bigint"), Column("v", "string"), Column("x", "double"))
 

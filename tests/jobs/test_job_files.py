@@ -99,7 +99,7 @@ def test_overrides_replace_job_fields(tmp_path: Path) -> None:
         job, sink_url="postgresql://u@localhost:5432/db", table="other", checkpoint=tmp_path / "ck",
         materialize=False,
     )  # fmt: skip
-    assert job.sink.is_postgresql and job.sink.table == "other"
+    assert job.sink.kind.name == "postgresql" and job.sink.table == "other"
     assert job.checkpoint == tmp_path / "ck" and job.materialize is False
     with pytest.raises(ValueError, match="not a SQLite sink"):
         job.sink.sqlite_path()

@@ -14,8 +14,8 @@ from pyspark.sql.streaming.tws_tester import TwsTester
 
 from upsertmat.impls.settings import Settings, Strategy
 from upsertmat.impls.state.spark import SparkBackend, map_key, split_map_key
+from upsertmat.sinks import last_per_key
 from upsertmat.spark.processor import MaterializerProcessor, ProcessorSpec
-from upsertmat.spark.sink import last_per_key
 from upsertmat.spec import (
     Change,
     Granularity,

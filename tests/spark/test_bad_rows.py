@@ -13,14 +13,11 @@ from upsertmat.jobs.loader import JobError, job_from_document, with_overrides
 from upsertmat.jobs.model import SourceFormat
 from upsertmat.plan.codec import parse_plan, plan_to_json
 from upsertmat.plan.compiler import compile_job, job_of_plan
+from upsertmat.sinks import SinkUrlError, resolve_url
+from upsertmat.sinks.delta import delta_location
+from upsertmat.sinks.iceberg import iceberg_warehouse
+from upsertmat.sinks.sqlite import sqlite_path
 from upsertmat.spark.badinput import BadInput, BadRow, DeadLetters, SourceShape, locate, split_bad
-from upsertmat.spark.sinkurl import (
-    SinkUrlError,
-    delta_location,
-    iceberg_warehouse,
-    resolve_sink_url,
-    sqlite_path,
-)
 
 SHAPE = SourceShape(
     "json", {"seq": "bigint", "op": "string", "id": "bigint", "v": "string"}, "op", "seq", ("id",)
@@ -83,14 +80,14 @@ def test_dead_letters_are_rewritten_whole(tmp_path: Path) -> None:
 def test_lakehouse_urls(tmp_path: Path) -> None:
     assert delta_location("delta:///t.delta", tmp_path) == tmp_path / "t.delta"
     assert delta_location("delta:////abs/t") == Path("/abs/t")
-    assert resolve_sink_url("delta:///t", tmp_path) == f"delta:///{tmp_path.resolve() / 't'}"
-    assert delta_location(resolve_sink_url("delta:///t", tmp_path)) == tmp_path.resolve() / "t"
-    assert iceberg_warehouse(resolve_sink_url("iceberg:///w", tmp_path)) == tmp_path.resolve() / "w"
+    assert resolve_url("delta:///t", tmp_path) == f"delta:///{tmp_path.resolve() / 't'}"
+    assert delta_location(resolve_url("delta:///t", tmp_path)) == tmp_path.resolve() / "t"
+    assert iceberg_warehouse(resolve_url("iceberg:///w", tmp_path)) == tmp_path.resolve() / "w"
     assert iceberg_warehouse("iceberg+catalog:prod") is None
-    assert resolve_sink_url("iceberg+catalog:prod", tmp_path) == "iceberg+catalog:prod"
+    assert resolve_url("iceberg+catalog:prod", tmp_path) == "iceberg+catalog:prod"
     for bad in ("delta://", "delta:relative", "iceberg://"):
         with pytest.raises(SinkUrlError, match="three slashes: relative, four: absolute"):
-            resolve_sink_url(bad, tmp_path)
+            resolve_url(bad, tmp_path)
     with pytest.raises(SinkUrlError, match="not a SQLite sink"):
         sqlite_path("delta:///t")
 
@@ -105,7 +102,7 @@ def test_job_files_take_cdc_formats_on_error_and_lakehouse_sinks(tmp_path: Path)
     }  # fmt: skip
     job = job_from_document(document, base=tmp_path, where="job", output_base=tmp_path)
     assert job.source.format is SourceFormat.CANAL and job.source.on_error == "skip"
-    assert job.source.dead_letter == tmp_path / "bad" and job.sink.kind == "delta"
+    assert job.source.dead_letter == tmp_path / "bad" and job.sink.kind.name == "delta"
     assert job.sink.local_path() == tmp_path.resolve() / "users.delta"
     again = job_of_plan(parse_plan(plan_to_json(compile_job(job))), base=tmp_path, where="plan")
     assert (again.source.on_error, again.source.dead_letter, again.sink.url) == (

@@ -16,8 +16,8 @@ from upsertmat.demo.workload import DemoShape, generate
 from upsertmat.spark import PipelineConfig
 from upsertmat.spark.pipeline import read_table, run_pipeline
 
+from ..sinks.lakereaders import delta_rows, iceberg_rows
 from .envelopes import WRITERS
-from .lakereaders import delta_rows, iceberg_rows
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

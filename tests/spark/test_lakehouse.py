@@ -1,6 +1,6 @@
 """The Delta Lake and Iceberg sinks: a pipeline into each equals the model, read back by the
 library's own reader, by the results module (pinned version / snapshot, changelog) and by an
-independent reader over the files the table's log or metadata lists (tests/spark/lakereaders.py);
+independent reader over the files the table's log or metadata lists (tests/sinks/lakereaders.py);
 a replayed batch is a no-op; maintenance keeps the table and its exactly-once record."""
 
 from __future__ import annotations
@@ -11,15 +11,13 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
+from upsertmat.sinks import Column, last_batch, open_sink, read_changes, read_snapshot
+from upsertmat.sinks import delta as delta_sink
+from upsertmat.sinks import iceberg as iceberg_sink
 from upsertmat.spark import PipelineConfig
-from upsertmat.spark import delta as delta_sink
-from upsertmat.spark import iceberg as iceberg_sink
 from upsertmat.spark.pipeline import read_table, run_pipeline
-from upsertmat.spark.results import last_batch, read_changes, read_snapshot
-from upsertmat.spark.sink import Column
-from upsertmat.spark.sinks import open_sink
 
-from .lakereaders import delta_rows, iceberg_rows, iceberg_state, replay_delta
+from ..sinks.lakereaders import delta_rows, iceberg_rows, iceberg_state, replay_delta
 from .workload import SCHEMA, changelog, model_table, normalized, records, write_files
 
 pytestmark = [pytest.mark.spark]

@@ -25,8 +25,8 @@ from upsertmat.jobs.runner import committed_batches
 from upsertmat.spark import PipelineConfig
 from upsertmat.spark.pipeline import read_table, run_pipeline
 
+from ..sinks.lakereaders import delta_rows, iceberg_commits, iceberg_rows, replay_delta
 from .cluster import kill_tree
-from .lakereaders import delta_rows, iceberg_commits, iceberg_rows, replay_delta
 from .run_config import SCRIPT as RUN_CONFIG
 from .workload import SCHEMA, changelog, model_table, normalized, records, write_files
 

@@ -10,9 +10,9 @@ import pytest
 from pyspark.sql import SparkSession
 
 from upsertmat.jobs.runner import committed_batches
+from upsertmat.sinks.sql import BATCHES_TABLE
 from upsertmat.spark import PipelineConfig
 from upsertmat.spark.pipeline import read_table, run_pipeline
-from upsertmat.spark.sink import BATCHES_TABLE
 
 from .harness import kill_after_batches
 from .workload import SCHEMA, changelog, model_table, normalized, records, write_files

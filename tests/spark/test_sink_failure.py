@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING
 import pytest
 from pyspark.sql import SparkSession
 
+from upsertmat.sinks import SinkFailure
 from upsertmat.spark import PipelineConfig
 from upsertmat.spark.config import BatchProgress
 from upsertmat.spark.pipeline import read_table, run_pipeline
-from upsertmat.spark.sink import SinkFailure
 from upsertmat.spec import Change
 
 from .postgres import PostgresServer, server_binaries

@@ -1,17 +1,15 @@
 """What many micro-batches cost a lakehouse table's readers, and what maintenance gives back.
 
 ``upsertmat bench --pipeline --pipeline-sink delta|iceberg --table-reads N``: the sink of the
-pipeline (:class:`~upsertmat.spark.delta.DeltaSink`, :class:`~upsertmat.spark.iceberg.IcebergSink`)
-is driven directly, as ``foreachBatch`` drives it: a first batch inserts ``keys`` rows, then
-``N - 1`` batches each update ``updates`` random keys (the net changes of a micro-batch), with
-the documented maintenance every ``maintain_every`` batches (not after the last one). The
-same final table is also written in ONE batch. Reported: the sink's time and bytes per batch,
-the data files, and a full read of each table (the library's own reader, median of
-:data:`READS`), the many-batch table before and after the documented maintenance
-(:func:`upsertmat.spark.delta.maintain` / :func:`upsertmat.spark.iceberg.maintain`). No Spark: the
-micro-batches' Spark side is measured by ``--pipeline``; this isolates what the table format
-accumulates. The goal: the read after maintenance at most 2x the one-batch table's.
-"""
+pipeline (any table-format kind of :data:`upsertmat.sinks.KINDS`) is driven directly, as
+``foreachBatch`` drives it: a first batch inserts ``keys`` rows, then ``N - 1`` batches each update
+``updates`` random keys (the net changes of a micro-batch), with the documented maintenance every
+``maintain_every`` batches (not after the last one). The same final table is also written in ONE
+batch. Reported: the sink's time and bytes per batch, the data files, and a full read of each table
+(the library's own reader, median of :data:`READS`), the many-batch table before and after the
+documented maintenance (:meth:`upsertmat.sinks.SinkKind.maintain`, removed files not retained). No
+Spark: the micro-batches' Spark side is measured by ``--pipeline``; this isolates what the table
+format accumulates. The goal: the read after maintenance at most 2x the one-batch table's."""
 
 from __future__ import annotations
 
@@ -23,8 +21,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..spark.sink import BatchSink, Column
+from ..sinks import KINDS, BatchSink, Column, kind_named
 
+TABLE_FORMATS = tuple(kind.name for kind in KINDS if kind.table_format)
+"""The sink kinds this benchmark measures: the table formats."""
 READS = 5
 COLUMNS = (Column("id", "bigint"), Column("version", "bigint"), Column("payload", "string"))
 GOAL_READ_RATIO = 2.0
@@ -62,54 +62,33 @@ def _size(path: Path) -> int:
 class _Table:
     """One sink table of the run: its URL, how to open, read, count and maintain it."""
 
-    def __init__(self, sink: str, directory: Path) -> None:
+    def __init__(self, sink: str, parent: Path, name: str) -> None:
         self.sink = sink
-        self.directory = directory
-        self.url = f"delta:///{directory}" if sink == "delta" else f"iceberg:///{directory}"
+        self.kind = kind_named(sink)
+        self.url = self.kind.url_in(parent, name)
+        local = self.kind.local_path(self.url)
+        assert local is not None
+        self.directory = local
 
     def open(self) -> BatchSink:
-        from ..spark.sinks import open_sink
-
-        return open_sink(self.url, "bench", COLUMNS, (0,))
+        return self.kind.open(self.url, "bench", COLUMNS, (0,))
 
     def read(self) -> float:
         """Median seconds of :data:`READS` full reads (a fresh table object each time)."""
         times = []
         for _ in range(READS):
             started = time.perf_counter()
-            if self.sink == "delta":
-                import deltalake
-
-                rows = deltalake.DeltaTable(str(self.directory)).to_pyarrow_table().num_rows
-            else:
-                from ..spark.iceberg import NAMESPACE, load_catalog
-
-                table = load_catalog(self.url).load_table((NAMESPACE, "bench"))
-                rows = table.scan().to_arrow().num_rows
+            rows = self.kind.scan(self.url, "bench").num_rows
             times.append(time.perf_counter() - started)
             assert rows > 0
         return statistics.median(times)
 
     def files(self) -> int:
         """Live data files of the current version / snapshot."""
-        if self.sink == "delta":
-            import deltalake
-
-            return len(deltalake.DeltaTable(str(self.directory)).file_uris())
-        from ..spark.iceberg import NAMESPACE, load_catalog
-
-        table = load_catalog(self.url).load_table((NAMESPACE, "bench"))
-        return len(list(table.scan().plan_files()))
+        return self.kind.data_files(self.url, "bench") or 0
 
     def maintain(self) -> None:
-        if self.sink == "delta":
-            from ..spark.delta import maintain
-
-            maintain(self.directory, retention_hours=0)
-        else:
-            from ..spark.iceberg import maintain as iceberg_maintain
-
-            iceberg_maintain(self.url, "bench")
+        self.kind.maintain(self.url, "bench", retention_hours=0)  # nothing reads older versions
 
 
 def run_table_reads(
@@ -126,7 +105,7 @@ def run_table_reads(
     say = log or (lambda _line: None)
     rng = random.Random(seed)
     with tempfile.TemporaryDirectory(prefix="upsertmat-bench-reads-", dir=tmp_root) as name:
-        many = _Table(sink, Path(name) / "many")
+        many = _Table(sink, Path(name), "many")
         writer = many.open()
         rows = {key: (key, 0, f"p{key:08d}-{'x' * 12}") for key in range(keys)}
         writer.apply_batch("bench", 0, [("+I", row) for row in rows.values()])
@@ -154,7 +133,7 @@ def run_table_reads(
         many.maintain()
         maintenance = time.perf_counter() - started
         files_after, read_after = many.files(), many.read()
-        one = _Table(sink, Path(name) / "one")
+        one = _Table(sink, Path(name), "one")
         single = one.open()
         single.apply_batch("bench", 0, [("+I", row) for row in rows.values()])
         single.close()

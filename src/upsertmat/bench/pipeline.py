@@ -49,6 +49,7 @@ from typing import Any
 
 from ..impls.settings import Backend, Settings, Strategy
 from ..jobs.model import Column, JobSpec, SinkSpec, SourceFormat, SourceSpec, SparkOptions
+from ..sinks import KINDS, kind_named
 from .footprint import RssSampler
 
 COLUMNS = (Column("id", "long"), Column("version", "long"), Column("payload", "string"))
@@ -76,28 +77,28 @@ class PipelineBench:
     source_format: SourceFormat = SourceFormat.JSONL
     key_buckets: int | None = DEFAULT_KEY_BUCKETS
     shuffle_partitions: int = 2
-    sink: str = "sqlite"  # sqlite, delta or iceberg (SINKS)
+    sink: str = "sqlite"  # a kind of SINKS
 
 
-SINKS = ("sqlite", "delta", "iceberg")
+SINKS = tuple(kind.name for kind in KINDS if kind.local)
+"""The sink kinds the benchmark can make in its directory (every kind but a database server)."""
 
 
 def sink_url(directory: Path, sink: str, suffix: str = "") -> str:
-    """The benchmark's sink in ``directory``: a SQLite file, a Delta table or an Iceberg warehouse
-    (``suffix`` names a second one: the keyed run's)."""
-    if sink == "delta":
-        return f"delta:///{directory / f'bench{suffix}-delta'}"
-    if sink == "iceberg":
-        return f"iceberg:///{directory / f'bench{suffix}-iceberg'}"
-    return str(directory / f"bench{suffix}.db")
+    """The benchmark's sink in ``directory``: a SQLite file, a Delta table, an Iceberg
+    warehouse, ... (``suffix`` names a second one: the keyed run's)."""
+    return kind_named(sink).url_in(directory, f"bench{suffix}")
 
 
 def sink_bytes(directory: Path, sink: str) -> int:
-    """Bytes of every file the sink has written (nothing is deleted during the run)."""
-    root = {"delta": directory / "bench-delta", "iceberg": directory / "bench-iceberg"}.get(sink)
-    if root is None:
-        return sum(path.stat().st_size for path in directory.glob("bench.db*"))
-    return sum(path.stat().st_size for path in root.rglob("*") if path.is_file())
+    """Bytes of every file the sink has written (nothing is deleted during the run): the table's
+    directory, or the database file with its journals."""
+    local = kind_named(sink).local_path(sink_url(directory, sink))
+    if local is None:
+        return 0
+    if local.is_dir():
+        return sum(path.stat().st_size for path in local.rglob("*") if path.is_file())
+    return sum(path.stat().st_size for path in local.parent.glob(f"{local.name}*") if path.is_file())
 
 
 @dataclass(frozen=True)

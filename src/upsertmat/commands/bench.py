@@ -19,8 +19,9 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from upsertmat.bench.grid import QUICK_GOALS_NOTE, plots_available, run_grid
+from upsertmat.bench.lakehouse import TABLE_FORMATS
 from upsertmat.bench.manykeys import ManyKeysSpec
-from upsertmat.bench.pipeline import DEFAULT_KEY_BUCKETS, PipelineBench
+from upsertmat.bench.pipeline import DEFAULT_KEY_BUCKETS, SINKS, PipelineBench
 from upsertmat.bench.progress import Progress
 from upsertmat.bench.report import goals_table, machine_info, markdown_report, results_table
 from upsertmat.bench.runner import CLOCKS, FLIP544, MANY_KEYS, WALL, WORKLOADS, Plan
@@ -299,17 +300,18 @@ def configure(parser: argparse.ArgumentParser) -> None:
     pipe.add_argument("--source-format", choices=("jsonl", "parquet"), default="jsonl", help="default jsonl")
     pipe.add_argument(
         "--pipeline-sink",
-        choices=("sqlite", "delta", "iceberg"),
+        choices=SINKS,
         default="sqlite",
-        help="the end-to-end run's sink: SQLite (default), a Delta Lake table or an Iceberg table "
-        "(needs the lakehouse extra)",
+        help="the end-to-end run's sink kind: SQLite (default), or a lakehouse table "
+        f"({', '.join(TABLE_FORMATS)}: needs the lakehouse extra)",
     )
     pipe.add_argument(
         "--table-reads",
         type=positive_int,
         metavar="N",
-        help="with --pipeline-sink delta|iceberg: drive the sink with N micro-batches of updates, then "
-        "compare a full read before and after maintenance with the same table written in one batch",
+        help=f"with --pipeline-sink {'|'.join(TABLE_FORMATS)}: drive the sink with N micro-batches of "
+        "updates, then compare a full read before and after maintenance with the same table written in "
+        "one batch",
     )
     pipe.add_argument(
         "--key-buckets",
@@ -527,8 +529,8 @@ def run_table_reads(args: argparse.Namespace) -> int:
     :func:`~upsertmat.bench.lakehouse.run_table_reads`; ``table-reads-SINK.json``."""
     from upsertmat.bench.lakehouse import GOAL_READ_RATIO, report, run_table_reads
 
-    if args.pipeline_sink not in ("delta", "iceberg"):
-        raise CliError("--table-reads needs --pipeline-sink delta or iceberg", ExitCode.USAGE)
+    if args.pipeline_sink not in TABLE_FORMATS:
+        raise CliError(f"--table-reads needs --pipeline-sink {' or '.join(TABLE_FORMATS)}", ExitCode.USAGE)
     figures = run_table_reads(
         args.pipeline_sink,
         args.table_reads,

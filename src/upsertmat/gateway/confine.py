@@ -70,14 +70,12 @@ def job_paths(job: JobSpec, root: Path) -> tuple[Path, Path, Path | None]:
     resolved and confined."""
     source = confine(job.source.path, root, "source.path")
     checkpoint = confine(job.checkpoint, root, "checkpoint")
-    if job.sink.is_postgresql:
-        raise OutsideRoot(
-            "sink.url: the gateway writes only under its data root; use a SQLite file there or "
-            "sink: {internal: true}"
-        )
     local = job.sink.local_path()
-    if local is None:  # a named Iceberg catalog: outside what the gateway can confine
-        raise OutsideRoot("sink.url: the gateway writes only under its data root; name a directory there")
+    if local is None:  # a database server or a named catalog: outside what the gateway can confine
+        raise OutsideRoot(
+            "sink.url: the gateway writes only under its data root; use a SQLite file or a table "
+            "directory there, or sink: {internal: true}"
+        )
     return source, checkpoint, confine(local, root, "sink.url")
 
 

@@ -29,7 +29,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import Collector
 
-from ..spark.results import snapshot_header
+from ..sinks import snapshot_header
 from .lifecycle import JobState
 from .malloc import arena_count
 

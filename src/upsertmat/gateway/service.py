@@ -9,7 +9,7 @@ waits until it is asked to stop (at a micro-batch boundary) or fails; a failure 
 ``FAILED`` with its message and touches no other job.
 
 Results (:meth:`Gateway.table_page`, :meth:`Gateway.changelog_page`) are read from the job's
-sink: what committed batches left there, never a half-applied batch (:mod:`upsertmat.spark.results`).
+sink: what committed batches left there, never a half-applied batch (:mod:`upsertmat.sinks`).
 
 Every problem a request can cause is a :class:`RequestError` with an HTTP status and a message;
 anything else is a bug (the HTTP layer answers 500 and logs it).
@@ -17,14 +17,12 @@ anything else is a bug (the HTTP layer answers 500 and logs it).
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import json
 import math
 import os
 import re
 import shutil
-import sqlite3
 import threading
 import time
 import traceback
@@ -46,8 +44,8 @@ from ..plan.codec import parse_plan
 from ..plan.compiler import compile_job, job_of_plan
 from ..plan.explain import explain
 from ..plan.model import PlanError
-from ..spark.results import read_changes, read_snapshot, snapshot_header
-from ..spark.sink import SinkError
+from ..sinks import SinkError, read_changes, read_snapshot, snapshot_header
+from ..sinks import drop_results as drop_sink_results
 from .confine import OutsideRoot, Taken, check_taken, confine_job
 from .contract import Change, ChangelogPage, JobStatus, ResultsOnDelete, TablePage
 from .lifecycle import ACTIVE, TERMINAL, BadTransition, Event, JobState
@@ -791,20 +789,7 @@ def utc_time(epoch: float | None) -> Any:
 
 
 def drop_results(url: str, table: str) -> None:
-    """Drop an external SQLite sink's ``table`` and the batches and changes recorded for it."""
-    from ..spark.sink import BATCHES_TABLE, CHANGES_TABLE, quote
-    from ..spark.sinkurl import sqlite_path
-
-    path = sqlite_path(url)
-    if not path.exists():
-        return
-    with contextlib.closing(sqlite3.connect(str(path), isolation_level=None)) as connection:
-        connection.execute("BEGIN IMMEDIATE")
-        present = {
-            row[0] for row in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
-        }
-        connection.execute(f"DROP TABLE IF EXISTS {quote(table)}")
-        for bookkeeping in (BATCHES_TABLE, CHANGES_TABLE):
-            if bookkeeping in present:
-                connection.execute(f"DELETE FROM {bookkeeping} WHERE sink_table = ?", (table,))
-        connection.execute("COMMIT")
+    """Drop an external sink's ``table`` with everything recorded for it (its kind's
+    :meth:`~upsertmat.sinks.SinkKind.drop`: a SQL table with its batches, changes and misses; a
+    Delta table's directory; an Iceberg table purged from its catalog)."""
+    drop_sink_results(url, table)

@@ -79,7 +79,7 @@ class ResultFollower:
         self.max_rows = max_rows
         self.position = 0
         if mode != "table":
-            from ..spark.results import last_position
+            from ..sinks import last_position
 
             self.position = last_position(url, table)
         self.changes = 0
@@ -110,7 +110,7 @@ class ResultFollower:
 
     def refresh(self) -> None:
         """Read and render what is committed now."""
-        from ..spark.results import read_changes, read_snapshot
+        from ..sinks import read_changes, read_snapshot
 
         if self.mode == "table":
             found = read_snapshot(self.url, self.table, self.pk, limit=self.max_rows)

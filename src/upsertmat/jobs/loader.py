@@ -63,8 +63,8 @@ from ..impls.config import (
     flatten,
 )
 from ..impls.settings import Backend, Settings, TimeDomain
+from ..sinks import SinkUrlError, resolve_url
 from ..spark.config import PIPELINE_STRATEGIES
-from ..spark.sinkurl import SinkUrlError, resolve_sink_url
 from .model import (
     COLUMN_TYPES,
     INTERNAL_URL,
@@ -188,7 +188,7 @@ def _path(value: Any, where: str, base: Path) -> Path:
 
 def _sink_url(value: Any, where: str, base: Path) -> str:
     try:
-        return resolve_sink_url(_text(value, where), base)
+        return resolve_url(_text(value, where), base)
     except SinkUrlError as error:
         raise JobError(f"{where}: {error}") from None
 

@@ -12,14 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..impls.settings import Settings
-from ..spark.sinkurl import (
-    delta_location,
-    iceberg_warehouse,
-    is_delta,
-    is_iceberg,
-    is_postgresql,
-    sqlite_path,
-)
+from ..sinks import SinkKind, kind_of
+from ..sinks.sqlite import sqlite_path
 
 
 class SourceFormat(enum.Enum):
@@ -100,7 +94,9 @@ INTERNAL_URL = "internal:"
 
 @dataclass(frozen=True)
 class SinkSpec:
-    """An upsert sink: a database URL (SQLite path, ``sqlite:///…`` or ``postgresql://…``) and a table.
+    """An upsert sink: a sink URL (any kind of :data:`upsertmat.sinks.KINDS`: a SQLite path or
+    ``sqlite:///…``, ``postgresql://…``, ``delta:///…``, ``iceberg:///…``,
+    ``iceberg+catalog:NAME``) and a table.
 
     ``internal``: the result is kept inside the client (an embedded SQLite database in its
     session directory, or under the gateway's data root) instead of a user's database.
@@ -111,31 +107,19 @@ class SinkSpec:
     internal: bool = False
 
     @property
-    def is_postgresql(self) -> bool:
-        """True for ``postgresql://`` and ``postgres://`` URLs."""
-        return is_postgresql(self.url)
-
-    @property
-    def kind(self) -> str:
-        """``postgresql``, ``delta``, ``iceberg`` or ``sqlite``."""
-        if self.is_postgresql:
-            return "postgresql"
-        if is_delta(self.url):
-            return "delta"
-        return "iceberg" if is_iceberg(self.url) else "sqlite"
+    def kind(self) -> SinkKind:
+        """The URL's sink kind (:func:`upsertmat.sinks.kind_of`; SinkUrlError for none)."""
+        return kind_of(self.url)
 
     def local_path(self) -> Path | None:
-        """The local file or directory the sink writes (None: a database server or a named catalog)."""
-        if self.kind == "postgresql" or self.url == INTERNAL_URL:
+        """The local file or directory the sink writes (None: a database server, a named catalog,
+        or an internal sink before a client gives it its database)."""
+        if self.url == INTERNAL_URL:
             return None
-        if self.kind == "delta":
-            return delta_location(self.url)
-        if self.kind == "iceberg":
-            return iceberg_warehouse(self.url)
-        return sqlite_path(self.url)
+        return self.kind.local_path(self.url)
 
     def sqlite_path(self) -> Path:
-        """The SQLite database file of a non-PostgreSQL URL (:mod:`upsertmat.spark.sinkurl`)."""
+        """The SQLite database file of a SQLite URL (SinkUrlError, a ValueError, for another kind)."""
         if self.url == INTERNAL_URL:
             raise ValueError("the internal sink has no database until a client runs the job")
         return sqlite_path(self.url)

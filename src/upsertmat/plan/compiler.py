@@ -55,10 +55,9 @@ def compile_job(job: JobSpec) -> Plan:
                 },
             )
         )
-    if job.sink.internal:
-        url = INTERNAL_URL  # the client that runs the plan gives it its database
-    else:
-        url = job.sink.url if job.sink.kind != "sqlite" else str(job.sink.sqlite_path().resolve())
+    # An internal sink gets its database from the client that runs the plan; a local file or
+    # table is recorded absolute.
+    url = INTERNAL_URL if job.sink.internal else job.sink.kind.resolve(job.sink.url, Path.cwd())
     nodes.append(
         Node(
             id=len(nodes) + 1,

@@ -51,14 +51,10 @@ def _describe(node: Node, job: JobSpec) -> list[str]:
         return lines
     if node.type == SINK:
         kind = job.sink.kind
-        commit = {
-            "delta": "batch ids committed as Delta application transactions (txn) of the same commit",
-            "iceberg": "batch ids committed in the summary of the same Iceberg snapshot",
-        }.get(kind, "batch ids committed in the same transaction")
         return [
             head,
-            f"    upsert into {kind} {fields['url']} table {fields['table']}",
-            f"    primary key {_keys(fields['primary-key'])}; {commit}",
+            f"    upsert into {kind.name} {fields['url']} table {fields['table']}",
+            f"    primary key {_keys(fields['primary-key'])}; {kind.commit_note}",
         ]
     return [head]  # pragma: no cover - parse_plan admits no other node types
 

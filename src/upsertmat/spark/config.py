@@ -30,7 +30,7 @@ from ..impls.settings import (
     TtlSettings,
     UpdateType,
 )
-from .sinkurl import SinkUrlError, check_sink_url
+from ..sinks import SinkUrlError, check_url
 
 FORMATS = ("json", "parquet", "csv", "debezium-json", "canal-json", "maxwell-json")
 ON_ERROR = ("fail", "skip")
@@ -250,7 +250,7 @@ def check_config(config: PipelineConfig) -> None:
     if config.on_error not in ON_ERROR:
         raise PipelineConfigError(f"on_error must be one of {', '.join(ON_ERROR)}, got {config.on_error!r}")
     try:
-        check_sink_url(config.sink_url)
+        check_url(config.sink_url)
     except SinkUrlError as error:
         raise PipelineConfigError(f"sink_url: {error}") from None
     try:

@@ -3,7 +3,7 @@
 The query: :func:`~.sources.read_changelog` -> ``groupBy(pk).transformWithState(``
 :class:`~.processor.MaterializerProcessor` ``)`` (skipped when ``config.materialize`` is False)
 -> ``foreachBatch``: collect the batch on the driver, order it by arrival, and apply it to the
-sink in one transaction together with the batch id (:mod:`.sink`). Checkpointed in
+sink in one transaction together with the batch id (:mod:`upsertmat.sinks`). Checkpointed in
 ``config.checkpoint_dir``: offsets, commits and the RocksDB state store. Restarting on the same
 checkpoint continues where the last committed batch ended; a batch re-run after a crash is
 recognised by its id and skipped in the sink, so the table sees every batch exactly once.
@@ -26,6 +26,7 @@ from pyspark.sql import DataFrame, SparkSession, functions
 from ..impls.config import parse_duration_ms
 from ..impls.misses import MissSummary
 from ..impls.settings import Backend, Settings
+from ..sinks import BatchSink, Column, SinkFailure, open_sink
 from ..spec import Keys
 from ..spec.changes import Row
 from .badinput import BAD_OP, BadInput, BadRow, DeadLetters, SourceShape, local_path, locate, split_bad
@@ -40,8 +41,6 @@ from .processor import (
     ProcessorSpec,
 )
 from .session import build_session
-from .sink import BatchSink, Column, SinkFailure
-from .sinks import open_sink
 from .sources import read_changelog
 
 # A continuous query runs with a zero processing-time trigger, so that a batch starts as soon as

@@ -276,7 +276,7 @@ class MaterializerProcessor(StatefulProcessor):
             emitted = run_many(materializer, changes)
             encode = _ENCODER.encode
             if self.spec.last_per_key:
-                # Keyed like the sink's own reduction (upsertmat.spark.sink.last_per_key).
+                # Keyed like the sink's own reduction (upsertmat.sinks.last_per_key).
                 pk = self.spec.keys.pk
                 last: dict[Any, tuple[int, Change]] = {}
                 if len(pk) == 1:  # the column's value groups as its 1-tuple would

@@ -1,8 +1,9 @@
-"""The Delta Lake sink: each micro-batch one MERGE, committed exactly once through Delta's
-application transactions (``deltalake``, delta-rs: no JVM jars).
+"""The Delta Lake sink (``delta:///dir``): each micro-batch one MERGE, committed exactly once
+through Delta's application transactions (``deltalake``, delta-rs: no JVM jars; the
+``lakehouse`` extra).
 
 A batch's net table changes (the last change of each primary key: upserts and deletes,
-:func:`~.sink.last_per_key`) are MERGEd by the primary key in ONE commit that also carries the
+:func:`~.base.last_per_key`) are MERGEd by the primary key in ONE commit that also carries the
 application transaction ``txn {appId: <query id>, version: <batch id>}`` and, in its commit
 info, ``upsertmat.batch`` / ``upsertmat.query``. Before a batch is applied the table's latest
 ``txn`` version of the query is read back: a batch id at or below it was committed (Spark re-runs
@@ -12,55 +13,61 @@ written atomically) or not at all, so a SIGKILL at any moment leaves either stat
 
 The MERGE deletes matched keys of ``-U``/``-D``, updates matched keys whose row differs
 (``IS DISTINCT FROM`` on the other columns, so an unchanged row is not rewritten and makes no
-change record), inserts the rest. delta-rs merges copy-on-write: the data files holding matched
-rows are rewritten; :func:`maintain` compacts small files and vacuums removed ones (docs/spark.md).
+change record), inserts the rest. delta-rs merges **copy-on-write**: every data file holding a
+matched row is rewritten, so with keys spread over the table a batch rewrites about the whole
+table (docs/spark.md, *Which sink for which table*); :func:`maintain` compacts small files and
+vacuums removed ones.
 
 ``changelog=True`` turns on the table's change data feed (``delta.enableChangeDataFeed``): the
 committed changes are read from it (:func:`read_changes`). A change's position is
-``batch_id << 32 | (index + 1)`` (:func:`position`): increasing along the changelog, stable,
-not dense. An empty batch commits nothing. Miss explanations are counted in the progress, not
-stored (no side table in a lakehouse sink).
+:func:`~.reading.position` ``(batch_id, index)``. An empty batch commits nothing. Miss explanations
+are counted in the progress, not stored (no side table in a lakehouse sink).
 """
 
 from __future__ import annotations
 
 import contextlib
+import shutil
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..spec.changes import Row
-from .sink import BatchOutcome, BatchSink, Column, SinkError, last_per_key
+from .arrow import arrow_schema, sorted_rows
+from .base import BatchSink, Column, NetBatch, SinkError
+from .kind import SinkKind, SinkUrlError
+from .reading import NO_TABLE, TableChange, TableSnapshot, guarded, position
+from .urls import absolute, scheme_path
 
+PREFIX = "delta:///"
 BATCH_KEY = "upsertmat.batch"
 QUERY_KEY = "upsertmat.query"
 OP = "_upsertmat_op"
 CDF = "delta.enableChangeDataFeed"
+DEFAULT_RETENTION_HOURS = 168
+"""Delta's own default retention of removed files (7 days)."""
 DESCRIPTION = "upsertmat sink; primary key: "
 """The table's description names its primary key (Delta has no primary keys; the change feed is
 ordered by it)."""
-ARROW_TYPES = {"bigint": "int64", "int": "int64", "double": "float64", "boolean": "bool", "string": "string"}
 
 
-def arrow_schema(columns: Sequence[Column]) -> Any:
-    """The table's pyarrow schema (integers as 64 bits, as the SQL sinks store them)."""
-    import pyarrow as pa  # type: ignore[import-untyped]
-
-    fields = []
-    for column in columns:
-        if column.spark_type not in ARROW_TYPES:
-            raise SinkError(
-                f"column {column.name!r} has type {column.spark_type}; "
-                f"the sink supports {sorted(ARROW_TYPES)}"
-            )
-        fields.append(pa.field(column.name, pa.type_for_alias(ARROW_TYPES[column.spark_type])))
-    return pa.schema(fields)
+def delta_location(url: str, base: Path | None = None) -> Path:
+    """The Delta table directory of a ``delta:`` URL (relative ones joined to ``base``)."""
+    return scheme_path(url, PREFIX, "Delta Lake", base)
 
 
 def _quote(name: str) -> str:
     """A SQL identifier for delta-rs's predicates (DataFusion: double quotes)."""
     return '"' + name.replace('"', '""') + '"'
+
+
+@dataclass
+class _Staged:
+    """A batch's transaction: the table at its current version and the MERGE to execute on commit."""
+
+    table: Any
+    merger: Any = None
 
 
 class DeltaSink(BatchSink):
@@ -86,13 +93,13 @@ class DeltaSink(BatchSink):
         self.changelog = changelog
         self.schema = arrow_schema(self.columns)
         names = [column.name for column in self.columns]
-        keys = [names[index] for index in self.pk]
-        self.keys = keys
-        others = [name for index, name in enumerate(names) if index not in self.pk]
-        self.predicate = " AND ".join(f"t.{_quote(key)} = s.{_quote(key)}" for key in keys)
-        self.others = others
         self.names = names
-        self.differs = " OR ".join(f"(t.{_quote(name)} IS DISTINCT FROM s.{_quote(name)})" for name in others)
+        self.keys = [names[index] for index in self.pk]
+        self.others = [name for index, name in enumerate(names) if index not in self.pk]
+        self.predicate = " AND ".join(f"t.{_quote(key)} = s.{_quote(key)}" for key in self.keys)
+        self.differs = " OR ".join(
+            f"(t.{_quote(name)} IS DISTINCT FROM s.{_quote(name)})" for name in self.others
+        )
         try:
             self._open()
         except SinkError:
@@ -115,11 +122,10 @@ class DeltaSink(BatchSink):
                     description=DESCRIPTION + ",".join(self.keys),
                 )
         table = deltalake.DeltaTable(str(self.path))
-        found = [(field.name, str(field.type)) for field in table.schema().fields]
-        if [name for name, _ in found] != self.names:
+        found = [field.name for field in table.schema().fields]
+        if found != self.names:
             raise SinkError(
-                f"{self.where} has columns {[name for name, _ in found]}, the job writes {self.names}: "
-                "use another table path"
+                f"{self.where} has columns {found}, the job writes {self.names}: use another table path"
             )
         if self.changelog and table.metadata().configuration.get(CDF) != "true":
             table.alter.set_table_properties({CDF: "true"})
@@ -127,61 +133,41 @@ class DeltaSink(BatchSink):
     def _table(self) -> Any:
         return self.deltalake.DeltaTable(str(self.path))
 
-    def apply_batch(
-        self,
-        query_id: str,
-        batch_id: int,
-        changes: Sequence[tuple[str, Row]],
-        misses: Sequence[tuple[int, str]] = (),
-    ) -> BatchOutcome:
-        """MERGE the batch's last change per key with ``txn (query_id, batch_id)``; skip a batch the
-        table's txn already holds. SinkFailure (nothing applied) if delta-rs fails."""
-        upserts, deletes = last_per_key(changes, self.pk)
-        try:
-            table = self._table()
-            done = table.transaction_version(query_id)
-            if done is not None and done >= batch_id:
-                return BatchOutcome(0, 0, skipped=True)
-            if not upserts and not deletes:
-                return BatchOutcome(0, 0, skipped=False)
-            metadata = {BATCH_KEY: str(batch_id), QUERY_KEY: query_id}
-            self._merge(table, query_id, batch_id, upserts, deletes, metadata)
-        except SinkError:
-            raise
-        except Exception as error:
-            raise self.failure(batch_id, error, "free space") from error
-        return BatchOutcome(len(upserts), len(deletes), skipped=False)
+    @contextlib.contextmanager
+    def _begin(self) -> Iterator[_Staged]:
+        """The table at its current version; on commit the staged MERGE runs (data files and
+        the log entry with the txn in one delta-rs call)."""
+        staged = _Staged(self._table())
+        yield staged
+        if staged.merger is not None:
+            staged.merger.execute()
 
-    def _merge(
-        self,
-        table: Any,
-        query_id: str,
-        batch_id: int,
-        upserts: list[Row],
-        deletes: list[Row],
-        metadata: dict[str, str],
-    ) -> dict[str, Any]:
-        import pyarrow as pa
+    def _committed(self, transaction: _Staged, query_id: str, batch_id: int) -> bool:
+        done = transaction.table.transaction_version(query_id)
+        return done is not None and done >= batch_id
+
+    def _write(self, transaction: _Staged, batch: NetBatch) -> None:
+        import pyarrow as pa  # type: ignore[import-untyped]
 
         names, pk = self.names, self.pk
         columns: list[list[Any]] = [[] for _ in names]
-        for row in upserts:
+        for row in batch.upserts:
             for index, value in enumerate(row):
                 columns[index].append(value)
-        for key in deletes:
+        for key in batch.deletes:
             for index in range(len(names)):
                 columns[index].append(key[pk.index(index)] if index in pk else None)
         arrays = [
             pa.array(values, type=field.type) for values, field in zip(columns, self.schema, strict=True)
         ]
-        ops = pa.array(["U"] * len(upserts) + ["D"] * len(deletes), type=pa.string())
+        ops = pa.array(["U"] * len(batch.upserts) + ["D"] * len(batch.deletes), type=pa.string())
         source = pa.Table.from_arrays([*arrays, ops], names=[*names, OP])
         deltalake = self.deltalake
         properties = deltalake.CommitProperties(
-            app_transactions=[deltalake.Transaction(app_id=query_id, version=batch_id)],
-            custom_metadata=metadata,
+            app_transactions=[deltalake.Transaction(app_id=batch.query_id, version=batch.batch_id)],
+            custom_metadata={BATCH_KEY: str(batch.batch_id), QUERY_KEY: batch.query_id},
         )
-        merger = table.merge(
+        merger = transaction.table.merge(
             source, self.predicate, source_alias="s", target_alias="t", commit_properties=properties
         )
         merger = merger.when_matched_delete(predicate=f"s.{OP} = 'D'")
@@ -190,20 +176,18 @@ class DeltaSink(BatchSink):
                 updates={_quote(name): f"s.{_quote(name)}" for name in self.others},
                 predicate=f"s.{OP} = 'U' AND ({self.differs})",
             )
-        merger = merger.when_not_matched_insert(
+        transaction.merger = merger.when_not_matched_insert(
             updates={_quote(name): f"s.{_quote(name)}" for name in names}, predicate=f"s.{OP} = 'U'"
         )
-        result: dict[str, Any] = merger.execute()
-        return result
 
     def rows(self) -> list[Row]:
-        return table_rows(self._table(), self.names, [self.names[index] for index in self.pk])
+        import pyarrow as pa
+
+        data = pa.table(self._table().to_pyarrow_table())
+        return sorted_rows(data, self.names, self.keys)
 
     def committed_batches(self) -> int:
         return sum(1 for _ in our_commits(self._table()))
-
-    def close(self) -> None:
-        pass
 
 
 def change_count(metrics: dict[str, Any]) -> int:
@@ -224,12 +208,6 @@ def our_commits(table: Any) -> Iterator[dict[str, Any]]:
             yield commit
 
 
-def position(batch_id: int, index: int) -> int:
-    """The changelog position of the ``index``-th (0-based) change of batch ``batch_id`` in a
-    lakehouse sink: increasing along the changelog, stable, not dense."""
-    return (batch_id << 32) + index + 1
-
-
 def changes_end(table: Any) -> int:
     """The position of the last change recorded (0: none)."""
     for commit in our_commits(table):
@@ -237,31 +215,6 @@ def changes_end(table: Any) -> int:
         if count:
             return position(int(commit[BATCH_KEY]), count - 1)
     return 0
-
-
-def table_rows(table: Any, names: Sequence[str], keys: Sequence[str], limit: int | None = None) -> list[Row]:
-    """The rows of a (version-pinned) table, ordered by ``keys``, at most ``limit``."""
-    import pyarrow as pa
-
-    data = pa.table(table.to_pyarrow_table()).select(list(names))
-    if keys:
-        data = data.sort_by([(key, "ascending") for key in keys])
-    if limit is not None:
-        data = data.slice(0, limit)
-    return [tuple(row) for row in zip(*(data.column(name).to_pylist() for name in names), strict=True)]
-
-
-@dataclass(frozen=True)
-class DeltaSnapshot:
-    """A Delta table pinned to one version: the batch its newest batch commit holds (None: none),
-    its columns, rows (ordered by key, at most the limit), row count and changelog position."""
-
-    version: int
-    batch_id: int | None
-    columns: tuple[str, ...]
-    rows: tuple[Row, ...]
-    total: int
-    changes_pos: int
 
 
 def primary_key(table: Any) -> list[str]:
@@ -272,20 +225,20 @@ def primary_key(table: Any) -> list[str]:
     return [name for name in description[len(DESCRIPTION) :].split(",") if name]
 
 
-def read_snapshot(path: Path, pk: Sequence[str], limit: int | None = None) -> DeltaSnapshot | None:
-    """The table at its current version, read whole from that one pinned version (None: no
-    table yet). O(rows)."""
+def read_snapshot(path: Path, pk: Sequence[str], limit: int | None = None) -> TableSnapshot:
+    """The table at its current version, read whole from that one pinned version
+    (:data:`~.reading.NO_TABLE`: no table yet). O(rows)."""
     import deltalake
+    import pyarrow as pa
 
     if not deltalake.DeltaTable.is_deltatable(str(path)):
-        return None
+        return NO_TABLE
     table = deltalake.DeltaTable(str(path))
     names = [field.name for field in table.schema().fields]
     pk = list(pk) or primary_key(table)
     batch = next((int(commit[BATCH_KEY]) for commit in our_commits(table)), None)
-    rows = table_rows(table, names, pk)
-    return DeltaSnapshot(
-        version=table.version(),
+    rows = sorted_rows(pa.table(table.to_pyarrow_table()), names, pk)
+    return TableSnapshot(
         batch_id=batch,
         columns=tuple(names),
         rows=tuple(rows if limit is None else rows[:limit]),
@@ -300,12 +253,12 @@ _OPS = {"delete": "-D", "update_preimage": "-U", "update_postimage": "+U", "inse
 
 def read_changes(
     path: Path, pk: Sequence[str], after: int, limit: int, upto: int | None = None
-) -> list[tuple[int, int, str, Row]]:
-    """The committed changes ``(pos, batch, op, row)`` at positions ``after < pos [<= upto]``, at
-    most ``limit``, from the change data feed of each batch commit that holds such positions.
-    Within a commit: the deletes by key, then per key ``+I`` or ``-U``/``+U`` (a fixed order, so
-    positions are stable). O(history) to find the commits, O(their changes) to read them.
-    ``pk``: the primary key columns ([]: the ones the table's description names)."""
+) -> list[TableChange]:
+    """The committed changes at positions ``after < pos [<= upto]``, at most ``limit``, from the
+    change data feed of each batch commit that holds such positions. Within a commit: the
+    deletes by key, then per key ``+I`` or ``-U``/``+U`` (a fixed order, so positions are
+    stable). O(history) to find the commits, O(their changes) to read them. ``pk``: the primary
+    key columns ([]: the ones the table's description names)."""
     import deltalake
     import pyarrow as pa
 
@@ -323,7 +276,7 @@ def read_changes(
             upto is None or position(batch, 0) <= upto
         ):
             wanted.append((int(commit["version"]), batch))
-    found: list[tuple[int, int, str, Row]] = []
+    found: list[TableChange] = []
     for version, batch in reversed(wanted):
         feed = pa.table(table.load_cdf(starting_version=version, ending_version=version).read_all())
         kinds = feed.column("_change_type").to_pylist()
@@ -337,13 +290,15 @@ def read_changes(
             pos = position(batch, offset)
             if pos <= after or (upto is not None and pos > upto):
                 continue
-            found.append((pos, batch, _OPS[kind], tuple(row)))
+            found.append(TableChange(pos, batch, _OPS[kind], tuple(row)))
             if len(found) >= limit:
                 return found
     return found
 
 
-def maintain(path: Path, *, target_size: int | None = None, retention_hours: int = 168) -> dict[str, Any]:
+def maintain(
+    path: Path, *, target_size: int | None = None, retention_hours: int = DEFAULT_RETENTION_HOURS
+) -> dict[str, Any]:
     """The documented maintenance of a Delta sink table: compact small files (``optimize``,
     ``compact``: one commit with ``dataChange=false``, readers and the change feed see no
     change), vacuum files removed longer than ``retention_hours`` ago (Delta's default
@@ -357,3 +312,69 @@ def maintain(path: Path, *, target_size: int | None = None, retention_hours: int
     vacuumed = table.vacuum(retention_hours=retention_hours, dry_run=False, enforce_retention_duration=False)
     table.create_checkpoint()  # a reader replays the log from here, not from version 0
     return {"optimize": compacted, "vacuumed_files": len(vacuumed)}
+
+
+class DeltaKind(SinkKind):
+    """``delta:///rel/dir`` and ``delta:////abs/dir``: a Delta table directory (the whole
+    directory is the sink's table: its name is recorded, not used to find it)."""
+
+    name = "delta"
+    forms = ("delta:///…",)
+    table_format = True
+    commit_note = "batch ids committed as Delta application transactions (txn) of the same commit"
+
+    def claims(self, url: str) -> bool:
+        return url.startswith("delta:")
+
+    def resolve(self, url: str, base: Path) -> str:
+        return absolute(PREFIX, delta_location(url, base))
+
+    def local_path(self, url: str, base: Path | None = None) -> Path | None:
+        return delta_location(url, base)
+
+    def url_in(self, directory: Path, name: str) -> str:
+        return absolute(PREFIX, directory / f"{name}-delta")
+
+    def open(
+        self, url: str, table: str, columns: Sequence[Column], pk: Sequence[int], *, changelog: bool = False
+    ) -> DeltaSink:
+        try:
+            path = delta_location(url)
+        except SinkUrlError as error:
+            raise SinkError(str(error)) from None
+        return DeltaSink(path, table, columns, pk, changelog=changelog)
+
+    def snapshot(self, url: str, table: str, pk: Sequence[str], limit: int | None = None) -> TableSnapshot:
+        return guarded(f"the sink table {table}", url, lambda: read_snapshot(delta_location(url), pk, limit))
+
+    def changes(
+        self, url: str, table: str, after: int, limit: int, upto: int | None = None
+    ) -> list[TableChange]:
+        return guarded(
+            f"the changes of {table}", url, lambda: read_changes(delta_location(url), [], after, limit, upto)
+        )
+
+    def drop(self, url: str, table: str) -> None:
+        """The table directory removed (its log, data files and change feed)."""
+        path = delta_location(url)
+        try:
+            shutil.rmtree(path)
+        except FileNotFoundError:
+            return
+        except OSError as error:
+            raise SinkError(f"cannot drop the Delta table {path}: {error}") from None
+
+    def maintain(self, url: str, table: str, *, retention_hours: float | None = None) -> dict[str, Any]:
+        """:func:`maintain` (``retention_hours``: None is Delta's default, 7 days)."""
+        hours = DEFAULT_RETENTION_HOURS if retention_hours is None else int(retention_hours)
+        return maintain(delta_location(url), retention_hours=hours)
+
+    def scan(self, url: str, table: str) -> Any:
+        import deltalake
+
+        return deltalake.DeltaTable(str(delta_location(url))).to_pyarrow_table()
+
+    def data_files(self, url: str, table: str) -> int | None:
+        import deltalake
+
+        return len(deltalake.DeltaTable(str(delta_location(url))).file_uris())

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from upsertmat.spark.results import last_position, read_changes, read_snapshot
-from upsertmat.spark.sink import Column
-from upsertmat.spark.sinks import open_sink
+from upsertmat.sinks import Column, last_position, open_sink, read_changes, read_snapshot
 
 pytestmark = [pytest.mark.spark]
 

@@ -10,9 +10,7 @@ from typing import Any
 
 import pytest
 
-from upsertmat.spark.results import last_batch, last_position, read_changes, read_snapshot
-from upsertmat.spark.sink import Column
-from upsertmat.spark.sinks import open_sink
+from upsertmat.sinks import Column, last_batch, last_position, open_sink, read_changes, read_snapshot
 
 from .lakereaders import delta_rows, iceberg_rows, replay_delta
 

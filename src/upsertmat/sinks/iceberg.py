@@ -1,7 +1,7 @@
 """The Iceberg sink: each micro-batch one Iceberg transaction, committed exactly once through the
 snapshot summary (``pyiceberg``; by default its SQL catalog on a local SQLite file).
 
-A batch's net table changes (:func:`~.sink.last_per_key`) are applied in ONE pyiceberg
+A batch's net table changes (:func:`~.base.last_per_key`) are applied in ONE pyiceberg
 transaction holding one overwrite snapshot (copy-on-write): every data file holding a key the
 batch touches is replaced by a file of its other rows plus the rows whose last change adds; the
 files holding no touched key stay. The snapshot carries ``upsertmat.batch`` and
@@ -23,15 +23,23 @@ warehouse in ``dir``; ``iceberg+catalog:NAME`` loads pyiceberg's configured cata
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+import shutil
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from ..spec.changes import Row
-from .delta import arrow_schema, position
-from .sink import BatchOutcome, BatchSink, Column, SinkError, last_per_key
-from .sinkurl import ICEBERG_CATALOG_PREFIX, iceberg_warehouse
+from .arrow import arrow_schema, columns_of, sorted_rows
+from .base import BatchSink, Column, NetBatch, SinkError
+from .kind import SinkKind, SinkUrlError
+from .reading import NO_TABLE, TableChange, TableSnapshot, guarded, position, same_row
+from .urls import absolute, scheme_path
+
+PREFIX = "iceberg:///"
+CATALOG_PREFIX = "iceberg+catalog:"
 
 NAMESPACE = "upsertmat"
 BATCH_KEY = "upsertmat.batch"
@@ -45,6 +53,16 @@ TABLE_PROPERTIES = {
 }
 
 
+def iceberg_warehouse(url: str, base: Path | None = None) -> Path | None:
+    """The warehouse directory of an ``iceberg:///`` URL (relative ones joined to ``base``), None
+    for ``iceberg+catalog:NAME``; SinkUrlError if malformed."""
+    if url.startswith(CATALOG_PREFIX):
+        if not url[len(CATALOG_PREFIX) :].strip():
+            raise SinkUrlError(f"{url!r} names no catalog: write iceberg+catalog:NAME")
+        return None
+    return scheme_path(url, PREFIX, "Iceberg", base)
+
+
 def load_catalog(url: str) -> Any:
     """The pyiceberg catalog of an ``iceberg:`` URL (SinkError if pyiceberg is missing)."""
     try:
@@ -54,7 +72,7 @@ def load_catalog(url: str) -> Any:
         raise SinkError("the Iceberg sink needs pyiceberg: pip install 'upsertmat[lakehouse]'") from None
     warehouse = iceberg_warehouse(url)
     if warehouse is None:
-        return load(url[len(ICEBERG_CATALOG_PREFIX) :].strip())
+        return load(url[len(CATALOG_PREFIX) :].strip())
     warehouse.mkdir(parents=True, exist_ok=True)
     return SqlCatalog(
         "upsertmat",
@@ -93,6 +111,14 @@ def committed_batch(table: Any, query_id: str) -> int | None:
     return found
 
 
+@dataclass
+class _Staged:
+    """A batch's transaction: the table at its current metadata and the pyiceberg transaction."""
+
+    table: Any
+    transaction: Any
+
+
 class IcebergSink(BatchSink):
     """An Iceberg table ``upsertmat.<table>`` keyed by ``pk`` (created if missing)."""
 
@@ -127,34 +153,20 @@ class IcebergSink(BatchSink):
                 f"{self.where} has columns {found}, the job writes {self.names}: use another table"
             )
 
-    def apply_batch(
-        self,
-        query_id: str,
-        batch_id: int,
-        changes: Sequence[tuple[str, Row]],
-        misses: Sequence[tuple[int, str]] = (),
-    ) -> BatchOutcome:
-        """Delete and upsert the batch's last change per key in one transaction whose snapshots
-        carry the batch id; skip a batch already committed. SinkFailure if pyiceberg fails."""
-        upserts, deletes = last_per_key(changes, self.pk)
-        try:
-            table = self._table
-            table.refresh()
-            done = committed_batch(table, query_id)
-            if done is not None and done >= batch_id:
-                return BatchOutcome(0, 0, skipped=True)
-            if not upserts and not deletes:
-                return BatchOutcome(0, 0, skipped=False)
-            self._commit(table, query_id, batch_id, upserts, deletes)
-        except SinkError:
-            raise
-        except Exception as error:
-            raise self.failure(batch_id, error) from error
-        return BatchOutcome(len(upserts), len(deletes), skipped=False)
+    @contextlib.contextmanager
+    def _begin(self) -> Iterator[_Staged]:
+        """The table refreshed to its current metadata and one pyiceberg transaction on it;
+        leaving commits the transaction (the catalog swaps the table's metadata in one step)."""
+        table = self._table
+        table.refresh()
+        with table.transaction() as transaction:
+            yield _Staged(table, transaction)
 
-    def _commit(
-        self, table: Any, query_id: str, batch_id: int, upserts: list[Row], deletes: list[Row]
-    ) -> None:
+    def _committed(self, transaction: _Staged, query_id: str, batch_id: int) -> bool:
+        done = committed_batch(transaction.table, query_id)
+        return done is not None and done >= batch_id
+
+    def _write(self, transaction: _Staged, batch: NetBatch) -> None:
         """One overwrite snapshot: every data file holding a touched key rewritten without the
         touched keys' rows, plus the batch's upserted rows, written as new files; the other
         files kept. The files to rewrite are found by reading their key columns and joining them
@@ -164,17 +176,12 @@ class IcebergSink(BatchSink):
         the files scanned)."""
         import pyarrow as pa  # type: ignore[import-untyped]
 
-        properties = {BATCH_KEY: str(batch_id), QUERY_KEY: query_id}
-        columns: list[tuple[Any, ...]] = (
-            list(zip(*upserts, strict=True)) if upserts else [() for _ in self.names]
-        )
+        table, upserts, deletes = transaction.table, batch.upserts, batch.deletes
+        properties = {BATCH_KEY: str(batch.batch_id), QUERY_KEY: batch.query_id}
         fields = list(self.schema)
-        added = pa.Table.from_arrays(
-            [pa.array(values, type=field.type) for values, field in zip(columns, fields, strict=True)],
-            schema=self.schema,
-        )
+        added = columns_of(upserts, self.schema)
         key_columns = [
-            [key[at] for key in deletes] + list(columns[index]) for at, index in enumerate(self.pk)
+            [key[at] for key in deletes] + [row[index] for row in upserts] for at, index in enumerate(self.pk)
         ]
         touched = pa.Table.from_arrays(
             [
@@ -185,13 +192,13 @@ class IcebergSink(BatchSink):
         )
         rewritten, kept = self._rewrites(pa, table, touched)
         data = pa.concat_tables([*kept, added])
-        with table.transaction() as transaction:
-            with transaction.update_snapshot(snapshot_properties=properties).overwrite() as snapshot:
-                for data_file in rewritten:
-                    snapshot.delete_data_file(data_file)
-                for data_file in _write_data_files(table, transaction, snapshot.commit_uuid, data):
-                    snapshot.append_data_file(data_file)
-            transaction.set_properties({property_key(query_id): str(batch_id)})
+        staged = transaction.transaction
+        with staged.update_snapshot(snapshot_properties=properties).overwrite() as snapshot:
+            for data_file in rewritten:
+                snapshot.delete_data_file(data_file)
+            for data_file in _write_data_files(table, staged, snapshot.commit_uuid, data):
+                snapshot.append_data_file(data_file)
+        staged.set_properties({property_key(batch.query_id): str(batch.batch_id)})
 
     def _rewrites(self, pa: Any, table: Any, touched: Any) -> tuple[list[Any], list[Any]]:
         """(the data files holding a touched key, their other rows as Arrow tables of the sink's
@@ -230,9 +237,6 @@ class IcebergSink(BatchSink):
         self._table.refresh()
         return len(batch_snapshots(self._table))
 
-    def close(self) -> None:
-        pass
-
 
 def _join_ready(pa: Any, column: Any) -> Any:
     """``column`` as a hash-join key: a double's -0.0 made 0.0 (Arrow hashes the two apart)."""
@@ -265,10 +269,7 @@ def _write_data_files(table: Any, transaction: Any, commit_uuid: Any, data: Any)
 
 def scan_rows(table: Any, snapshot_id: int | None, names: Sequence[str], keys: Sequence[str]) -> list[Row]:
     """The rows of the table at ``snapshot_id`` (None: current), ordered by ``keys``."""
-    data = table.scan(snapshot_id=snapshot_id).to_arrow().select(list(names))
-    if keys:
-        data = data.sort_by([(key, "ascending") for key in keys])
-    return [tuple(row) for row in zip(*(data.column(name).to_pylist() for name in names), strict=True)]
+    return sorted_rows(table.scan(snapshot_id=snapshot_id).to_arrow(), names, keys)
 
 
 def latest_batch(table: Any) -> int | None:
@@ -301,18 +302,6 @@ def batch_snapshots(table: Any) -> dict[int, list[Any]]:
     return found
 
 
-@dataclass(frozen=True)
-class IcebergSnapshot:
-    """A table read at one snapshot: its id, the batch it holds, columns, rows, count, position."""
-
-    snapshot_id: int | None
-    batch_id: int | None
-    columns: tuple[str, ...]
-    rows: tuple[Row, ...]
-    total: int
-    changes_pos: int
-
-
 def table_key(table: Any) -> list[str]:
     """The primary key columns the sink recorded in the table's properties ([]: none)."""
     return [name for name in table.properties.get(PK_PROPERTY, "").split(",") if name]
@@ -325,13 +314,12 @@ def _open(url: str, table: str) -> Any | None:
     return catalog.load_table((NAMESPACE, table))
 
 
-def read_snapshot(
-    url: str, table: str, pk: Sequence[str], limit: int | None = None
-) -> IcebergSnapshot | None:
-    """The table at its current snapshot (pinned: one snapshot id read whole). None: no table."""
+def read_snapshot(url: str, table: str, pk: Sequence[str], limit: int | None = None) -> TableSnapshot:
+    """The table at its current snapshot (pinned: one snapshot id read whole);
+    :data:`~.reading.NO_TABLE`: no table. O(rows)."""
     found = _open(url, table)
     if found is None:
-        return None
+        return NO_TABLE
     names = [field.name for field in found.schema().fields]
     pk = list(pk) or table_key(found) or names
     current = found.current_snapshot()
@@ -344,9 +332,7 @@ def read_snapshot(
         last = max(batches)
         count = len(batch_changes(found, batches[last], names, pk))
         pos = position(last, count - 1) if count else position(last, 0) - 1
-    return IcebergSnapshot(
-        snapshot_id, batch, tuple(names), tuple(rows if limit is None else rows[:limit]), len(rows), pos
-    )
+    return TableSnapshot(batch, tuple(names), tuple(rows if limit is None else rows[:limit]), len(rows), pos)
 
 
 def _files(table: Any, snapshot: Any) -> tuple[list[str], list[str]]:
@@ -399,17 +385,17 @@ def batch_changes(
         old = before.get(key)
         if old is None:
             changes.append(("+I", after[key]))
-        elif old != after[key]:
+        elif not same_row(old, after[key]):
             changes += [("-U", old), ("+U", after[key])]
     return deletes + changes
 
 
 def read_changes(
     url: str, table: str, pk: Sequence[str], after: int, limit: int, upto: int | None = None
-) -> list[tuple[int, int, str, Row]]:
+) -> list[TableChange]:
     """The committed changes ``(pos, batch, op, row)`` at ``after < pos [<= upto]``, at most
     ``limit``, computed per batch from the files its snapshots added and removed (positions as
-    :func:`~.delta.position`). Expired snapshots' batches are no longer readable."""
+    :func:`~.reading.position`). Expired snapshots' batches are no longer readable."""
     found_table = _open(url, table)
     if found_table is None:
         return []
@@ -417,7 +403,7 @@ def read_changes(
     pk = (
         list(pk) or [name for name in found_table.properties.get(PK_PROPERTY, "").split(",") if name] or names
     )
-    found: list[tuple[int, int, str, Row]] = []
+    found: list[TableChange] = []
     for batch, snapshots in sorted(batch_snapshots(found_table).items()):
         if position(batch, 1 << 31) <= after or (upto is not None and position(batch, 0) > upto):
             continue
@@ -425,7 +411,7 @@ def read_changes(
             pos = position(batch, offset)
             if pos <= after or (upto is not None and pos > upto):
                 continue
-            found.append((pos, batch, op, row))
+            found.append(TableChange(pos, batch, op, row))
             if len(found) >= limit:
                 return found
     return found
@@ -459,3 +445,73 @@ def maintain(url: str, table: str, *, keep_snapshots: int = 1) -> dict[str, Any]
         found.refresh()
         expired = len(snapshots) - len(found.snapshots())
     return {"rows": data.num_rows, "expired_snapshots": expired, "snapshots": len(found.snapshots())}
+
+
+def drop(url: str, table: str) -> None:
+    """Drop ``upsertmat.<table>`` from the catalog and remove its files (its metadata and data
+    directory under the warehouse); nothing for a table that does not exist."""
+    catalog = load_catalog(url)
+    if not catalog.table_exists((NAMESPACE, table)):
+        return
+    location = catalog.load_table((NAMESPACE, table)).location()
+    catalog.purge_table((NAMESPACE, table))  # the catalog entry, then the files it references
+    if location.startswith("file://"):  # what purging leaves of a local table: its directories
+        shutil.rmtree(Path(location[len("file://") :]), ignore_errors=True)
+
+
+class IcebergKind(SinkKind):
+    """``iceberg:///rel/dir`` / ``iceberg:////abs/dir`` (a warehouse directory with its SQL catalog
+    on ``dir/catalog.db``) and ``iceberg+catalog:NAME`` (a catalog pyiceberg's configuration names);
+    the table is ``upsertmat.<table>``."""
+
+    name = "iceberg"
+    forms = ("iceberg:///…", "iceberg+catalog:NAME")
+    table_format = True
+    commit_note = "batch ids committed in the summary of the same Iceberg snapshot"
+
+    def claims(self, url: str) -> bool:
+        return url.startswith(("iceberg:", CATALOG_PREFIX))
+
+    def resolve(self, url: str, base: Path) -> str:
+        warehouse = iceberg_warehouse(url, base)
+        return url if warehouse is None else absolute(PREFIX, warehouse)
+
+    def local_path(self, url: str, base: Path | None = None) -> Path | None:
+        return iceberg_warehouse(url, base)
+
+    def url_in(self, directory: Path, name: str) -> str:
+        return absolute(PREFIX, directory / f"{name}-iceberg")
+
+    def open(
+        self, url: str, table: str, columns: Sequence[Column], pk: Sequence[int], *, changelog: bool = False
+    ) -> IcebergSink:
+        return IcebergSink(url, table, columns, pk, changelog=changelog)
+
+    def snapshot(self, url: str, table: str, pk: Sequence[str], limit: int | None = None) -> TableSnapshot:
+        return guarded(f"the sink table {table}", url, lambda: read_snapshot(url, table, pk, limit))
+
+    def changes(
+        self, url: str, table: str, after: int, limit: int, upto: int | None = None
+    ) -> list[TableChange]:
+        return guarded(
+            f"the changes of {table}", url, lambda: read_changes(url, table, [], after, limit, upto)
+        )
+
+    def drop(self, url: str, table: str) -> None:
+        try:
+            drop(url, table)
+        except SinkError:
+            raise
+        except Exception as error:
+            raise SinkError(f"cannot drop the Iceberg table {NAMESPACE}.{table} of {url}: {error}") from None
+
+    def maintain(self, url: str, table: str, *, retention_hours: float | None = None) -> dict[str, Any]:
+        """:func:`maintain`: every snapshot but the newest expires whatever ``retention_hours``
+        says (pyiceberg deletes no orphan files, so expired snapshots' files stay on disk)."""
+        return maintain(url, table)
+
+    def scan(self, url: str, table: str) -> Any:
+        return load_catalog(url).load_table((NAMESPACE, table)).scan().to_arrow()
+
+    def data_files(self, url: str, table: str) -> int | None:
+        return len(list(load_catalog(url).load_table((NAMESPACE, table)).scan().plan_files()))

@@ -8,10 +8,17 @@ from pathlib import Path
 
 import pytest
 
-from upsertmat.spark.results import last_position, read_changes, read_snapshot
-from upsertmat.spark.sink import BATCHES_TABLE, CHANGES_TABLE, Column
-from upsertmat.spark.sinks import open_sink
-from upsertmat.spark.sinkurl import SinkUrlError, resolve_sink_url, sqlite_path
+from upsertmat.sinks import (
+    Column,
+    SinkUrlError,
+    last_position,
+    open_sink,
+    read_changes,
+    read_snapshot,
+    resolve_url,
+)
+from upsertmat.sinks.sql import BATCHES_TABLE, CHANGES_TABLE
+from upsertmat.sinks.sqlite import sqlite_path
 
 COLUMNS = (Column("id", "bigint"), Column("v", "string"), Column("x", "double"))
 
@@ -74,8 +81,8 @@ def test_sqlite_urls_follow_sqlalchemy(tmp_path: Path) -> None:
     assert sqlite_path("sqlite:////abs/x.db") == Path("/abs/x.db")
     assert sqlite_path("sqlite:///rel/x.db") == Path("rel/x.db")
     assert sqlite_path("sqlite:///rel/x.db", tmp_path) == tmp_path / "rel/x.db"
-    assert resolve_sink_url("x.db", tmp_path) == str(tmp_path / "x.db")
-    assert resolve_sink_url("postgresql://u@h/db", tmp_path) == "postgresql://u@h/db"
+    assert resolve_url("x.db", tmp_path) == str(tmp_path / "x.db")
+    assert resolve_url("postgresql://u@h/db", tmp_path) == "postgresql://u@h/db"
     for bad in ("sqlite://x.db", "sqlite:", "sqlite:///", "mysql://h/db", ""):
         with pytest.raises(SinkUrlError):
             sqlite_path(bad)

@@ -1,0 +1,23 @@
+"""The shared sink suite on the Delta Lake sink; read back by replaying the Delta log with pyarrow
+(tests/sinks/lakereaders.py), not with deltalake."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from .suite import BatchSinkTests, Row
+
+pytest.importorskip("deltalake")
+from .lakereaders import delta_rows
+
+
+class TestDeltaSink(BatchSinkTests):
+    kind_name = "delta"
+
+    def url(self, tmp_path: Path) -> str:
+        return f"delta:///{tmp_path / 'table'}"
+
+    def independent_rows(self, url: str, table: str) -> list[Row]:
+        return delta_rows(Path(url.removeprefix("delta:///")))
