@@ -309,3 +309,24 @@ def test_every_kind_of_sink_url_is_accepted_when_made(url: str) -> None:
         sink_url=url,
     )
     assert config.sink_url == url
+
+
+@pytest.mark.parametrize(
+    ("url", "stored"), [("sqlite:///results.db", True), ("delta:///results", False), ("iceberg:///w", False)]
+)
+def test_the_summary_says_where_misses_are_explained_only_for_sinks_that_store_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], url: str, stored: bool
+) -> None:
+    from upsertmat.impls.misses import MissSummary
+    from upsertmat.jobs.execute import RunOptions, _summary
+    from upsertmat.spark.config import PipelineResult
+    from upsertmat.spec import Keys, update_before
+    from upsertmat.spec.misses import explain_miss
+
+    job = replace(load_job(EXAMPLE, output_base=tmp_path), sink=replace(load_job(EXAMPLE).sink, url=url))
+    misses = MissSummary()
+    misses.add(explain_miss(Keys(pk=(0,)), update_before(1, 2, "a"), b"1", []))
+    _summary(job, PipelineResult((), 0, 0.0, "q", misses=misses), 0, RunOptions(), "run")
+    said = capsys.readouterr().out
+    assert "1 retraction(s) matched no stored row" in said
+    assert ("each miss is explained in table _upsertmat_misses" in said) is stored

@@ -193,7 +193,7 @@ def _summary(job: JobSpec, result: PipelineResult, resumed: int, options: RunOpt
                 file=stream,
                 flush=True,
             )
-        if result.misses.misses:
+        if result.misses.misses and job.sink.kind.records_misses:
             where = "the internal result's database" if job.sink.internal else job.sink.url
             print(
                 f"{prefix}: each miss is explained in table _upsertmat_misses of {where}",
