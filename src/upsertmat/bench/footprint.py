@@ -35,6 +35,7 @@ from ..spec import Change
 __all__ = [
     "RssSampler",
     "directory_bytes",
+    "jvm_cpu_seconds",
     "lmdb_pages",
     "lmdb_pages_under",
     "peak_rss_bytes",
@@ -160,6 +161,25 @@ def _command(pid: int) -> str:
             return cmdline.read().split(b"\0", 1)[0].decode("utf-8", "replace")
     except OSError:
         return ""
+
+
+def jvm_cpu_seconds() -> float:
+    """CPU seconds (user + system) of this process's ``java`` descendants so far (Spark's JVM),
+    from ``/proc/PID/stat``; 0 where there is no ``/proc``. O(processes)."""
+    if not os.path.isdir("/proc"):
+        return 0.0
+    total = 0.0
+    ticks = os.sysconf("SC_CLK_TCK")
+    for pid, role in _descendant_roles(os.getpid()).items():
+        if role != "jvm":
+            continue
+        try:
+            with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / ticks
+        except (OSError, ValueError, IndexError):
+            continue
+    return total
 
 
 class RssSampler:

@@ -300,10 +300,33 @@ def configure(parser: argparse.ArgumentParser) -> None:
     pipe.add_argument("--source-format", choices=("jsonl", "parquet"), default="jsonl", help="default jsonl")
     pipe.add_argument(
         "--pipeline-sink",
-        choices=SINKS,
-        default="sqlite",
-        help="the end-to-end run's sink kind: SQLite (default), or a lakehouse table "
-        f"({', '.join(TABLE_FORMATS)}: needs the lakehouse extra)",
+        type=_sink_kinds,
+        default=("sqlite",),
+        metavar="KIND[,KIND...]",
+        help=f"the end-to-end run's sink kind, one of {', '.join(SINKS)} (default sqlite; "
+        f"{', '.join(TABLE_FORMATS)} need the lakehouse extra); with --table-sizes a list",
+    )
+    pipe.add_argument(
+        "--table-sizes",
+        type=_sizes,
+        metavar="N[,N...]",
+        help="the scale sweep instead: per table size (live sink keys) load the table, then time "
+        "--scale-batches micro-batches of --batch-changes random-key changes, whole rows and with "
+        "an upsert key, per --pipeline-sink (docs/benchmarks.md, The pipeline at table scale)",
+    )
+    pipe.add_argument(
+        "--batch-changes",
+        type=positive_int,
+        default=100_000,
+        metavar="N",
+        help="with --table-sizes: changes per measured micro-batch (default 100,000)",
+    )
+    pipe.add_argument(
+        "--scale-batches",
+        type=positive_int,
+        default=3,
+        metavar="N",
+        help="with --table-sizes: measured micro-batches per run (default 3)",
     )
     pipe.add_argument(
         "--table-reads",
@@ -423,6 +446,26 @@ def build_plan(args: argparse.Namespace) -> tuple[Plan, list[str]]:
     return plan, unavailable
 
 
+def _sink_kinds(text: str) -> tuple[str, ...]:
+    """An argparse type: sink kinds the benchmark can make (``sqlite,delta``)."""
+    kinds = tuple(part.strip() for part in text.split(",") if part.strip())
+    unknown = [kind for kind in kinds if kind not in SINKS]
+    if not kinds or unknown:
+        raise argparse.ArgumentTypeError(f"expected sink kinds among {', '.join(SINKS)}, got {text!r}")
+    return kinds
+
+
+def _sizes(text: str) -> tuple[int, ...]:
+    """An argparse type: a comma-separated list of positive integers (``100000,1000000``)."""
+    return tuple(positive_int(part) for part in text.split(","))
+
+
+def _one_sink(args: argparse.Namespace) -> str:
+    if len(args.pipeline_sink) != 1:
+        raise CliError("--pipeline-sink takes one kind here (a list only with --table-sizes)", ExitCode.USAGE)
+    return str(args.pipeline_sink[0])
+
+
 def pipeline_bench(args: argparse.Namespace) -> PipelineBench:
     """The :class:`~upsertmat.bench.pipeline.PipelineBench` of ``--pipeline``/``--gateway``."""
     strategies = _flatten(args.strategy) or []
@@ -435,7 +478,7 @@ def pipeline_bench(args: argparse.Namespace) -> PipelineBench:
         source_format=SourceFormat(args.source_format),
         key_buckets=DEFAULT_KEY_BUCKETS if args.key_buckets is None else args.key_buckets or None,
         shuffle_partitions=args.shuffle_partitions or PipelineBench.shuffle_partitions,
-        sink=args.pipeline_sink,
+        sink=_one_sink(args),
     )
 
 
@@ -467,6 +510,8 @@ def run(args: argparse.Namespace) -> int:
         return run_gateway(args)
     if args.pipeline and args.table_reads:
         return run_table_reads(args)
+    if args.pipeline and args.table_sizes:
+        return run_table_sizes(args)
     if args.pipeline:
         return run_pipeline(args)
     if args.misses:
@@ -513,6 +558,40 @@ def run_pipeline(args: argparse.Namespace) -> int:
     return _write_document(args, "pipeline.json", figures.as_dict(), report(figures))
 
 
+def run_table_sizes(args: argparse.Namespace) -> int:
+    """``--pipeline --table-sizes N,...``: :func:`~upsertmat.bench.scale.run_scale`;
+    ``scale.json`` (rewritten after every run, so a stopped sweep keeps what it measured) and
+    ``scale.png``."""
+    from upsertmat.bench.scale import ScaleBench, report, run_scale
+
+    bench = ScaleBench(
+        sizes=args.table_sizes,
+        batch_changes=args.batch_changes,
+        batches=args.scale_batches,
+        sinks=args.pipeline_sink,
+        key_buckets=256 if args.key_buckets is None else (args.key_buckets or None),
+        shuffle_partitions=args.shuffle_partitions or 2,
+    )
+
+    def keep(figures: Any) -> None:
+        try:
+            args.output_dir.mkdir(parents=True, exist_ok=True)
+            (args.output_dir / "scale.json").write_text(json.dumps(figures.as_dict(), indent=2) + "\n")
+        except OSError as error:
+            raise CliError(
+                f"cannot write {args.output_dir / 'scale.json'}: {error.strerror}", ExitCode.IO
+            ) from None
+
+    figures = run_scale(bench, args.tmp_dir, _log(args), keep)
+    if plots_available():
+        from upsertmat.bench.scale_plot import plot_scale
+
+        plot_scale(figures, args.output_dir / "scale.png")
+    else:
+        print(f"upsertmat {NAME}: {PLOTS_SKIPPED}", file=sys.stderr)
+    return _write_document(args, "scale.json", figures.as_dict(), report(figures))
+
+
 def run_gateway(args: argparse.Namespace) -> int:
     """``--gateway``: :func:`~upsertmat.bench.gateway.run_gateway_bench`; ``gateway.json``."""
     from upsertmat.bench.gateway import report, run_gateway_bench
@@ -529,10 +608,10 @@ def run_table_reads(args: argparse.Namespace) -> int:
     :func:`~upsertmat.bench.lakehouse.run_table_reads`; ``table-reads-SINK.json``."""
     from upsertmat.bench.lakehouse import GOAL_READ_RATIO, report, run_table_reads
 
-    if args.pipeline_sink not in TABLE_FORMATS:
+    if _one_sink(args) not in TABLE_FORMATS:
         raise CliError(f"--table-reads needs --pipeline-sink {' or '.join(TABLE_FORMATS)}", ExitCode.USAGE)
     figures = run_table_reads(
-        args.pipeline_sink,
+        _one_sink(args),
         args.table_reads,
         keys=args.keys or 20_000,
         seed=args.seed,

@@ -34,6 +34,7 @@ from ..sinks import SinkUrlError, check_url
 
 FORMATS = ("json", "parquet", "csv", "debezium-json", "canal-json", "maxwell-json")
 ON_ERROR = ("fail", "skip")
+STATE_LAYOUTS = ("log", "blob")
 PIPELINE_STRATEGIES: tuple[Strategy, ...] = tuple(
     strategy for strategy, backend in PIPELINE_ONLY if backend is Backend.SPARK
 )
@@ -71,6 +72,15 @@ class BatchProgress:
     bad_rows: int = 0
     """Source rows of the batch that could not be changes, written to the dead-letter directory
     (``on_error="skip"``; docs/spark.md, Bad input)."""
+    state_calls: int = 0
+    """The materializer's calls to Spark's state server in this batch (all executors)."""
+    state_bytes_read: int = 0
+    """Bytes of state the materializer read in this batch (as stored)."""
+    state_bytes_written: int = 0
+    """Bytes of state the materializer wrote in this batch (as stored)."""
+    state_seconds: float = 0.0
+    """Seconds the materializer spent in state access in this batch, summed over its tasks
+    (JVM round trips, and the decoding and encoding of whole-bucket blobs)."""
 
 
 @dataclass(frozen=True)
@@ -116,7 +126,7 @@ class PipelineConfig:
     the checkpoint, source and sink must then be reachable from every executor);
     ``spark_conf``: more Spark settings for that session (e.g. ``spark.executor.memory``).
     ``changelog``: the sink also records each committed batch's table changes (``+I -U +U -D``,
-    read with :mod:`upsertmat.spark.results`); ``query_name``: Spark's name of the query.
+    read with :mod:`upsertmat.sinks`); ``query_name``: Spark's name of the query.
     """
 
     source_path: Path
@@ -142,13 +152,17 @@ class PipelineConfig:
     timeout_seconds: float | None = None
     shuffle_partitions: int = 2
     key_buckets: int | None = None
+    # With key buckets: "log" (each bucket's state an append-only log in Spark read through a
+    # machine-local copy: a batch costs what it touches) or "blob" (one blob per bucket, read and
+    # rewritten whole by every batch that touches it). docs/spark.md, "State at table scale".
+    state_layout: str = "log"
     # ON CONFLICT DO ERROR | NOTHING (upsertmat.spark.conflict): needs ts_column; the watermark
     # trails the greatest ts seen by watermark_delay (a Spark interval, e.g. "5 seconds").
     conflict: ConflictBehavior = ConflictBehavior.DEDUPLICATE
     watermark_delay: str = "0 seconds"
     master: str = "local[2]"
     spark_conf: dict[str, str] = field(default_factory=dict)
-    # The sink records every committed batch's table changes (upsertmat.spark.results reads them).
+    # The sink records every committed batch's table changes (upsertmat.sinks reads them).
     changelog: bool = False
     # Spark's name of the query (unique among a session's active queries); default upsertmat_<table>.
     query_name: str | None = None
@@ -247,6 +261,10 @@ def check_config(config: PipelineConfig) -> None:
         )
     if not config.pk:
         raise PipelineConfigError("the sink primary key (pk) needs at least one column")
+    if config.state_layout not in STATE_LAYOUTS:
+        raise PipelineConfigError(
+            f"state_layout must be one of {', '.join(STATE_LAYOUTS)}, got {config.state_layout!r}"
+        )
     if config.on_error not in ON_ERROR:
         raise PipelineConfigError(f"on_error must be one of {', '.join(ON_ERROR)}, got {config.on_error!r}")
     try:

@@ -39,6 +39,7 @@ from .processor import (
     OUTPUT_SCHEMA,
     MaterializerProcessor,
     ProcessorSpec,
+    StateTraffic,
 )
 from .session import build_session
 from .sources import read_changelog
@@ -106,9 +107,10 @@ def materializer_settings(config: PipelineConfig) -> Settings:
 
 
 def build_query_frame(
-    config: PipelineConfig, source: DataFrame, layout: Layout
+    config: PipelineConfig, source: DataFrame, layout: Layout, traffic: StateTraffic | None = None
 ) -> tuple[DataFrame, Decoder, str]:
-    """(frame to sink, decoder of a collected batch, time mode).
+    """(frame to sink, decoder of a collected batch, time mode). ``traffic``: the accumulators
+    the materializer adds its state access to.
 
     The decoder takes the batch as a pyarrow Table (``DataFrame.toArrow()``: columnar, no
     per-row pickling through py4j) and returns its ``(arrival, op, row)`` changes, unsorted.
@@ -137,12 +139,14 @@ def build_query_frame(
         # The sink keeps only the last change per key of a batch: with buckets, reduce before
         # shipping (a bucket holds many changes of each key; every row costs ~10 µs to ship).
         last_per_key=config.key_buckets is not None,
-        # A bucket's state as one blob: two state calls per bucket and batch.
+        # A bucket's state in one Spark value (blob), or logged and read through a local copy.
         blob_state=config.key_buckets is not None,
+        log_scope=str(Path(config.checkpoint_dir).resolve()) if config.state_layout == "log" else None,
         packed=config.key_buckets is not None and packable(column_types(source), spec_fields(config, layout)),
         # One output row per bucket and batch holding all its changes (the bucket's keys are
         # reduced to their last change first): pyspark's per-row conversions are paid per bucket.
         batched_output=config.key_buckets is not None,
+        traffic=traffic,
     )
     # TTL needs the batch timestamp (and cleanup timers): processing-time mode. The session
     # must disable no-data micro-batches, or availableNow never ends in this mode.
@@ -238,13 +242,17 @@ def start_pipeline(config: PipelineConfig, spark: SparkSession | None = None) ->
     source = read_changelog(spark, config)
     types = column_types(source)
     layout = resolve_layout(config, types)
-    frame, decode, _time_mode = build_query_frame(config, source, layout)
+    context = spark.sparkContext
+    traffic = StateTraffic(
+        context.accumulator(0), context.accumulator(0), context.accumulator(0), context.accumulator(0.0)
+    )
+    frame, decode, _time_mode = build_query_frame(config, source, layout, traffic)
     shape = SourceShape(config.source_format, types, config.op_column, config.arrival_column, config.pk)
     sink = open_sink(
         config.sink_url, config.table, layout.sink_columns, layout.keys.pk, changelog=config.changelog
     )
     try:
-        return PipelineRun(config, frame, decode, sink, layout.columns, shape)
+        return PipelineRun(config, frame, decode, sink, layout.columns, shape, traffic)
     except BaseException:
         sink.close()
         raise
@@ -269,8 +277,11 @@ class PipelineRun:
         sink: BatchSink,
         columns: Sequence[str],
         shape: SourceShape | None = None,
+        traffic: StateTraffic | None = None,
     ) -> None:
         self.config = config
+        self.traffic = traffic
+        self._traffic_seen = (0, 0, 0, 0.0)
         self.shape = shape or SourceShape(
             config.source_format, {}, config.op_column, config.arrival_column, config.pk
         )
@@ -337,6 +348,7 @@ class PipelineRun:
             self.failures.append(failure)
             raise
         end = time.monotonic()
+        state_calls, state_read, state_written, state_seconds = self._state_traffic()
         progress = BatchProgress(
             batch_id=batch_id,
             changes=len(changes),
@@ -349,12 +361,25 @@ class PipelineRun:
             misses=len(explained_misses),
             miss_columns=short_columns(summarize(explained_misses), self.columns) if explained_misses else "",
             bad_rows=len(bad_rows),
+            state_calls=state_calls,
+            state_bytes_read=state_read,
+            state_bytes_written=state_written,
+            state_seconds=state_seconds,
         )
         if explained_misses and not outcome.skipped:
             summarize(explained_misses, self.misses)
         self.batches.append(progress)
         if config.progress is not None:
             config.progress(progress)
+
+    def _state_traffic(self) -> tuple[int, int, int, float]:
+        """The materializer's state access since the last batch (its tasks have ended when the
+        batch is collected, so their accumulator updates are in). Zeros without accumulators."""
+        if self.traffic is None:
+            return (0, 0, 0, 0.0)
+        now = self.traffic.values()
+        before, self._traffic_seen = self._traffic_seen, now
+        return (now[0] - before[0], now[1] - before[1], now[2] - before[2], now[3] - before[3])
 
     def _collect(self, batch: DataFrame, batch_id: int) -> Any:
         """The batch as Arrow (this runs the batch's source, shuffle and materializer stages). A

@@ -139,6 +139,11 @@ class ProcessorSpec:
     packed: bool = False
     blob_state: bool = False
     batched_output: bool = False
+    traffic: StateTraffic | None = None
+    log_scope: str | None = None
+    """With ``blob_state``: keep each state as a log in Spark read through a machine-local copy
+    (:class:`~upsertmat.impls.state.spark.LogSparkMap`: a batch costs what it touches) instead
+    of one blob per bucket; the scope names the query's copies (its checkpoint)."""
 
     def packed_fields(self) -> list[str]:
         """The names of a packed record's values, in order (arrival, op, ts if set, columns)."""
@@ -163,6 +168,24 @@ class ProcessorSpec:
             return lambda record: (record[only],)
         pick = itemgetter(*positions)
         return lambda record: tuple(pick(record))
+
+
+@dataclass(frozen=True)
+class StateTraffic:
+    """Spark accumulators the processors add their state access to, after every grouping key:
+    calls to the JVM state server, bytes read and written (as stored), seconds in state access
+    (:meth:`SparkBackend.traffic <upsertmat.impls.state.spark.SparkBackend.traffic>`). The
+    driver reads them after each micro-batch (:class:`~.config.BatchProgress`)."""
+
+    calls: Any
+    bytes_read: Any
+    bytes_written: Any
+    seconds: Any
+
+    def values(self) -> tuple[int, int, int, float]:
+        """The totals so far (driver only)."""
+        return (int(self.calls.value), int(self.bytes_read.value), int(self.bytes_written.value),
+                float(self.seconds.value))  # fmt: skip
 
 
 def split_bad_records(
@@ -207,13 +230,18 @@ class MaterializerProcessor(StatefulProcessor):
     def init(self, handle: StatefulProcessorHandle) -> None:
         self._handle = handle
         self._backend = SparkBackend(
-            handle, blob=self.spec.blob_state, key_schema=KEY_STRUCT, value_schema=VALUE_STRUCT
+            handle,
+            blob=self.spec.blob_state,
+            key_schema=KEY_STRUCT,
+            value_schema=VALUE_STRUCT,
+            log_scope=self.spec.log_scope if self.spec.blob_state else None,
         )
         self._ttl = self.spec.settings.ttl.enabled
         # Building one strategy here registers its state variables with Spark (only allowed in init).
         build_materializer(self.spec.keys, self.spec.settings, self._backend)
         if self._ttl:
             self._timers = self._backend.sorted_map_state(TIMERS)
+        self._reported = (0, 0, 0, 0.0)
         # Rule-7 explanations (upsertmat.spark.misses); with TTL, the keys whose rows expired.
         self._explain = self.spec.settings.miss_rows > 0
         self._expired_notes: Any = None
@@ -249,6 +277,7 @@ class MaterializerProcessor(StatefulProcessor):
             self._expired_notes.update((encode_expired(notes),))
 
     def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: Any) -> Iterator[SparkRow]:
+        self._backend.begin(_PACK(list(key)))
         first = next(rows, None)
         now = timerValues.getCurrentProcessingTimeInMs()
         if first is None:
@@ -356,6 +385,7 @@ class MaterializerProcessor(StatefulProcessor):
 
     def handleExpiredTimer(self, key: Any, timerValues: Any, expiredTimerInfo: Any) -> Iterator[SparkRow]:
         """A cleanup timer fired: expire the key's due elements (emits nothing)."""
+        self._backend.begin(_PACK(list(key)))
         self._keep_expired(self._materializer(timerValues.getCurrentProcessingTimeInMs()))
         self._finish()
         return iter([])
@@ -369,6 +399,14 @@ class MaterializerProcessor(StatefulProcessor):
             if first is not None:
                 self._handle.registerTimer(decode_seq(first[0][:8]))
         self._backend.flush()
+        traffic = self.spec.traffic
+        if traffic is not None:
+            now = self._backend.traffic()
+            before, self._reported = self._reported, now
+            traffic.calls.add(now[0] - before[0])
+            traffic.bytes_read.add(now[1] - before[1])
+            traffic.bytes_written.add(now[2] - before[2])
+            traffic.seconds.add(now[3] - before[3])
 
     def close(self) -> None:
         self._backend.close()

@@ -1,0 +1,212 @@
+"""A machine-local copy of the Spark backend's logged state, shared by the Python workers (LMDB).
+
+Spark's state store is where the pipeline's state lives (checkpointed, recovered, exactly once);
+this is a cache of it, so that a micro-batch reads only the entries it touches instead of a
+bucket's whole state. Spark hands a partition's task to whichever Python worker is idle (the
+two workers of ``local[2]`` swap partitions about every other batch), so a per-process cache
+would miss half the time: the copy is one LMDB environment per machine and scope that every
+worker process opens (LMDB is multi-process safe: one writer at a time, readers never blocked).
+
+Layout, per *namespace* (16 bytes naming one state of one grouping key of one query: a hash of
+the scope, the state's name and the grouping key):
+
+- ``namespace + b"t"`` -> the token of the Spark state version the copy holds;
+- ``namespace + b"e" + storage key`` -> the stored value (the backend's msgpack bytes).
+
+The token is what makes the copy safe to use. Every write of a grouping key's state draws a new
+random token and stores it in Spark's state beside the log, in the same task; the copy is
+updated to that token in one LMDB transaction afterwards. A later batch uses the copy only if
+the token Spark holds equals the copy's: Spark commits a task's state writes with the batch or
+not at all, so an equal token means the copy holds exactly the committed state. A task that
+failed after updating the copy (or a speculative twin) leaves a token Spark never committed:
+the next batch sees them differ and rebuilds the copy from Spark's log. Reads of one grouping
+key happen in one LMDB read transaction opened when its token was checked (a snapshot: a
+concurrent writer of the same namespace cannot change what the task reads), and an update is
+applied only if the copy still holds the token the task started from (compare and set).
+
+It is a cache: no fsync (``sync=False``), nothing in it is needed to recover. An LMDB error of
+any kind (the disk full, the map full, a damaged file after an OS crash) turns the cache off in
+that process with one warning; the backend then reads each touched grouping key's log from
+Spark, which is correct and costs what the bucket holds.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import tempfile
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import lmdb
+
+LOG = logging.getLogger("upsertmat.spark.state")
+TOKEN = b"t"
+ENTRY = b"e"
+MAP_SIZE = 1 << 40
+"""The environment's map size: 1 TiB of address space (a sparse file; pages are used as written)."""
+DIRECTORY_VARIABLE = "UPSERTMAT_SPARK_STATE_CACHE"
+"""Where the copies live (default: ``<tmp>/upsertmat-spark-state-<uid>``); ``off`` turns the cache off."""
+
+
+def namespace(scope: str, state: str, group: bytes) -> bytes:
+    """The 16-byte namespace of ``state`` of grouping key ``group`` in ``scope`` (a query)."""
+    digest = hashlib.blake2b(digest_size=16)
+    for part in (scope.encode(), state.encode(), group):
+        digest.update(len(part).to_bytes(4, "big"))
+        digest.update(part)
+    return digest.digest()
+
+
+def cache_directory(scope: str) -> Path | None:
+    """The environment directory of ``scope`` (None: the cache is off)."""
+    base = os.environ.get(DIRECTORY_VARIABLE, "")
+    if base.strip().lower() == "off":
+        return None
+    root = Path(base) if base else Path(tempfile.gettempdir()) / f"upsertmat-spark-state-{os.getuid()}"
+    return root / hashlib.blake2b(scope.encode(), digest_size=8).hexdigest()
+
+
+class LocalStateCache:
+    """One LMDB environment (see the module); every method is O(entries touched) and never
+    raises: an LMDB error disables the cache (:attr:`enabled`) and the call answers "no copy"."""
+
+    def __init__(self, directory: Path | None) -> None:
+        self.enabled = directory is not None
+        self._env: Any = None
+        self._directory = directory
+
+    def _open(self) -> Any:
+        if self._env is None and self.enabled and self._directory is not None:
+            try:
+                self._directory.mkdir(parents=True, exist_ok=True)
+                self._env = lmdb.open(
+                    str(self._directory), map_size=MAP_SIZE, sync=False, metasync=False,
+                    writemap=False, max_readers=256, readahead=False,
+                )  # fmt: skip
+            except Exception as error:
+                self._disable(error)
+        return self._env
+
+    def _disable(self, error: BaseException) -> None:
+        if self.enabled:
+            LOG.warning(
+                "upsertmat: the local state cache %s is off in this process (%s: %s); each touched "
+                "bucket's state is read from Spark instead",
+                self._directory,
+                type(error).__name__,
+                error,
+            )
+        self.enabled = False
+        self._env = None
+
+    def begin(self, space: bytes, token: bytes) -> Any | None:
+        """A read transaction on the copy of ``space`` if it holds ``token`` (None otherwise:
+        rebuild it). The caller ends it (:meth:`end`)."""
+        env = self._open()
+        if env is None:
+            return None
+        try:
+            transaction = env.begin()
+            if transaction.get(space + TOKEN) == token:
+                return transaction
+            transaction.abort()
+        except Exception as error:
+            self._disable(error)
+        return None
+
+    def get(self, transaction: Any, space: bytes, key: bytes) -> bytes | None:
+        """The stored value of ``key`` in the copy read by ``transaction``."""
+        found = transaction.get(space + ENTRY + key)
+        return None if found is None else bytes(found)
+
+    def items(self, transaction: Any, space: bytes) -> Iterator[tuple[bytes, bytes]]:
+        """Every ``(storage key, value)`` of the copy, in key order."""
+        prefix = space + ENTRY
+        cursor = transaction.cursor()
+        if not cursor.set_range(prefix):
+            return
+        for key, value in cursor:
+            if not key.startswith(prefix):
+                return
+            yield bytes(key[len(prefix) :]), bytes(value)
+
+    def end(self, transaction: Any | None) -> None:
+        """End a read transaction of :meth:`begin`."""
+        if transaction is not None:
+            try:
+                transaction.abort()
+            except Exception as error:
+                self._disable(error)
+
+    def update(
+        self, space: bytes, start: bytes | None, token: bytes, changes: Mapping[bytes, bytes | None]
+    ) -> None:
+        """Move the copy of ``space`` from token ``start`` to ``token`` by ``changes`` (None:
+        deleted), in one transaction, only if it still holds ``start``; otherwise leave it (the
+        next batch rebuilds it)."""
+        env = self._open()
+        if env is None:
+            return
+        try:
+            with env.begin(write=True) as transaction:
+                if transaction.get(space + TOKEN) != start:
+                    return
+                prefix = space + ENTRY
+                for key, value in changes.items():
+                    if value is None:
+                        transaction.delete(prefix + key)
+                    else:
+                        transaction.put(prefix + key, value)
+                transaction.put(space + TOKEN, token)
+        except Exception as error:
+            self._disable(error)
+
+    def replace(self, space: bytes, token: bytes, entries: Mapping[bytes, bytes]) -> None:
+        """Make the copy of ``space`` exactly ``entries`` at ``token`` (a rebuild from Spark's log)."""
+        env = self._open()
+        if env is None:
+            return
+        try:
+            with env.begin(write=True) as transaction:
+                self._clear(transaction, space)
+                prefix = space + ENTRY
+                for key, value in entries.items():
+                    transaction.put(prefix + key, value)
+                transaction.put(space + TOKEN, token)
+        except Exception as error:
+            self._disable(error)
+
+    def drop(self, space: bytes) -> None:
+        """Forget the copy of ``space`` (its grouping key holds no state any more)."""
+        env = self._open()
+        if env is None:
+            return
+        try:
+            with env.begin(write=True) as transaction:
+                self._clear(transaction, space)
+        except Exception as error:
+            self._disable(error)
+
+    @staticmethod
+    def _clear(transaction: Any, space: bytes) -> None:
+        transaction.delete(space + TOKEN)
+        prefix = space + ENTRY
+        cursor = transaction.cursor()
+        if cursor.set_range(prefix):
+            while cursor.key().startswith(prefix):
+                if not cursor.delete():
+                    break
+
+
+_CACHES: dict[str, LocalStateCache] = {}
+
+
+def local_cache(scope: str) -> LocalStateCache:
+    """The cache of ``scope`` in this process (opened on first use, kept for the process's life)."""
+    cache = _CACHES.get(scope)
+    if cache is None:
+        cache = _CACHES[scope] = LocalStateCache(cache_directory(scope))
+    return cache
