@@ -23,6 +23,7 @@ from hypothesis import settings
 
 from upsertmat.conformance import profiles
 
+from .prerequisites import MARKER_HELP, check_marks, require
 from .tmproot import memory_temproot
 
 if TYPE_CHECKING:
@@ -38,11 +39,17 @@ def pytest_configure(config: pytest.Config) -> None:
     """Temporary directories in memory when there is room (:mod:`tests.tmproot`): pytest reads
     ``PYTEST_DEBUG_TEMPROOT`` when it first makes its base directory, after this hook; the
     xdist workers are given a directory under the controller's."""
+    config.addinivalue_line("markers", MARKER_HELP)
     if config.option.basetemp or hasattr(config, "workerinput"):
         return
     root = memory_temproot(os.environ)
     if root is not None:
         os.environ["PYTEST_DEBUG_TEMPROOT"] = str(root)
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """The prerequisites marked with ``tests.prerequisites.requires``: skipped, or under CI failed."""
+    check_marks(item)
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -79,8 +86,8 @@ class Tmpfs:
 def small_tmpfs(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Tmpfs]:
     """A tmpfs of ``request.param`` (default ``3m``) at ``tmp_path/fs``, unmounted afterwards.
 
-    Needs root and a kernel that lets this process mount tmpfs; the test is skipped with the
-    reason otherwise."""
+    Needs root and a kernel that lets this process mount tmpfs: a prerequisite
+    (tests/prerequisites.py: skipped locally, failed under CI, with mount's reason)."""
     size = getattr(request, "param", "3m")
     mount_point = tmp_path / "fs"
     mount_point.mkdir()
@@ -89,8 +96,10 @@ def small_tmpfs(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Tmpf
         capture_output=True,
         text=True,
     )
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a size-limited tmpfs here: {mounted.stderr.strip()}")
+    require(
+        mounted.returncode == 0,
+        f"a size-limited tmpfs (mount -t tmpfs, as root): {mounted.stderr.strip() or mounted.returncode}",
+    )
     try:
         yield Tmpfs(mount_point)
     finally:

@@ -275,7 +275,10 @@ def cells(report: dict[str, Any], reasons: list[str]) -> dict[str, dict[str, Any
     tests = [test for area in report["areas"].values() for test in area["tests"]]
     result: dict[str, dict[str, Any]] = {}
     for rule, entry in report["rules"].items():
-        status = {"pass": "pass", "FAIL": "FAIL", "undecided": "?"}.get(entry["status"], "not run")
+        # "not isolated" (a failure seen in an output could be this rule's) links it like "undecided"
+        status = {"pass": "pass", "FAIL": "FAIL", "undecided": "?", "not isolated": "?"}.get(
+            entry["status"], "not run"
+        )
         cell: dict[str, Any] = {"status": status}
         if entry["failing_tests"] and status in ("FAIL", "?"):
             cell["test"] = entry["failing_tests"][0]
@@ -355,10 +358,11 @@ def render(data: dict[str, Any], reports: str) -> str:
         "column per rule (1-11) and per suite area; a cell is `pass`, **FAIL** (linking the minimal",
         "counterexample in the row's report, with the input and the command that replays it), `n/s`",
         "(not supported: the numbered reasons below the table) or `not run`. A rule fails when it decides",
-        "the expected output of a minimal failing input; it is **?** (undecided, linking the failure)",
-        "when no failure is attributed to it but a test failed without a counterexample a rule decides:",
-        'the engine crashed. Regenerate with `upsertmat conformance-matrix` (docs/conformance.md, "The',
-        'conformance matrix").',
+        "the expected output of a minimal failing input; it is **?** (linking the failure) when no",
+        "failure is attributed to it but a test failed without a counterexample a rule decides (the",
+        "engine crashed), or when a failure seen in an output only could be a wrong match or placement",
+        "(rules 2, 3, 4, 6: not isolated). Regenerate with `upsertmat conformance-matrix`",
+        '(docs/conformance.md, "The conformance matrix").',
         "",
         f"Page generated {data['generated']}.",
         "",

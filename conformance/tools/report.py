@@ -29,7 +29,7 @@ import pytest
 from ...spec import Granularity, Keys, TtlSettings
 from ..generators import Step
 from ..machine import INVARIANTS
-from ..mismatch import RULES, TTL_HINT, Mismatch, find_mismatch
+from ..mismatch import RULES, TTL_HINT, Differs, Mismatch, find_mismatch
 from ..plugin import CMD_OPTION, OPTION, suite_path
 from ..protocol import ProtocolError, encode_step, ttl_flags
 
@@ -67,6 +67,30 @@ class TestResult:
     reproduce: dict[str, Any] | None = None
     """What the failing run was fed, to replay by hand: ``pk``, ``upsert_key``, ``settings``
     (``--set``), ``granularity`` and ``input`` (JSON Lines), when the failure carries them."""
+    differs: str = ""
+    """What the failure found different (a :class:`~.mismatch.Differs` value: ``output``,
+    ``crash``, ``state`` or ``misses``); empty when it carries no Mismatch, or in a report
+    written before this field (then read as an output: :func:`not_isolated_from`)."""
+
+
+STRUCTURAL_RULES = (2, 3, 4, 6)
+"""The rules of matching and placement: a defect in one changes the stored rows, and a check
+that compares outputs only sees it at the input where an output becomes wrong, named there by
+the emission rule that decides that output (docs/conformance.md, *The conformance report*)."""
+
+
+def not_isolated_from(result: TestResult) -> tuple[int, ...]:
+    """The rules of :data:`STRUCTURAL_RULES` that a failed test's own rules cannot be told apart
+    from: every one it does not name, when the failure was seen in an output or a crash (a wrong
+    match or placement at or before the failing input gives the same output); none when it
+    compared the stored rows or the miss count (the state machine names the rule where it acts),
+    when it names rule 11 alone (more than one output, or another kind: no stored row causes
+    that), or when it names no rule."""
+    if result.outcome != "failed" or not result.rules or set(result.rules) <= {11}:
+        return ()
+    if result.differs in (Differs.STATE.value, Differs.MISSES.value):
+        return ()
+    return tuple(rule for rule in STRUCTURAL_RULES if rule not in result.rules)
 
 
 def reproduction(
@@ -204,6 +228,7 @@ class Collector:
                 diagnosis = mismatch.diagnosis
                 result.rules = list(diagnosis.rules)
                 result.breaks, result.ttl_ignored = diagnosis.breaks, diagnosis.ttl_ignored
+                result.differs = mismatch.differs.value
             result.reproduce = _reproduction_of(call.excinfo.value)
         self.results.append(result)
 
@@ -259,20 +284,26 @@ def _status(results: Sequence[TestResult]) -> str:
 
 
 def rule_table(results: Sequence[TestResult]) -> dict[int, dict[str, Any]]:
-    """Per rule: FAIL (with the failing tests), pass, not run, or ``undecided``: no failure is
-    attributed to the rule, but a test failed without a counterexample a rule decides (a
-    program crashed or broke the protocol), so the rule cannot be said to pass. A failure that
-    breaks something else (TTL, a state move: :attr:`TestResult.breaks`) is decided, and
-    attributed to no rule."""
+    """Per rule: FAIL (with the failing tests), ``not run``, ``not isolated``, ``undecided`` or
+    pass. ``not isolated``: no failure names the rule, but one seen only in an output could be
+    caused by it (:func:`not_isolated_from`: a wrong match or placement, rules 2, 3, 4 and 6,
+    shows as the emission rule of the input where it becomes visible), so the rule cannot be said
+    to pass; its failing tests are those failures. ``undecided``: no failure is attributed to the
+    rule, but a test failed without a counterexample a rule decides (a program crashed or broke
+    the protocol). A failure that breaks something else (TTL, a state move:
+    :attr:`TestResult.breaks`) is decided, and attributed to no rule. O(rules x tests)."""
     ran = any(r.outcome != "skipped" for r in results if not r.area.startswith("TTL"))
     unattributed = [r.name for r in results if r.outcome == "failed" and not r.rules and not r.breaks]
     table: dict[int, dict[str, Any]] = {}
     for rule, text in RULES.items():
         failing = [r.name for r in results if r.outcome == "failed" and rule in r.rules]
+        hidden = [r.name for r in results if rule in not_isolated_from(r)]
         if failing:
             status = "FAIL"
         elif not ran:
             status = "not run"
+        elif hidden:
+            status, failing = "not isolated", hidden
         else:
             status = "undecided" if unattributed else "pass"
         table[rule] = {"text": text, "status": status, "failing_tests": failing or unattributed}
@@ -361,14 +392,15 @@ def to_json(
     }
 
 
+def _result_of(test: dict[str, Any]) -> TestResult:
+    """A test of a report's JSON as a :class:`TestResult` (fields it lacks take their defaults)."""
+    return TestResult(**{key: test[key] for key in TestResult.__dataclass_fields__ if key in test})
+
+
 def refreshed(data: dict[str, Any]) -> dict[str, Any]:
     """A report's JSON with its rule table computed again from its tests (as this version of
     :func:`rule_table` computes it); everything else as it was."""
-    results = [
-        TestResult(**{key: test[key] for key in TestResult.__dataclass_fields__ if key in test})
-        for area in data["areas"].values()
-        for test in area["tests"]
-    ]
+    results = [_result_of(test) for area in data["areas"].values() for test in area["tests"]]
     return {**data, "rules": rule_table(results)}
 
 
@@ -414,7 +446,10 @@ def render_markdown(data: dict[str, Any], base: str | None = None) -> str:
         "replayed on the counterexample; a crash counts as a wrong output); a wrong match or",
         "placement (rules 2, 3, 4, 6) shows as the emission rule of the input where it becomes",
         "visible, or as itself in the state machine, which compares the stored rows after every",
-        "step. A failure under TTL whose expected output expiry decides breaks TTL, one right after",
+        "step when the implementation offers HistoryAccess. So while a failure was seen in an",
+        "output only, the rules 2, 3, 4 and 6 that no failure names are *not isolated*: the",
+        "failing output is that emission rule's, or a wrong match or placement at or before it.",
+        "A failure under TTL whose expected output expiry decides breaks TTL, one right after",
         "a state move breaks the move: neither is attributed to a rule. A rule is undecided when no",
         "failure is attributed to it but a test failed without a counterexample a rule decides (a",
         "program that crashed or broke the protocol). Rule 12 (convergence) follows from rules 1-11.",
@@ -438,7 +473,11 @@ def render_markdown(data: dict[str, Any], base: str | None = None) -> str:
         lines += ["", "## Minimal counterexamples", ""]
         for test in failures:
             numbers = ", ".join(map(str, test["rules"]))
-            rules = f" (rule{'s' if len(test['rules']) > 1 else ''} {numbers})" if test["rules"] else ""
+            rules = f" (rule{'s' if len(test['rules']) > 1 else ''} {numbers}" if test["rules"] else ""
+            hidden = not_isolated_from(_result_of(test))
+            if hidden:
+                rules += f"; not isolated from rules {', '.join(map(str, hidden))}"
+            rules += ")" if rules else ""
             lines += [
                 f'<a id="{anchor(test["name"])}"></a>',
                 "",

@@ -5,13 +5,18 @@ the default ``run`` to a function ``(argparse.Namespace) -> int`` (the exit code
 command is adding its module to :data:`SUBCOMMANDS`. Errors go to stderr as
 ``upsertmat COMMAND: MESSAGE`` with the exit codes of :class:`upsertmat.errors.ExitCode`;
 data goes to stdout. When stdout's reader goes away (``upsertmat inspect SP | head -1``), every
-command exits 141 without a message, as Unix tools do on SIGPIPE.
+command exits 141 without a message, as Unix tools do on SIGPIPE. A command whose optional
+dependency is not installed (the module a ``ModuleNotFoundError`` names is one an extra of
+pyproject.toml provides) says which extra in one line and exits 2 (:func:`missing_extra`): that
+is decided here, for every command, not by each command.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import os
+import re
 import select
 import stat
 import sys
@@ -76,6 +81,84 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+COMMAND_EXTRAS: dict[str, str] = {
+    "run": "spark",
+    "demo": "spark",
+    "execute-plan": "spark",
+    "gateway": "gateway",
+    "client": "gateway",
+    "conformance": "conformance",
+    "conformance-reproduce": "conformance",
+    "conformance-matrix": "conformance",
+    "conformance-flink": "flink",
+}
+"""The extra a command needs as a whole, named when the missing module is one of its own (the
+``client`` missing ``rich`` needs ``gateway``, not the smaller ``spark`` that has it too). A
+command not listed (``bench``: plots, the pipeline, the gateway by mode) gets the smallest extra
+providing the module."""
+
+MODULE_DISTRIBUTIONS: dict[str, str] = {"pyflink": "apache-flink"}
+"""Top-level modules whose distribution is not named after them (the others are: ``prometheus_client``
+is ``prometheus-client``)."""
+
+_REQUIREMENT = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:\[([^\]]*)\])?")
+_EXTRA_MARKER = re.compile(r"""extra\s*==\s*["']([^"']+)["']""")
+
+
+def _normal(name: str) -> str:
+    """A distribution name as PEP 503 compares it (``Prometheus_Client`` -> ``prometheus-client``)."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def extras_providing() -> dict[str, set[str]]:
+    """Each extra of the installed upsertmat -> the distributions it installs (an extra naming
+    ``upsertmat[spark]`` includes spark's), read from the package's metadata (pyproject.toml's
+    ``optional-dependencies``). Empty when upsertmat's metadata is not installed. O(requirements)."""
+    try:
+        requirements = importlib.metadata.requires("upsertmat") or []
+    except importlib.metadata.PackageNotFoundError:
+        return {}
+    direct: dict[str, set[str]] = {}
+    nested: dict[str, set[str]] = {}
+    for text in requirements:
+        requirement, marker = _REQUIREMENT.match(text), _EXTRA_MARKER.search(text)
+        if requirement is None or marker is None:
+            continue  # a base dependency
+        name, extra = _normal(requirement.group(1)), marker.group(1)
+        if name == "upsertmat":
+            nested.setdefault(extra, set()).update(e.strip() for e in (requirement.group(2) or "").split(","))
+        else:
+            direct.setdefault(extra, set()).add(name)
+    closed: dict[str, set[str]] = {}
+
+    def close(extra: str, seen: frozenset[str]) -> set[str]:
+        if extra not in closed:
+            names = set(direct.get(extra, set()))
+            for inner in nested.get(extra, set()) - seen:
+                names |= close(inner, seen | {extra})
+            closed[extra] = names
+        return closed[extra]
+
+    return {extra: close(extra, frozenset()) for extra in {*direct, *nested}}
+
+
+def missing_extra(command: str, error: ModuleNotFoundError) -> str | None:
+    """The extra to install for ``command`` when ``error`` names a module one of upsertmat's
+    extras provides; None for any other module (a missing base dependency, a bug)."""
+    if not error.name:
+        return None
+    module = error.name.partition(".")[0]
+    distribution = _normal(MODULE_DISTRIBUTIONS.get(module, module))
+    extras = extras_providing()
+    candidates = sorted(
+        (name for name, names in extras.items() if distribution in names), key=lambda e: (len(extras[e]), e)
+    )
+    if not candidates:
+        return None
+    own = COMMAND_EXTRAS.get(command)
+    return own if own in candidates else candidates[0]
+
+
 def stdout_reader_gone() -> bool:
     """True if file descriptor 1 is a pipe or socket whose reading end is closed.
 
@@ -137,9 +220,24 @@ def _main(argv: Sequence[str] | None, signals: StopSignals) -> int:
     except StateDirError as error:
         print(f"upsertmat {args.command}: {error.message}", file=sys.stderr)
         return int(exit_code_of(error))
+    except ModuleNotFoundError as error:
+        extra = missing_extra(args.command, error)
+        if extra is None:
+            return _internal_error(args.command)
+        print(
+            f"upsertmat {args.command}: needs the '{extra}' extra (no module named {error.name!r}): "
+            f"install upsertmat with it, from its clone: pip install '.[{extra}]'",
+            file=sys.stderr,
+        )
+        return int(ExitCode.USAGE)
     except Exception as error:
         if isinstance(error, BrokenPipeError) and stdout_reader_gone():
             return silence()
-        traceback.print_exc()
-        print(f"upsertmat {args.command}: internal error (a bug; please report it)", file=sys.stderr)
-        return int(ExitCode.INTERNAL)
+        return _internal_error(args.command)
+
+
+def _internal_error(command: str) -> int:
+    """The traceback of the exception being handled, one line saying it is a bug, exit 70."""
+    traceback.print_exc()
+    print(f"upsertmat {command}: internal error (a bug; please report it)", file=sys.stderr)
+    return int(ExitCode.INTERNAL)

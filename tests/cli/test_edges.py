@@ -23,10 +23,11 @@ from upsertmat.errors import ExitCode
 from upsertmat.replay.jsonl import MAX_NESTING
 
 from ..conftest import Cli
+from ..prerequisites import requires
 
 SCRIPT = shutil.which("upsertmat") or str(Path(sys.executable).with_name("upsertmat"))
 FULL = Path("/dev/full")
-needs_dev_full = pytest.mark.skipif(not FULL.exists(), reason="needs /dev/full")
+needs_dev_full = requires(FULL.exists(), "/dev/full (a device that is always full)")
 
 
 def change(op: str, *row: object, **fields: object) -> str:

@@ -18,14 +18,16 @@ from upsertmat.conformance.scenarios import SCENARIOS, TTL_SCENARIOS
 from upsertmat.conformance.suite import TTL_CONFIGS
 from upsertmat.spec import Granularity
 
+from ..prerequisites import requires
+
 ROOT = Path(__file__).resolve().parents[2]
 SOURCE = ROOT / "examples" / "java" / "UpsertMaterializer.java"
 SUITE_TESTS = len(SCENARIOS) + len(TTL_SCENARIOS) + len(TTL_CONFIGS) + 8
 PER_KEY_TTL = sum(s.granularity is Granularity.PER_KEY for s in TTL_SCENARIOS)
 
-pytestmark = pytest.mark.skipif(
-    shutil.which("java") is None or shutil.which("javac") is None,
-    reason="the Java example needs a JDK 17+ (java and javac on PATH)",
+pytestmark = requires(
+    shutil.which("java") is not None and shutil.which("javac") is not None,
+    "a JDK 17+ for the Java example (java and javac on PATH; Debian's openjdk-17-jdk-headless)",
 )
 
 

@@ -15,7 +15,7 @@ from upsertmat.conformance.generators import KEYS_WITH_UPSERT_KEY, KEYS_WITHOUT_
 from upsertmat.conformance.mismatch import RULES, Differs, Mismatch, rules_broken
 from upsertmat.conformance.pinned import ttl_probe
 from upsertmat.conformance.suite import TTL_CONFIGS
-from upsertmat.conformance.tools.report import _counterexample, anchor
+from upsertmat.conformance.tools.report import _counterexample, anchor, refreshed
 from upsertmat.spec import Granularity, Keys, ModelMaterializer, TtlSettings, delete, insert, update_after
 
 BROKEN = '''
@@ -170,7 +170,8 @@ KEYWORD = "scenario or state_machine or ttl_streams and processing_time and not 
 
 def test_report_of_a_planted_rule_9_bug(tmp_path: Path) -> None:
     """BROKEN breaks rule 9 and ignores TTL without declaring it. The report decides every rule
-    (9 FAIL, every other one pass: no failure is left undecided, the state machine's included),
+    (9 FAIL; 2, 3, 4 and 6 not isolated, as nothing compared the stored rows; every other one
+    pass: no failure is left undecided, the state machine's included),
     shows every input fed and the state machine's steps, says the TTL failures look like no TTL
     at all and suggests ``Unsupported``; the commands it gives work where it says."""
     (tmp_path / "broken.py").write_text(BROKEN, encoding="utf-8")
@@ -182,7 +183,12 @@ def test_report_of_a_planted_rule_9_bug(tmp_path: Path) -> None:
     out = tmp_path / "out"
     data = json.loads((out / "broken.json").read_text())
     statuses = {int(rule): row["status"] for rule, row in data["rules"].items()}
-    assert statuses == {rule: "FAIL" if rule == 9 else "pass" for rule in range(1, 12)}
+    # BROKEN offers no HistoryAccess: its failures are seen in outputs only, so a wrong match or
+    # placement (rules 2, 3, 4, 6) could have caused them as well
+    assert statuses == {
+        rule: "FAIL" if rule == 9 else "not isolated" if rule in (2, 3, 4, 6) else "pass"
+        for rule in range(1, 12)
+    }
     tests = {t["name"]: t for area in data["areas"].values() for t in area["tests"]}
     machine = tests["test_state_machine"]
     assert machine["outcome"] == "failed" and machine["rules"] == [9], machine
@@ -205,7 +211,7 @@ def test_report_of_a_planted_rule_9_bug(tmp_path: Path) -> None:
         "**TTL:**" in page
         and "raise upsertmat.spec.Unsupported from the factory when settings.ttl.enabled" in page
     )
-    assert "## Minimal counterexamples" in page and "(rule 9)" in page
+    assert "## Minimal counterexamples" in page and "(rule 9; not isolated from rules 2, 3, 4, 6)" in page
     assert "-k 'scenario or state_machine" in page
     # every failure's input is next to the page, with the command that replays it in the page's
     # directory (the implementation is imported from where the suite ran: --workdir ..)
@@ -260,3 +266,86 @@ def test_report_of_a_planted_rule_9_bug(tmp_path: Path) -> None:
 def test_usage_errors(tmp_path: Path, arguments: list[str]) -> None:
     done = run_report(tmp_path, *arguments)
     assert done.returncode in (2, 4), done.stderr  # pytest's usage error, or argparse's
+
+
+REMOVES_LAST_MATCH = f"""
+import sys
+
+sys.path.insert(0, {str(Path(__file__).resolve().parents[2])!r})
+from tests.conformance.test_mutants import Defect, MutantLegacy
+
+
+def factory(keys, settings):
+    return MutantLegacy(keys, Defect.REMOVE_LAST_MATCH)
+"""
+"""The mutant whose retraction removes the last match instead of the first (rule 6 broken)."""
+
+
+def test_report_of_a_wrong_removal_does_not_say_rule_6_passes(tmp_path: Path) -> None:
+    """The outputs show the wrong removal as rule 10 (a non-last element removed, nothing
+    expected; the mutant removed the last and emitted +U): rule 6 is not isolated, never pass,
+    and each failure's heading names both candidates."""
+    (tmp_path / "mutant.py").write_text(REMOVES_LAST_MATCH, encoding="utf-8")
+    done = run_report(
+        tmp_path,
+        "--impl",
+        "mutant:factory",
+        "--name",
+        "mutant",
+        "--profile",
+        "upsertmat-dev",
+        "-k",
+        "scenario",
+    )
+    assert done.returncode == 1, done.stderr
+    data = json.loads((tmp_path / "out" / "mutant.json").read_text())
+    statuses = {int(rule): row["status"] for rule, row in data["rules"].items()}
+    assert statuses == {
+        rule: "FAIL" if rule == 10 else "not isolated" if rule in (2, 3, 4, 6) else "pass"
+        for rule in range(1, 12)
+    }
+    failed = sorted(
+        t["name"] for area in data["areas"].values() for t in area["tests"] if t["outcome"] == "failed"
+    )
+    untimed = [name for name in failed if not name.startswith("test_ttl")]
+    assert untimed == [
+        "test_scenario[duplicates/first-copy-removed]",
+        "test_scenario[duplicates/no-upsert-key]",
+    ]
+    assert data["rules"]["6"]["failing_tests"] == data["rules"]["10"]["failing_tests"]
+    assert sorted(data["rules"]["6"]["failing_tests"]) == untimed
+    page = (tmp_path / "out" / "mutant.md").read_text()
+    assert "| 6 | RETRACT removes the first match in insertion order | not isolated: 2 test(s), " in page
+    heading = "### test_scenario[duplicates/first-copy-removed] (rule 10; not isolated from rules 2, 3, 4, 6)"
+    assert heading in page
+
+
+def failed_test(rules: list[int], differs: str | None) -> dict[str, object]:
+    test: dict[str, object] = {"name": "t", "area": "a", "outcome": "failed", "rules": rules}
+    if differs is not None:
+        test["differs"] = differs
+    return test
+
+
+@pytest.mark.parametrize(
+    ("rules", "differs", "hidden"),
+    [
+        ([10], "output", {2, 3, 4, 6}),
+        ([9], "crash", {2, 3, 4, 6}),
+        ([6], "state", set()),  # the state machine compared the stored rows: rule 6 itself
+        ([4], "state", set()),
+        ([7], "misses", set()),
+        ([11], "output", set()),  # two outputs for one input: no stored row makes that
+        ([5, 11], "output", {2, 3, 4, 6}),
+        ([10], None, {2, 3, 4, 6}),  # a report written before "differs": read as an output
+    ],
+)
+def test_rules_a_failure_cannot_be_told_apart_from(
+    rules: list[int], differs: str | None, hidden: set[int]
+) -> None:
+    data = {"areas": {"a": {"status": "FAIL", "tests": [failed_test(rules, differs)]}}}
+    statuses = {rule: row["status"] for rule, row in refreshed(data)["rules"].items()}
+    assert statuses == {
+        rule: "FAIL" if rule in rules else "not isolated" if rule in hidden else "pass"
+        for rule in range(1, 12)
+    }

@@ -230,6 +230,62 @@ def test_what_the_pipeline_cannot_run_is_refused_before_spark(
     assert sorted(path.name for path in tmp_path.iterdir()) == ["job.yaml", "plan.json", "sorted"]
 
 
+def test_a_source_that_is_not_a_readable_directory_is_refused_before_spark(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A source.path that does not exist, is a file (Spark: "basePath must be a directory", exit 70
+    after Spark started) or cannot be read: one line naming the job file (or --source) and the
+    path, exit 2, no "starting Spark" line, by run and execute-plan; compile-plan, which reads
+    no source, writes the plan."""
+    monkeypatch.chdir(tmp_path)
+    job_file = write_job(tmp_path, MINIMAL)
+    data = tmp_path / "data"
+    where = f"job file {job_file}: source.path {data}"
+    too_long = tmp_path / ("x" * 300)  # a name past NAME_MAX: the stat itself fails
+    cases = [
+        (["run", str(job_file)], f"upsertmat run: {where} does not exist (it must be a directory"),
+        (
+            ["run", str(job_file), "--source", "elsewhere"],
+            f"--source {tmp_path / 'elsewhere'} does not exist",
+        ),
+        (["run", str(job_file), "--source", str(too_long)], f"--source {too_long} cannot be read: File name"),
+    ]
+    for argv, expected in cases:
+        assert main(argv) == 2, argv
+        line = _one_line(capsys.readouterr().err)
+        assert expected in line, line
+    data.write_text('{"op": "+I", "seq": 1, "id": 1, "level": 1, "badge": "a"}\n', encoding="utf-8")
+    assert main(["run", str(job_file)]) == 2
+    line = _one_line(capsys.readouterr().err)
+    assert line == (
+        f"upsertmat run: {where} is not a directory: the pipeline reads every file in a directory "
+        "(put the file in one and name the directory)"
+    )
+    data.unlink()
+    assert main(["compile-plan", str(job_file), "-o", "plan.json"]) == 0
+    capsys.readouterr()
+    assert main(["execute-plan", "plan.json"]) == 2
+    line = _one_line(capsys.readouterr().err)
+    assert line.startswith(f"upsertmat execute-plan: plan plan.json: source.path {data} does not exist"), line
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["job.yaml", "plan.json"]
+
+
+def test_demo_dir_that_cannot_be_a_directory_is_refused_before_spark(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "file").write_text("x", encoding="utf-8")
+    for directory, expected in [
+        (tmp_path / "file", f"upsertmat demo: --dir {tmp_path / 'file'} is not a directory"),
+        (
+            tmp_path / "file" / "sub",
+            f"upsertmat demo: --dir {tmp_path / 'file' / 'sub'} cannot be created: Not a",
+        ),
+    ]:
+        assert main(["demo", "--dir", str(directory)]) == 2
+        line = _one_line(capsys.readouterr().err)
+        assert line.startswith(expected), line
+
+
 @pytest.mark.parametrize("command", ["run", "demo", "compile-plan", "execute-plan"])
 def test_pipeline_commands_offer_only_what_they_accept(
     command: str, capsys: pytest.CaptureFixture[str]

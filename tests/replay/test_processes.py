@@ -21,6 +21,7 @@ from upsertmat.impls.build import build_name
 from upsertmat.impls.persistence import MANIFEST_NAME
 
 from ..conftest import Cli
+from ..prerequisites import requires
 from .support import (
     EXAMPLE,
     GOOD,
@@ -140,7 +141,7 @@ def test_state_dir_survives_a_kill_between_runs(tmp_path: Path) -> None:
     assert again.stdout == '{"in": 1, "op": "+I", "row": [2, "b"]}\n{"in": 2, "op": "-D", "row": [1, "a"]}\n'
 
 
-@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+@requires(Path("/dev/full").exists(), "/dev/full (a device that is always full)")
 def test_an_output_that_cannot_be_written_exits_4_and_leaves_the_state_as_before(
     cli: Cli, tmp_path: Path
 ) -> None:

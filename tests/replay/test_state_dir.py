@@ -21,6 +21,7 @@ from upsertmat.impls.persistence import MANIFEST_NAME
 from upsertmat.impls.settings import Backend
 
 from ..conftest import Cli
+from ..prerequisites import requires
 from .support import (
     GOOD,
     HEAP_STRATEGIES,
@@ -189,7 +190,7 @@ def test_byte_backends_keep_their_state_in_the_state_dir(
     assert (tmp_path / backend).is_dir()
 
 
-@pytest.mark.skipif(not any(b == "rocksdb" for _, b in BYTE_PAIRS), reason="rocksdb backend not available")
+@requires(any(b == "rocksdb" for _, b in BYTE_PAIRS), "the rocksdb backend (rocksdict, a base dependency)")
 def test_a_killed_byte_backend_run_resumes_from_its_committed_position(tmp_path: Path) -> None:
     """Crash recovery (more in tests/lifecycle/test_crash_recovery.py): same input, nothing lost.
 

@@ -20,6 +20,7 @@ from upsertmat.spark.config import BatchProgress
 from upsertmat.spark.pipeline import read_table, run_pipeline
 from upsertmat.spec import Change
 
+from ..prerequisites import require
 from .postgres import PostgresServer, server_binaries
 from .test_recovery import count_batches
 from .workload import SCHEMA, changelog, model_table, normalized, records, write_files
@@ -64,8 +65,8 @@ def test_a_postgres_sink_that_goes_away_stops_the_query_and_a_restart_continues_
     spark: SparkSession, tmp_path: Path
 ) -> None:
     binaries = server_binaries()
-    if binaries is None:
-        pytest.skip("PostgreSQL server binaries not found")
+    require(binaries is not None, "PostgreSQL server binaries (the Debian package postgresql)")
+    assert binaries is not None
     changes = changelog(seed=5, keys=20, updates=240)
     write_files(tmp_path / "in", records(changes), files=FILES)
     server = PostgresServer(binaries)

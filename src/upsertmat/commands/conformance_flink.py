@@ -10,9 +10,8 @@ The driver is :func:`upsertmat.conformance.tools.flink.serve`; needs the ``flink
 from __future__ import annotations
 
 import argparse
-import importlib.util
 
-from upsertmat.commands.options import parse_columns
+from upsertmat.commands.options import parse_columns, require_module
 from upsertmat.errors import CliError, ExitCode
 
 NAME = "conformance-flink"
@@ -65,8 +64,7 @@ def run(args: argparse.Namespace) -> int:
             + " ".join(args.set),
             ExitCode.USAGE,
         )
-    if importlib.util.find_spec("pyflink") is None:
-        raise CliError("needs PyFlink 2.3.0: pip install 'upsertmat[flink]'", ExitCode.USAGE)
+    require_module("pyflink")  # before reading stdin
     from upsertmat.conformance.tools.flink import FlinkOptions, serve
 
     options = FlinkOptions(

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from upsertmat.commands.job_options import cli_layers
-from upsertmat.commands.options import add_config_arguments, positive_int
+from upsertmat.commands.options import add_config_arguments, positive_int, require_module
 from upsertmat.demo.report import absent_keys, row_count_note, side_by_side, summary
 from upsertmat.demo.runner import DemoOutcome, run_demo_in
 from upsertmat.demo.tables import disagreements
@@ -26,6 +26,7 @@ from upsertmat.interrupt import Interrupted, StopSignals, interrupted
 from upsertmat.jobs.execute import BOUNDARY_NOTICE
 from upsertmat.jobs.loader import config_strings, resolve_settings, settings_layers
 from upsertmat.jobs.runner import announce_spark_log, batch_line, spark_log_note
+from upsertmat.replay.failures import io_exit_code
 
 if TYPE_CHECKING:
     from upsertmat.spark.config import BatchProgress
@@ -102,6 +103,20 @@ def render(outcome: DemoOutcome, shape: DemoShape, directory: Path | None = None
     )
 
 
+def usable_dir(path: Path) -> Path:
+    """``--dir`` resolved and created if missing, before Spark starts: CliError (2 for a path
+    that cannot be a directory: a file, no permission; 4 for a device error or a full disk)."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise CliError(f"--dir {path} is not a directory", ExitCode.USAGE) from None
+    except OSError as error:
+        raise CliError(
+            f"--dir {path} cannot be created: {error.strerror or error}", io_exit_code(error)
+        ) from None
+    return path.resolve()
+
+
 def run(args: argparse.Namespace) -> int:
     """``upsertmat demo``."""
     try:
@@ -113,7 +128,8 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as error:
         raise CliError(str(error), ExitCode.USAGE) from None
     config = config_strings(settings)
-    kept = None if args.dir is None else args.dir.resolve()
+    require_module("pyspark")
+    kept = None if args.dir is None else usable_dir(args.dir)
     if not args.quiet:  # the JVM and the first stateful query take 10-20 s: say so at once
         print("upsertmat demo: starting Spark (local[2]; about 15 s) ...", file=sys.stderr, flush=True)
     # Until Spark runs, a signal ends the demo at once; then at a micro-batch boundary.

@@ -13,11 +13,11 @@ import argparse
 from pathlib import Path
 
 from upsertmat.client.modes import RESULT_MODES, TABLEAU_FORMATS
-from upsertmat.commands.options import config_layers, positive_int
+from upsertmat.commands.options import config_layers, positive_int, require_module
 from upsertmat.errors import CliError, ExitCode
 from upsertmat.impls.config import ConfigError, parse_duration_ms
 from upsertmat.jobs.execute import RunOptions
-from upsertmat.jobs.loader import Layer, load_job, with_overrides
+from upsertmat.jobs.loader import Layer, check_source, load_job, with_overrides
 from upsertmat.jobs.model import JobSpec
 
 JOB_LAYER = "the job file's config"
@@ -76,6 +76,20 @@ def overridden(job: JobSpec, args: argparse.Namespace) -> JobSpec:
         materialize=getattr(args, "materialize", None),
         on_error=getattr(args, "on_error", None),
     )
+
+
+def runnable(job: JobSpec, args: argparse.Namespace, where: str) -> JobSpec:
+    """``job`` once PySpark can be imported (ModuleNotFoundError otherwise, which the command
+    line turns into the extra to install) and its source directory is there and readable
+    (CliError, usage, otherwise): what the commands that run a job check before Spark starts.
+    ``where`` names the job file or plan; ``--source`` is named when it set the path."""
+    require_module("pyspark")
+    try:
+        overridden = getattr(args, "source", None) is not None
+        check_source(job.source.path, "--source" if overridden else f"{where}: source.path")
+    except ConfigError as error:
+        raise CliError(str(error), ExitCode.USAGE) from None
+    return job
 
 
 def cli_layers(args: argparse.Namespace) -> list[Layer]:

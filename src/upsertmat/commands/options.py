@@ -10,6 +10,7 @@ and creates the materializer they select (:func:`create_materializer`).
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import sys
 import textwrap
 from collections.abc import Mapping
@@ -34,6 +35,14 @@ from upsertmat.spark.config import PIPELINE_STRATEGIES
 from upsertmat.spec import Keys, Materializer
 
 _SHORTCUTS = (("strategy", STRATEGY), ("backend", BACKEND), ("ttl", TTL))
+
+
+def require_module(module: str) -> None:
+    """ModuleNotFoundError naming ``module`` unless it can be imported: for a command that would
+    otherwise import it only once it has started (Spark's JVM, reading stdin). The command line
+    turns it into the one line naming the extra that provides the module (cli.py). One lookup."""
+    if importlib.util.find_spec(module) is None:
+        raise ModuleNotFoundError(f"No module named {module!r}", name=module)
 
 
 def positive_int(text: str) -> int:

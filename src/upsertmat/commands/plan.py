@@ -22,6 +22,7 @@ from upsertmat.commands.job_options import (
     job_from_args,
     options_of,
     overridden,
+    runnable,
 )
 from upsertmat.commands.options import add_config_arguments
 from upsertmat.errors import CliError, ExitCode
@@ -91,6 +92,7 @@ def run_execute(args: argparse.Namespace) -> int:
         job = overridden(job, args)
     except (PlanError, ConfigError) as error:
         raise CliError(str(error), ExitCode.USAGE) from None
+    job = runnable(job, args, f"plan {args.plan}")
     return execute(job, options_of(args), f"upsertmat {EXECUTE}")
 
 

@@ -20,6 +20,7 @@ from upsertmat.commands.job_options import (
     add_run_arguments,
     job_from_args,
     options_of,
+    runnable,
 )
 from upsertmat.commands.options import add_config_arguments
 from upsertmat.jobs.execute import execute
@@ -28,8 +29,9 @@ NAME = "run"
 EPILOG = f"""\
 job file format and examples: docs/plans.md, examples/jobs/.
 
-paths: the source is relative to the job file; the sink file and the checkpoint to the
-  working directory. A rerun on the same checkpoint continues exactly once.
+paths: the source (a directory, which must exist) is relative to the job file; the sink
+  file and the checkpoint to the working directory. A rerun on the same checkpoint continues
+  exactly once.
 
 bad input: a source row that cannot be a change (malformed line, unknown op, wrong type,
   missing key or order column) stops the job before its batch commits (exit 1, the file and
@@ -46,7 +48,8 @@ examples:
 
 def run(args: argparse.Namespace) -> int:
     """``upsertmat run``."""
-    return execute(job_from_args(args), options_of(args), f"upsertmat {NAME}")
+    job = runnable(job_from_args(args), args, f"job file {args.job}")
+    return execute(job, options_of(args), f"upsertmat {NAME}")
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

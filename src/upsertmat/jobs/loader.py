@@ -41,7 +41,9 @@ Every problem is a :class:`JobError` naming the file and the field.
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -379,6 +381,30 @@ def load_job(path: Path, cli_layers: Sequence[Layer] = (), output_base: Path | N
         cli_layers=cli_layers,
         output_base=Path.cwd() if output_base is None else output_base,
     )
+
+
+def check_source(path: Path, what: str) -> None:
+    """JobError unless ``path``, a job's ``source.path``, is a directory this process can list:
+    what the pipeline reads (Spark watches a directory; a missing one fails only once Spark has
+    started, a file as "basePath must be a directory"). For the commands that read the source
+    (``run``, ``execute-plan``), before Spark starts; loading a job does not check it, since a
+    job file may be written before its data (``compile-plan``; a gateway checks its own). ``what``
+    names the field that set the path (``job file J: source.path``, ``--source``). One ``stat``
+    and one directory read."""
+    try:
+        mode = path.stat().st_mode
+        if stat.S_ISDIR(mode):
+            with os.scandir(path) as entries:
+                next(entries, None)
+    except FileNotFoundError:
+        raise JobError(f"{what} {path} does not exist (it must be a directory of change files)") from None
+    except OSError as error:
+        raise JobError(f"{what} {path} cannot be read: {error.strerror or error}") from None
+    if not stat.S_ISDIR(mode):
+        raise JobError(
+            f"{what} {path} is not a directory: the pipeline reads every file in a directory "
+            "(put the file in one and name the directory)"
+        )
 
 
 def with_overrides(
