@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote, urlparse
 
 from ..jobs.model import JobSpec
 from ..plan.compiler import compile_job
@@ -33,7 +34,7 @@ from .contract import JobStatus, ResultsOnDelete, TablePage
 from .documents import Submitted
 from .encoding import utc_time
 from .errors import Conflict, NotFound, OverBound, Refusal
-from .lifecycle import ACTIVE, TERMINAL, BadTransition, Event, JobState
+from .lifecycle import ACTIVE, TERMINAL, BadTransition, Event, JobState, next_state
 from .paging import ResultPages
 from .registry import JobRecord, Registry, SessionRecord, new_id
 from .resolver import Resolver
@@ -223,32 +224,37 @@ class Gateway:
     def delete(self, job_id: str, results: ResultsOnDelete) -> Path | None:
         """Forget a stopped or failed job (Conflict otherwise): its registry rows, snapshots and
         changelog readers. ``results=keep`` moves its directory (checkpoint, internal result) to
-        ``<root>/deleted/<job id>/`` and leaves an external sink as it is; ``delete`` removes the
-        directory and drops an external SQLite sink's table with its recorded batches and
-        changes. Where the directory went (keep), or None."""
-        record = self.job(job_id)
+        ``<root>/deleted/<job id>/`` and leaves an external sink as it is; ``delete`` drops the
+        external sink's table (:func:`drop_results`) and removes the directory. Where the
+        directory went (keep), or None.
+
+        The results go first and the job is forgotten only once they are gone, all under the
+        lock that admission and restarts take: a drop or a move that fails raises Conflict
+        naming it, and leaves the job as it was, so the same DELETE can be asked again."""
         job: JobSpec | None
         try:
-            job = self.resolve(record)
+            job = self.resolve(self.job(job_id))
         except Refusal:
-            job = None
+            job = None  # a job that no longer resolves: its directory is all there is
         with self.lock:
-            if self.threads.busy(job_id) and record.state in TERMINAL_STATES:
+            record = self.job(job_id)
+            try:
+                next_state(job_id, JobState(record.state), Event.DELETE)
+            except BadTransition as refused:
+                raise Conflict(str(refused)) from None
+            if self.threads.busy(job_id):
                 raise Conflict(f"job {job_id} is still finishing its last batch; try again")
+            directory = self.job_dir(job_id)
+            kept: Path | None = None
+            if results is ResultsOnDelete.DELETE:
+                if job is not None and not job.sink.internal:
+                    drop_results(job.sink.url, job.sink.table)
+                _remove(directory, job_id)
+            elif directory.exists():
+                kept = _keep(directory, self.root / "deleted" / job_id, job_id)
             self._transition(job_id, Event.DELETE)
             self.resolver.forget(job_id)
         self.threads.forget(job_id)
-        directory = self.job_dir(job_id)
-        if results is ResultsOnDelete.DELETE:
-            if job is not None and not job.sink.internal:
-                drop_results(job.sink.url, job.sink.table)
-            shutil.rmtree(directory, ignore_errors=True)
-            return None
-        if not directory.exists():
-            return None
-        kept = self.root / "deleted" / job_id
-        kept.parent.mkdir(exist_ok=True)
-        os.replace(directory, kept)
         return kept
 
     def status(self, record: JobRecord) -> JobStatus:
@@ -332,8 +338,92 @@ class Gateway:
         self.registry.close()
 
 
+def _remove(directory: Path, job_id: str) -> None:
+    """Remove a job's directory; Conflict if any of it stays (the job is kept)."""
+    try:
+        shutil.rmtree(directory)
+    except FileNotFoundError:
+        pass
+    except OSError as error:
+        raise Conflict(
+            f"cannot remove job {job_id}'s directory {directory}: {error.strerror or error}; "
+            "the job is kept: fix it and delete again"
+        ) from None
+
+
+def _keep(directory: Path, kept: Path, job_id: str) -> Path:
+    """Move a job's directory to ``kept``; Conflict if it cannot be (the job is kept)."""
+    try:
+        kept.parent.mkdir(exist_ok=True)
+        os.replace(directory, kept)
+    except OSError as error:
+        raise Conflict(
+            f"cannot move job {job_id}'s directory to {kept}: {error.strerror or error}; "
+            "the job is kept: fix it and delete again"
+        ) from None
+    return kept
+
+
 def drop_results(url: str, table: str) -> None:
-    """Drop an external SQLite sink's ``table`` and the batches and changes recorded for it."""
+    """Drop a job's external sink table ``table`` of ``url``, whatever the sink: a SQLite table
+    with the batches and changes recorded for it (one transaction), a Delta table's directory,
+    an Iceberg table from its SQL catalog (``iceberg:///dir``) with its data and metadata files.
+    Dropping what is already gone is not an error, so a retry finishes an interrupted drop.
+
+    Conflict if it cannot be dropped (the message names the sink and why; nothing was
+    forgotten), and for a sink the gateway cannot reach under its data root (a PostgreSQL
+    database, a named Iceberg catalog: submitting such a job is refused already)."""
+    from ..spark.sinkurl import delta_location, iceberg_warehouse, is_delta, is_iceberg, is_postgresql
+
+    where = f"the sink {url} table {table}"
+    try:
+        if is_postgresql(url):
+            raise Conflict(f"results=delete drops tables under the data root only, not {where}")
+        if is_delta(url):
+            _drop_tree(delta_location(url))
+        elif is_iceberg(url):
+            warehouse = iceberg_warehouse(url)
+            if warehouse is None:
+                raise Conflict(f"results=delete drops tables under the data root only, not {where}")
+            _drop_iceberg(url, warehouse, table)
+        else:
+            _drop_sqlite(url, table)
+    except Conflict:
+        raise
+    except Exception as error:  # sqlite3, the file system, pyiceberg: each raises its own classes
+        raise Conflict(
+            f"cannot drop {where}: {type(error).__name__}: {error}; the job is kept: fix it and delete again"
+        ) from None
+
+
+def _drop_tree(path: Path) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        shutil.rmtree(path)
+
+
+def _drop_iceberg(url: str, warehouse: Path, table: str) -> None:
+    """Drop ``upsertmat.<table>`` from the catalog, then remove the table's directory (all its
+    files, those of expired snapshots too); the directory is found again after a drop that
+    failed half way (the catalog's default location of a table)."""
+    from ..spark.iceberg import NAMESPACE, load_catalog
+
+    if not (warehouse / "catalog.db").exists():
+        return
+    catalog = load_catalog(url)
+    home = warehouse.resolve()
+    location = home / f"{NAMESPACE}.db" / table
+    present = catalog.table_exists((NAMESPACE, table))
+    if present:
+        found = str(catalog.load_table((NAMESPACE, table)).location())
+        location = Path(unquote(urlparse(found).path)) if found.startswith("file:") else Path(found)
+    if home not in location.parents:  # its files are not the gateway's to remove
+        raise Conflict(f"the Iceberg table {table} lies at {location}, outside its warehouse {warehouse}")
+    if present:
+        catalog.drop_table((NAMESPACE, table))
+    _drop_tree(location)
+
+
+def _drop_sqlite(url: str, table: str) -> None:
     from ..spark.sink import BATCHES_TABLE, CHANGES_TABLE, quote
     from ..spark.sinkurl import sqlite_path
 
