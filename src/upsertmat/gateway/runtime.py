@@ -3,7 +3,9 @@
 A job thread starts the job's continuous query (trigger every ``trigger_interval``; the sink
 records each batch's table changes for the changelog result), records it ``RUNNING``, and waits
 until it is asked to stop (at a micro-batch boundary) or fails; a failure marks the job
-``FAILED`` with its message (:func:`concise`) and touches no other job. What a running job did
+``FAILED`` with its message (:func:`concise`) and touches no other job. A transient failure
+(Spark's Python worker not connecting back in time on a loaded machine) is retried from the
+checkpoint a few times first; the job stays ``RUNNING`` meanwhile. What a running job did
 in this process (batches, changes, its rate, a bounded history of its batches) is kept in its
 :class:`JobRuntime`, not persisted.
 """
@@ -20,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
+from ..errors import RETRY_WAITS, transient_failure
 from ..impls.config import ConfigError
 from ..jobs.model import JobSpec
 from ..jobs.runner import pipeline_config
@@ -129,6 +132,14 @@ class _Stopped(Exception):
     """A job asked to stop before its query started."""
 
 
+class _GaveUp(Exception):
+    """A transient failure still there after every retry: ``message`` says so."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
 class JobThreads:
     """The job threads of one gateway and what they know (``runtimes``, under ``lock``)."""
 
@@ -189,27 +200,13 @@ class JobThreads:
         return True
 
     def _run(self, job_id: str, name: str, job: JobSpec | None, runtime: JobRuntime) -> None:
-        from ..spark.pipeline import start_pipeline
-
         try:
             if job is None:
                 record = self.registry.job(job_id)
                 if record is None:
                     return
                 job = self.resolver.resolve(record)
-            config = pipeline_config(
-                job, follow=self.trigger_interval, changelog=True, query_name=f"upsertmat_{job_id}"
-            ).with_progress(functools.partial(self._on_batch, job_id, runtime))
-            with self.start_lock:
-                if runtime.stop.is_set():
-                    raise _Stopped
-                runtime.run = start_pipeline(config, self.spark)
-                runtime.started()
-            if runtime.stop.is_set():
-                runtime.run.request_stop()
-            self.quiet_transition(job_id, Event.STARTED, clear_error=True)
-            self.log(f"job {job_id} ({name}) running")
-            runtime.run.wait(functools.partial(self._poll, job_id, job, runtime))
+            self._follow(job_id, name, job, runtime)
             if not self.closing:
                 self.quiet_transition(job_id, Event.ENDED)
                 self.log(f"job {job_id} stopped")
@@ -218,6 +215,9 @@ class JobThreads:
                 self.quiet_transition(job_id, Event.ENDED)
         except Refusal as error:
             self.quiet_transition(job_id, Event.FAILED, error=error.message)
+        except _GaveUp as gave_up:
+            self.quiet_transition(job_id, Event.FAILED, error=gave_up.message)
+            self.log(f"job {job_id} failed: {gave_up.message}")
         except Exception as error:  # the job failed (bad data, sink down, ...): this job only
             message = concise(error)
             self.quiet_transition(job_id, Event.FAILED, error=message)
@@ -226,6 +226,51 @@ class JobThreads:
                 self.log("".join(traceback.format_exception(error))[-4000:])
         finally:
             runtime.done.set()
+
+    def _follow(self, job_id: str, name: str, job: JobSpec, runtime: JobRuntime) -> None:
+        """Run the job's query until it is asked to stop; a transient failure
+        (:func:`~upsertmat.errors.transient_failure`) starts it again from its checkpoint after
+        each of :data:`~upsertmat.errors.RETRY_WAITS` (each batch is still applied once: the sink
+        skips a batch it committed), then gives up (:class:`_GaveUp`)."""
+        from ..spark.pipeline import start_pipeline
+
+        config = pipeline_config(
+            job, follow=self.trigger_interval, changelog=True, query_name=f"upsertmat_{job_id}"
+        ).with_progress(functools.partial(self._on_batch, job_id, runtime))
+        retries = 0
+        while True:
+            try:
+                with self.start_lock:
+                    if runtime.stop.is_set():
+                        raise _Stopped
+                    runtime.run = start_pipeline(config, self.spark)
+                    if runtime.running_since is None:
+                        runtime.started()
+                if runtime.stop.is_set():
+                    runtime.run.request_stop()
+                if not retries:
+                    self.quiet_transition(job_id, Event.STARTED, clear_error=True)
+                    self.log(f"job {job_id} ({name}) running")
+                runtime.run.wait(functools.partial(self._poll, job_id, job, runtime))
+                return
+            except _Stopped:
+                raise
+            except Exception as error:
+                reason = transient_failure(error)
+                if reason is None or runtime.stop.is_set() or self.closing:
+                    raise
+                if retries >= len(RETRY_WAITS):
+                    raise _GaveUp(
+                        f"{reason}; gave up after {retries} retries from the checkpoint: restart the job"
+                    ) from None
+                wait = RETRY_WAITS[retries]
+                retries += 1
+                self.log(
+                    f"job {job_id}: {reason}; retrying from its checkpoint in {wait:g} s "
+                    f"(retry {retries} of {len(RETRY_WAITS)})"
+                )
+                if runtime.stop.wait(wait):
+                    raise _Stopped from None
 
     def _poll(self, job_id: str, job: JobSpec, runtime: JobRuntime) -> bool:
         """The job thread's stop check (a few times a second). At most once a second it also
