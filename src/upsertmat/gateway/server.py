@@ -1,6 +1,7 @@
 """Running the gateway: one process, one Spark session, the API on uvicorn.
 
-:func:`serve` refuses a bind address other than loopback without a token, takes the data root's
+:func:`serve` refuses a bind address other than loopback without a token (and TLS), and TLS
+material that cannot be used (:mod:`.tls`), before anything starts; then it takes the data root's
 lock (one gateway per root), starts Spark on the configured master (its log under
 ``<root>/logs/``), starts again every job the registry wants running, and serves until SIGINT or
 SIGTERM; then every job stops at a micro-batch boundary (they resume when the gateway starts
@@ -28,6 +29,7 @@ from ..errors import CliError, ExitCode
 from ..impls.state.errors import StateError, StateLockedError
 from ..impls.state.locking import DirectoryLock
 from .settings import GatewaySettings
+from .tls import check_tls
 
 EXPIRY_PERIOD_SECONDS = 30.0
 COLLECT_PERIOD_SECONDS = 10.0
@@ -186,6 +188,8 @@ def serve(settings: GatewaySettings, log: Callable[[str], None] | None = None) -
     # Before the gateway starts its threads (malloc.py).
     limit_arenas(GATEWAY_ARENAS)
     check_bind(settings)
+    if settings.tls_certfile is not None and settings.tls_keyfile is not None:
+        check_tls(settings.tls_certfile, settings.tls_keyfile)  # before the root, the lock and Spark
     root = settings.root.resolve()
     lock = lock_root(root)
     (root / ADDRESS_FILE).unlink(missing_ok=True)  # a killed gateway's: not an address any more
