@@ -213,3 +213,18 @@ def test_5_credentials_travel_only_in_the_authorization_header(served: Served) -
         assert plain.get("/v1/jobs").status_code == 200
         assert plain.post("/v1/sessions", json={}).status_code == 401  # not for writes
         assert plain.get(link, follow_redirects=False).status_code == 401  # used once
+
+
+def test_5_the_authorization_header_is_read_strictly(served: Served) -> None:
+    """Issue 45, item 5: ``Bearer  TOKEN`` (two spaces) was accepted, and of two Authorization
+    headers the last won. Exactly one header, ``<scheme> <token>`` with one space, or 401."""
+    with httpx.Client(base_url=served.url, timeout=60) as plain:
+        for value in (f"Bearer  {TOKEN}", f"Bearer\t{TOKEN}", f"Bearer {TOKEN} x", "Bearer", f"{TOKEN}"):
+            answer = plain.get("/v1/jobs", headers={"Authorization": value})
+            assert answer.status_code == 401, value
+        assert "one space" in plain.get("/v1/jobs", headers={"Authorization": f"Bearer  {TOKEN}"}).text
+        for pair in ((f"Bearer {TOKEN}", f"Bearer {TOKEN}"), ("Bearer wrong", f"Bearer {TOKEN}")):
+            answer = plain.get("/v1/jobs", headers=[("Authorization", pair[0]), ("Authorization", pair[1])])
+            assert answer.status_code == 401, pair
+            assert "one Authorization header" in answer.json()["error"]["message"]
+        assert plain.get("/v1/jobs", headers={"Authorization": f"bEaReR {TOKEN}"}).status_code == 200

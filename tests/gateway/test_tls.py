@@ -44,7 +44,8 @@ def test_https_with_a_generated_certificate(tmp_path: Path, capsys: pytest.Captu
     settings = GatewaySettings(
         root=tmp_path / "root", port=0, token=TOKEN, tls_certfile=cert, tls_keyfile=key
     )
-    served = serve_in_thread(settings, tls_certfile=cert, tls_keyfile=key)
+    logged: list[str] = []
+    served = serve_in_thread(settings, log=logged.append, tls_certfile=cert, tls_keyfile=key)
     try:
         assert served.url.startswith("https://127.0.0.1:")
         with GatewayClient(served.url, TOKEN, cafile=cert) as client:
@@ -52,8 +53,17 @@ def test_https_with_a_generated_certificate(tmp_path: Path, capsys: pytest.Captu
         with GatewayClient(served.url, TOKEN) as untrusted, pytest.raises(GatewayError) as refused:
             untrusted.info()  # the system's CAs do not know this certificate
         assert refused.value.status == 0
+        assert logged == []
         with pytest.raises(httpx.HTTPError):  # plain HTTP to the TLS port gets no answer
             httpx.get(served.url.replace("https://", "http://") + "/v1/info", timeout=30)
+        # ... and the gateway says so, once (issue 45, item 5)
+        assert logged == [
+            "plain HTTP reached the TLS port: the connection was closed without an answer; "
+            "the client must use https://"
+        ]
+        with pytest.raises(httpx.HTTPError):  # a second one within the minute: counted, not logged
+            httpx.get(served.url.replace("https://", "http://") + "/v1/info", timeout=30)
+        assert len(logged) == 1
         assert main(["client", "--gateway", served.url, "--token", TOKEN, "--cacert", str(cert), "list"]) == 0
         capsys.readouterr()
     finally:

@@ -1,17 +1,18 @@
 """What runs before any route: the credential check, the request body bound, and the status
 page's one-time logins and cookie sessions.
 
-With a token configured every request must carry it in ``Authorization: Bearer TOKEN`` (the
-scheme in any case; compared in constant time) — never in the address, where the paging
-``token`` lives. The status page's own requests (GET only) may carry instead the cookie a
-one-time link (``/login/{code}``) set. The body is read here, up to ``max_body`` bytes: one
-byte more (by ``Content-Length`` or, for a chunked body, as it arrives) is a 413 before any route
-runs.
+With a token configured every request must carry it in ``Authorization: Bearer TOKEN`` (one
+such header, one space, the scheme in any case; compared in constant time) — never in the
+address, where the paging ``token`` lives. The status page's own requests (GET only) may carry
+instead the cookie a one-time link (``/login/{code}``) set. The body is read here, up to
+``max_body`` bytes: one byte more (by ``Content-Length`` or, for a chunked body, as it arrives)
+is a 413 before any route runs.
 """
 
 from __future__ import annotations
 
 import hmac
+import re
 import secrets
 import time
 from collections.abc import Awaitable, Callable, MutableMapping
@@ -26,6 +27,8 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 COOKIE = "upsertmat_page"
+WRONG = "missing or wrong token (Authorization: Bearer TOKEN)"
+_BEARER = re.compile(r"[Bb][Ee][Aa][Rr][Ee][Rr] ([^\s]+)")
 LOGIN_SECONDS = 300.0
 PAGE_SESSION_SECONDS = 12 * 3600.0
 
@@ -85,11 +88,11 @@ class Guard:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        headers = {key.decode("latin-1").lower(): value.decode("latin-1") for key, value in scope["headers"]}
-        if self.token is not None and not self._authorized(scope, headers):
-            await error_body(401, "missing or wrong token (Authorization: Bearer TOKEN)")(
-                scope, receive, send
-            )
+        pairs = [(key.decode("latin-1").lower(), value.decode("latin-1")) for key, value in scope["headers"]]
+        headers = dict(pairs)
+        refused = None if self.token is None else self._refusal(scope, headers, pairs)
+        if refused is not None:
+            await error_body(401, refused)(scope, receive, send)
             return
         too_large = error_body(413, f"request body over {self.max_body} bytes (max-body-bytes)")
         length = headers.get("content-length")
@@ -124,14 +127,27 @@ class Guard:
 
         await self.app(scope, replay, send)
 
-    def _authorized(self, scope: Scope, headers: dict[str, str]) -> bool:
+    def _refusal(self, scope: Scope, headers: dict[str, str], pairs: list[tuple[str, str]]) -> str | None:
+        """Why the request is not authenticated (the 401's message), or None if it is.
+
+        An ``Authorization`` header, when there is one, decides alone: exactly one such header,
+        ``<scheme> <token>`` with the scheme ``Bearer`` in any case and one space (what every
+        client sends; anything else is more likely a header mangled on its way than a variant
+        worth reading), the token compared in constant time."""
         assert self.token is not None
         if scope.get("path", "").startswith("/login/"):
-            return True  # the one-time code is the credential
-        scheme, _, given = headers.get("authorization", "").strip().partition(" ")
-        if scheme.lower() == "bearer":
-            return hmac.compare_digest(given.strip().encode(), self.token.encode())
+            return None  # the one-time code is the credential
+        given = [value for name, value in pairs if name == "authorization"]
+        if len(given) > 1:
+            return "more than one Authorization header: send one (Authorization: Bearer TOKEN)"
+        if given:
+            found = _BEARER.fullmatch(given[0])
+            if found is None:
+                return "malformed Authorization header: expected 'Bearer TOKEN' (one space, no other)"
+            if hmac.compare_digest(found.group(1).encode(), self.token.encode()):
+                return None
+            return WRONG
         session = _cookie(headers)
-        if session is not None and scope.get("method") in ("GET", "HEAD"):
-            return self.pages.valid(session)
-        return False
+        if session is not None and scope.get("method") in ("GET", "HEAD") and self.pages.valid(session):
+            return None
+        return WRONG

@@ -29,7 +29,7 @@ from ..errors import CliError, ExitCode
 from ..impls.state.errors import StateError, StateLockedError
 from ..impls.state.locking import DirectoryLock
 from .settings import GatewaySettings
-from .tls import check_tls
+from .tls import PlainHttpNotice, check_tls, notice_plain_http
 
 EXPIRY_PERIOD_SECONDS = 30.0
 COLLECT_PERIOD_SECONDS = 10.0
@@ -135,7 +135,8 @@ class HttpServer:
     ``announce()`` is called after uvicorn's start-up has created the listening server on the
     socket (asyncio's ``create_server`` calls ``listen()`` and starts accepting before it
     returns), so a client that connects the instant the address file appears is served, never
-    refused. :meth:`run` blocks until :meth:`stop` (or a signal, in the main thread).
+    refused. :meth:`run` blocks until :meth:`stop` (or a signal, in the main thread). With TLS,
+    plain HTTP reaching the port is logged through ``log`` (:class:`.tls.PlainHttpNotice`).
     """
 
     def __init__(
@@ -145,11 +146,20 @@ class HttpServer:
         announce: Callable[[], None],
         tls_certfile: Path | None = None,
         tls_keyfile: Path | None = None,
+        log: Callable[[str], None] | None = None,
     ) -> None:
         import uvicorn
 
         self.listener = listener
-        config = uvicorn.Config(
+        notice = PlainHttpNotice(log or (lambda text: print(text, file=sys.stderr, flush=True)))
+
+        class Noticing(uvicorn.Config):
+            def load(self) -> None:
+                super().load()
+                if self.ssl is not None:  # plain HTTP on the TLS port gets a line in the log
+                    notice_plain_http(self.ssl, notice)
+
+        config = Noticing(
             app,
             log_level="warning",
             access_log=False,
@@ -226,7 +236,7 @@ def serve(settings: GatewaySettings, log: Callable[[str], None] | None = None) -
         say(f"listening on {url} (data root {root}; status page {url}/)")
 
     app = create_app(gateway, say)
-    http = HttpServer(app, listener, announce, settings.tls_certfile, settings.tls_keyfile)
+    http = HttpServer(app, listener, announce, settings.tls_certfile, settings.tls_keyfile, say)
 
     def exit_with(number: int, frame: FrameType | None) -> None:
         raise _Exit(128 + number)
