@@ -228,3 +228,32 @@ def test_5_the_authorization_header_is_read_strictly(served: Served) -> None:
             assert answer.status_code == 401, pair
             assert "one Authorization header" in answer.json()["error"]["message"]
         assert plain.get("/v1/jobs", headers={"Authorization": f"bEaReR {TOKEN}"}).status_code == 200
+
+
+def test_refused_transitions_answer_in_the_users_words(served: Served, http: httpx.Client) -> None:
+    """Issue 45, item 6: deleting a running job answered 409 with the table's internal event
+    names (``from RUNNING: failed, lost, resume, stop``) instead of what to do."""
+    (served.root / "data" / "words").mkdir(exist_ok=True)
+    job = registered(
+        served, job_document("data/words", f"sink: {{url: {served.root / 'data' / 'words.db'}, table: t}}\n")
+    )
+    refused = http.delete(f"/v1/jobs/{job}")
+    assert refused.status_code == 409
+    assert refused.json()["error"]["message"] == (
+        f"job {job} is RUNNING: stop it first (POST /v1/jobs/{job}/stop, or upsertmat client stop {job}), "
+        "then delete it"
+    )
+    again = http.post(f"/v1/jobs/{job}/restart")
+    assert again.status_code == 409 and "stop it first" in again.json()["error"]["message"]
+    served.gateway.registry.transition(job, Event.STOP)  # STOPPING: its last batch commits
+    for method, path, what in (
+        ("DELETE", f"/v1/jobs/{job}", "delete"),
+        ("POST", f"/v1/jobs/{job}/restart", "restart"),
+    ):
+        answer = http.request(method, path)
+        assert answer.status_code == 409
+        assert answer.json()["error"]["message"] == (
+            f"job {job} is STOPPING: wait until it is STOPPED (its last batch is committing), then {what} it"
+        )
+    served.gateway.registry.transition(job, Event.ENDED)
+    assert http.delete(f"/v1/jobs/{job}").status_code == 200

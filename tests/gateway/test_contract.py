@@ -107,3 +107,17 @@ def test_the_schema_lists_only_the_strategies_the_gateway_accepts(served: Served
                     http.delete(f"/v1/sessions/{found.json()['session']}")
             if configured.status_code == 400:
                 http.delete(f"/v1/sessions/{session}")
+
+
+def test_every_refused_transition_says_what_to_do() -> None:
+    from upsertmat.gateway.lifecycle import refusal
+
+    for state in JobState:
+        for event in Event:
+            if state is JobState.DELETED or (state, event) in TRANSITIONS:
+                continue
+            message = refusal("j-0123456789", state, event)
+            assert message.startswith(f"job j-0123456789 is {state.value}: "), message
+            assert "from " + state.value not in message  # no list of the table's event names
+            if event in (Event.RESTART, Event.DELETE) and state is not JobState.STOPPING:
+                assert "stop it first" in message and f"then {event.value} it" in message, message

@@ -24,6 +24,7 @@ POST     /v1/jobs/{job}/restart                      start a stopped or failed j
 GET      /v1/jobs/{job}/explain                      what ``explain-plan`` prints
 GET      /v1/jobs/{job}/result/table                 a page of a snapshot pinned to one batch
 GET      /v1/jobs/{job}/result/changelog             the committed changes after a token
+GET      /v1/jobs/{job}/history                      its last batches (the status page's plots)
 =======  ==========================================  ==============================================
 
 Every error is JSON ``{"error": {"status": 4xx, "message": "..."}}`` (:mod:`.routes.errors`,
@@ -97,7 +98,7 @@ def create_app(gateway: Gateway, log: Callable[[str], None] = print) -> ASGIApp:
         sessions.router(gateway),
         jobs.router(gateway),
         results.router(gateway),
-        metrics.router(counted),
+        metrics.router(counted, gateway),
     ):
         app.include_router(router)
     return Guard(app, settings.token, settings.max_body_bytes, pages)

@@ -259,6 +259,27 @@ class ChangelogPage(BaseModel):
     eos: bool
 
 
+class BatchRecord(BaseModel):
+    """One committed micro-batch of a job in this gateway process: when it committed, its id,
+    the changes it applied, the job's changes/s then, its time in the sink step (Spark stages
+    included) and the source files waiting then (null before the first count)."""
+
+    at: datetime
+    batch: int
+    changes: int
+    changes_per_second: float
+    batch_seconds: float
+    files_waiting: int | None
+
+
+class JobHistory(BaseModel):
+    """``GET /v1/jobs/{job}/history``: the job's last batches (at most 300, oldest first; kept in
+    memory since the job last started in this process), what the status page plots."""
+
+    job: str
+    batches: list[BatchRecord]
+
+
 class LoginLink(BaseModel):
     """A one-time link that opens the status page with a cookie (``POST /v1/login-links``)."""
 

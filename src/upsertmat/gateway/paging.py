@@ -112,7 +112,8 @@ class ResultPages:
             snapshot = found_snapshot
             pages = max(1, -(-snapshot.held // snapshot.page_size))
             if page >= pages:
-                raise NotFound(f"token {token!r} names page {page}; the snapshot has {pages}")
+                has = "1 page" if pages == 1 else f"{pages} pages"
+                raise NotFound(f"token {token!r} names page {page}; the snapshot has {has}, from 0")
         pages = max(1, -(-snapshot.held // snapshot.page_size))
         rows = self.registry.snapshot_page(snapshot.id, page)
         if rows is None:

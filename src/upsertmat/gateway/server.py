@@ -223,7 +223,9 @@ def serve(settings: GatewaySettings, log: Callable[[str], None] | None = None) -
     gateway = Gateway(settings, spark, say)
     resumed = gateway.resume()
     if resumed:
-        say(f"resumed {len(resumed)} jobs on their checkpoints: {', '.join(resumed)}")
+        many = f"{len(resumed)} jobs on their checkpoints"
+        which = "1 job on its checkpoint" if len(resumed) == 1 else many
+        say(f"resumed {which}: {', '.join(resumed)}")
     url = url_of(settings.host, port, settings.tls)
     stop_expiry = threading.Event()
     threading.Thread(target=_expire, args=(gateway, stop_expiry), daemon=True).start()

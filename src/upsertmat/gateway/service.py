@@ -30,7 +30,7 @@ from ..plan.compiler import compile_job
 from ..plan.explain import explain
 from ..spark.results import snapshot_header
 from .confine import Taken, check_taken
-from .contract import JobStatus, ResultsOnDelete, TablePage
+from .contract import BatchRecord, JobHistory, JobStatus, ResultsOnDelete, TablePage
 from .documents import Submitted
 from .encoding import utc_time
 from .errors import Conflict, NotFound, OverBound, Refusal
@@ -290,6 +290,26 @@ class Gateway:
                 running_since=utc_time(runtime.running_since),
             )
         return status.model_copy(update=update)
+
+    def history(self, job_id: str) -> JobHistory:
+        """The job's last batches in this process, oldest first (none if it has not run here)."""
+        self.job(job_id)
+        runtime = self.threads.runtime(job_id)
+        points = [] if runtime is None else list(runtime.history)
+        return JobHistory(
+            job=job_id,
+            batches=[
+                BatchRecord(
+                    at=utc_time(point.at),
+                    batch=point.batch_id,
+                    changes=point.changes,
+                    changes_per_second=round(point.changes_per_second, 1),
+                    batch_seconds=round(point.batch_seconds, 3),
+                    files_waiting=point.files_waiting,
+                )
+                for point in points
+            ],
+        )
 
     def explain(self, job_id: str) -> str:
         record = self.job(job_id)
