@@ -13,4 +13,5 @@ rules), ``contract`` (the request and response models, shared with ``upsertmat c
 Over HTTP: ``routes`` (one router per resource; HTTP errors made in ``routes.errors`` only),
 ``app`` (FastAPI, the routers), ``guard`` (the credential check and body bound; the status
 page's logins), ``metrics`` (Prometheus metrics), ``page`` (the status page), ``server``
-(uvicorn, announcing the address once it accepts, signals)."""
+(uvicorn, announcing the address once it accepts, signals), ``tls`` (the certificate and key
+checked before anything starts; plain HTTP on the TLS port noticed)."""
