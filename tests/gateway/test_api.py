@@ -228,6 +228,12 @@ def test_5_the_authorization_header_is_read_strictly(served: Served) -> None:
             assert answer.status_code == 401, pair
             assert "one Authorization header" in answer.json()["error"]["message"]
         assert plain.get("/v1/jobs", headers={"Authorization": f"bEaReR {TOKEN}"}).status_code == 200
+        # a proxy's Basic credentials passed on are no credential, and do not hide the page's cookie
+        link = plain.post("/v1/login-links", headers=AUTH).json()["path"]
+        assert plain.get(link, follow_redirects=False).status_code == 303
+        assert plain.get("/v1/jobs", headers={"Authorization": "Basic dXNlcjpwdw=="}).status_code == 200
+        plain.cookies.clear()
+        assert plain.get("/v1/jobs", headers={"Authorization": "Basic dXNlcjpwdw=="}).status_code == 401
 
 
 def test_refused_transitions_answer_in_the_users_words(served: Served, http: httpx.Client) -> None:

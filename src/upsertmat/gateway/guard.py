@@ -130,17 +130,18 @@ class Guard:
     def _refusal(self, scope: Scope, headers: dict[str, str], pairs: list[tuple[str, str]]) -> str | None:
         """Why the request is not authenticated (the 401's message), or None if it is.
 
-        An ``Authorization`` header, when there is one, decides alone: exactly one such header,
-        ``<scheme> <token>`` with the scheme ``Bearer`` in any case and one space (what every
-        client sends; anything else is more likely a header mangled on its way than a variant
-        worth reading), the token compared in constant time."""
+        At most one ``Authorization`` header. A Bearer one decides alone: ``Bearer <token>``, the
+        scheme in any case and one space (what every client sends; anything else is more likely
+        a header mangled on its way than a variant worth reading), the token compared in
+        constant time. A header of another scheme (a proxy's Basic credentials passed on) is not
+        a credential here: the page's cookie may still open a GET."""
         assert self.token is not None
         if scope.get("path", "").startswith("/login/"):
             return None  # the one-time code is the credential
         given = [value for name, value in pairs if name == "authorization"]
         if len(given) > 1:
             return "more than one Authorization header: send one (Authorization: Bearer TOKEN)"
-        if given:
+        if given and given[0][:6].lower() == "bearer":
             found = _BEARER.fullmatch(given[0])
             if found is None:
                 return "malformed Authorization header: expected 'Bearer TOKEN' (one space, no other)"
