@@ -1,4 +1,5 @@
-"""Exit codes of the command line and the error type that carries one.
+"""Exit codes of the command line, the error type that carries one, and which failures are
+transient (:func:`transient_failure`: retried from the checkpoint, else exit 75).
 
 Every command reports a :class:`CliError` (or a refused state directory,
 :class:`~upsertmat.impls.persistence.errors.StateDirError`) as one line ``upsertmat COMMAND: MESSAGE`` on
@@ -9,6 +10,7 @@ stderr and exits with the error's code. The codes are part of the CLI's contract
 from __future__ import annotations
 
 import enum
+from typing import Final
 
 from .impls.persistence.errors import StateDirError, StateDirIOError, StateDirWriteError, UnsupportedStateDir
 
@@ -20,6 +22,7 @@ __all__ = [
     "StateDirWriteError",
     "UnsupportedStateDir",
     "exit_code_of",
+    "transient_failure",
 ]
 
 
@@ -38,6 +41,9 @@ class ExitCode(enum.IntEnum):
     a savepoint): a full disk or a device error. Free space (or fix the device) and run again."""
     INTERNAL = 70
     """A bug: an implementation raised; nothing of this run is saved."""
+    TRANSIENT = 75
+    """A transient resource failure (sysexits' EX_TEMPFAIL): Spark's Python worker did not connect
+    back in time on a loaded machine. Every committed batch is kept: run the same command again."""
     INTERRUPTED = 130
     """SIGINT (SIGTERM gives 143); state saved up to the last fully processed line."""
     CLOSED_PIPE = 141
@@ -61,3 +67,36 @@ def exit_code_of(error: StateDirError) -> ExitCode:
     if isinstance(error, UnsupportedStateDir):
         return ExitCode.USAGE
     return ExitCode.STATE_DIR
+
+
+TRANSIENT_SIGNS: Final = (
+    "Python worker failed to connect back",  # PythonWorkerFactory.createSimpleWorker: 10 s
+    "Timed out while waiting for the Python worker to connect back",  # ... and through the daemon: 60 s
+)
+"""What Spark's text says when a Python worker did not connect back to the JVM in time: both
+waits are fixed in PySpark 4 (``PythonWorkerFactory``; no configuration key lengthens them)."""
+
+TRANSIENT_REASON: Final = (
+    "Spark's Python worker did not connect back to the JVM in time (Spark waits a fixed 10 s for "
+    "a new worker, 60 s through its daemon, and has no setting to lengthen that): the machine was "
+    "too loaded"
+)
+
+RETRY_WAITS: Final = (5.0, 15.0, 30.0)
+"""Seconds before each retry of a transient failure from the checkpoint (the gateway's jobs and
+``upsertmat run --follow``): three retries, then the failure is reported."""
+
+
+def transient_failure(error: BaseException) -> str | None:
+    """One line naming the transient resource failure ``error`` reports (in its own text or in
+    what it wraps), or None for any other error. The one classification the embedded runs and
+    the gateway's jobs share. O(length of the error's text)."""
+    seen: set[int] = set()
+    found: BaseException | None = error
+    while found is not None and id(found) not in seen:
+        seen.add(id(found))
+        text = str(found)
+        if any(sign in text for sign in TRANSIENT_SIGNS):
+            return TRANSIENT_REASON
+        found = found.__cause__ or found.__context__
+    return None

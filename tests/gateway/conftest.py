@@ -7,7 +7,7 @@ submits a job that would start (that would start Spark)."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,13 +38,16 @@ class Served:
         self.gateway.shutdown()
 
 
-def serve_in_thread(settings: GatewaySettings, **tls: Any) -> Served:
-    """Start ``settings``' gateway (no Spark) on a free loopback port; returns once it accepts."""
+def serve_in_thread(
+    settings: GatewaySettings, log: Callable[[str], None] | None = None, **tls: Any
+) -> Served:
+    """Start ``settings``' gateway (no Spark) on a free loopback port; returns once it accepts.
+    ``log``: where the server's own lines go (default: stderr)."""
     gateway = Gateway(settings)
     listener = bind("127.0.0.1", 0)
     url = url_of("127.0.0.1", int(listener.getsockname()[1]), tls=bool(tls))
     ready = threading.Event()
-    http = HttpServer(create_app(gateway), listener, ready.set, **tls)
+    http = HttpServer(create_app(gateway), listener, ready.set, log=log, **tls)
     thread = threading.Thread(target=http.run, daemon=True)
     thread.start()
     assert ready.wait(60), "the in-process gateway did not start"

@@ -12,7 +12,7 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,10 +25,17 @@ from ..spark.cluster import kill_tree, stop_tree
 class GatewayProcess:
     """``upsertmat gateway --data-root ROOT --port 0 ...`` as a subprocess."""
 
-    def __init__(self, root: Path, extra: Sequence[str] = (), token: str | None = None) -> None:
+    def __init__(
+        self,
+        root: Path,
+        extra: Sequence[str] = (),
+        token: str | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
         self.root = root
         self.extra = list(extra)
         self.token = token
+        self.env = env
         self.process: subprocess.Popen[bytes] | None = None
         self.url = ""
         self.starts = 0
@@ -38,7 +45,12 @@ class GatewayProcess:
         extra = [*self.extra, *(["--token", self.token] if self.token else [])]
         self.starts += 1
         self.process, self.url = start_gateway(
-            self.root, trigger_interval="300 ms", extra=extra, stderr=self._log(), timeout=timeout
+            self.root,
+            trigger_interval="300 ms",
+            extra=extra,
+            stderr=self._log(),
+            timeout=timeout,
+            env=self.env,
         )
         return self.url
 

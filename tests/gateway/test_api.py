@@ -212,3 +212,53 @@ def test_5_credentials_travel_only_in_the_authorization_header(served: Served) -
         assert plain.get("/v1/jobs").status_code == 200
         assert plain.post("/v1/sessions", json={}).status_code == 401  # not for writes
         assert plain.get(link, follow_redirects=False).status_code == 401  # used once
+
+
+def test_5_the_authorization_header_is_read_strictly(served: Served) -> None:
+    """Issue 45, item 5: ``Bearer  TOKEN`` (two spaces) was accepted, and of two Authorization
+    headers the last won. Exactly one header, ``<scheme> <token>`` with one space, or 401."""
+    with httpx.Client(base_url=served.url, timeout=60) as plain:
+        for value in (f"Bearer  {TOKEN}", f"Bearer\t{TOKEN}", f"Bearer {TOKEN} x", "Bearer", f"{TOKEN}"):
+            answer = plain.get("/v1/jobs", headers={"Authorization": value})
+            assert answer.status_code == 401, value
+        assert "one space" in plain.get("/v1/jobs", headers={"Authorization": f"Bearer  {TOKEN}"}).text
+        for pair in ((f"Bearer {TOKEN}", f"Bearer {TOKEN}"), ("Bearer wrong", f"Bearer {TOKEN}")):
+            answer = plain.get("/v1/jobs", headers=[("Authorization", pair[0]), ("Authorization", pair[1])])
+            assert answer.status_code == 401, pair
+            assert "one Authorization header" in answer.json()["error"]["message"]
+        assert plain.get("/v1/jobs", headers={"Authorization": f"bEaReR {TOKEN}"}).status_code == 200
+        # a proxy's Basic credentials passed on are no credential, and do not hide the page's cookie
+        link = plain.post("/v1/login-links", headers=AUTH).json()["path"]
+        assert plain.get(link, follow_redirects=False).status_code == 303
+        assert plain.get("/v1/jobs", headers={"Authorization": "Basic dXNlcjpwdw=="}).status_code == 200
+        plain.cookies.clear()
+        assert plain.get("/v1/jobs", headers={"Authorization": "Basic dXNlcjpwdw=="}).status_code == 401
+
+
+def test_refused_transitions_answer_in_the_users_words(served: Served, http: httpx.Client) -> None:
+    """Issue 45, item 6: deleting a running job answered 409 with the table's internal event
+    names (``from RUNNING: failed, lost, resume, stop``) instead of what to do."""
+    (served.root / "data" / "words").mkdir(exist_ok=True)
+    job = registered(
+        served, job_document("data/words", f"sink: {{url: {served.root / 'data' / 'words.db'}, table: t}}\n")
+    )
+    refused = http.delete(f"/v1/jobs/{job}")
+    assert refused.status_code == 409
+    assert refused.json()["error"]["message"] == (
+        f"job {job} is RUNNING: stop it first (POST /v1/jobs/{job}/stop, or upsertmat client stop {job}), "
+        "then delete it"
+    )
+    again = http.post(f"/v1/jobs/{job}/restart")
+    assert again.status_code == 409 and "stop it first" in again.json()["error"]["message"]
+    served.gateway.registry.transition(job, Event.STOP)  # STOPPING: its last batch commits
+    for method, path, what in (
+        ("DELETE", f"/v1/jobs/{job}", "delete"),
+        ("POST", f"/v1/jobs/{job}/restart", "restart"),
+    ):
+        answer = http.request(method, path)
+        assert answer.status_code == 409
+        assert answer.json()["error"]["message"] == (
+            f"job {job} is STOPPING: wait until it is STOPPED (its last batch is committing), then {what} it"
+        )
+    served.gateway.registry.transition(job, Event.ENDED)
+    assert http.delete(f"/v1/jobs/{job}").status_code == 200

@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from upsertmat.gateway.contract import Properties
+from upsertmat.gateway.contract import PipelineStrategy, Properties
 from upsertmat.gateway.lifecycle import TRANSITIONS, BadTransition, Event, JobState
 from upsertmat.gateway.registry import Registry
 from upsertmat.impls.config import KNOWN_KEYS
+from upsertmat.spark.config import PIPELINE_STRATEGIES
 
 from .conftest import Served
 
@@ -74,3 +75,49 @@ def test_every_route_documents_its_statuses(served: Served) -> None:
                 content = operation["responses"][code]["content"]
                 assert content["application/json"]["schema"] == {"$ref": "#/components/schemas/ErrorBody"}
     assert "HTTPValidationError" not in schema["components"]["schemas"]
+
+
+def test_the_schema_lists_only_the_strategies_the_gateway_accepts(served: Served) -> None:
+    """Issue 45, item 5: the schema's strategies included SORTED, which a session or configure
+    request answered with 400 (Schemathesis' three failures)."""
+    import httpx
+
+    assert [item.value for item in PipelineStrategy] == [item.value for item in PIPELINE_STRATEGIES]
+    auth = {"Authorization": "Bearer in-process-token-5c2e"}
+    with httpx.Client(base_url=served.url, headers=auth, timeout=60) as http:
+        schema = http.get("/v1/openapi.json").json()
+        properties = schema["components"]["schemas"]["Properties"]["properties"]
+        listed = properties["table.exec.sink.upsert-materialize-strategy.type"]["anyOf"][0]["$ref"]
+        assert schema["components"]["schemas"][listed.rsplit("/", 1)[1]]["enum"] == [
+            "LEGACY",
+            "VALUE",
+            "MAP",
+            "ADAPTIVE",
+        ]
+        key = "table.exec.sink.upsert-materialize-strategy.type"
+        for strategy in [*PipelineStrategy, "SORTED"]:
+            value = strategy if isinstance(strategy, str) else strategy.value
+            opened = http.post("/v1/sessions", json={"properties": {key: value}})
+            assert opened.status_code == (400 if value == "SORTED" else 201), (value, opened.text)
+            session = http.post("/v1/sessions", json={}).json()["session"]
+            configured = http.post(f"/v1/sessions/{session}/configure", json={"properties": {key: value}})
+            assert configured.status_code == (400 if value == "SORTED" else 200), (value, configured.text)
+            for found in (opened, configured):
+                if found.status_code != 400:
+                    http.delete(f"/v1/sessions/{found.json()['session']}")
+            if configured.status_code == 400:
+                http.delete(f"/v1/sessions/{session}")
+
+
+def test_every_refused_transition_says_what_to_do() -> None:
+    from upsertmat.gateway.lifecycle import refusal
+
+    for state in JobState:
+        for event in Event:
+            if state is JobState.DELETED or (state, event) in TRANSITIONS:
+                continue
+            message = refusal("j-0123456789", state, event)
+            assert message.startswith(f"job j-0123456789 is {state.value}: "), message
+            assert "from " + state.value not in message  # no list of the table's event names
+            if event in (Event.RESTART, Event.DELETE) and state is not JobState.STOPPING:
+                assert "stop it first" in message and f"then {event.value} it" in message, message

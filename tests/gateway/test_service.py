@@ -11,9 +11,12 @@ from typing import Any
 import pytest
 
 from upsertmat.gateway.confine import OutsideRoot, confine
+from upsertmat.gateway.errors import Refusal
 from upsertmat.gateway.lifecycle import Event
+from upsertmat.gateway.paging import split_token
 from upsertmat.gateway.registry import Registry
-from upsertmat.gateway.service import RequestError, concise, split_token
+from upsertmat.gateway.routes.errors import status_of
+from upsertmat.gateway.runtime import concise
 from upsertmat.gateway.settings import GatewaySettings, is_loopback
 from upsertmat.sinks import Column, open_sink
 
@@ -62,9 +65,9 @@ def test_tokens_and_failures_are_named() -> None:
         "c-0123456789.\u0661",  # ARABIC-INDIC DIGIT ONE, which int() reads as 1
         "c-0123456789.\uff11",
     ):
-        with pytest.raises(RequestError) as refused:
+        with pytest.raises(Refusal) as refused:
             split_token(token, "c-")
-        assert refused.value.status == 400
+        assert status_of(refused.value) == 400
     wrapped = RuntimeError(
         "[STREAM_FAILED] Query terminated with exception: org.apache.spark.SparkException: Job aborted.\n"
         "  File \"x.py\", line 3\nKeyError: 'XX'\n\tat org.apache.spark.api.python...\n"
@@ -75,7 +78,7 @@ def test_tokens_and_failures_are_named() -> None:
 
 
 def test_submitted_yaml_refuses_aliases_and_deep_nesting() -> None:
-    from upsertmat.gateway.service import load_submitted
+    from upsertmat.gateway.documents import load_submitted
 
     assert load_submitted("name: a\nkeys: {primary-key: [id]}\n") == {
         "name": "a",
@@ -83,9 +86,9 @@ def test_submitted_yaml_refuses_aliases_and_deep_nesting() -> None:
     }
     bomb = "a: &a [x, x]\nb: &b [*a, *a]\nc: [*b, *b]\n"
     for text, words in ((bomb, "alias"), ("x: " + "[" * 40 + "]" * 40, "deeper"), ("x: [", "not valid YAML")):
-        with pytest.raises(RequestError) as refused:
+        with pytest.raises(Refusal) as refused:
             load_submitted(text)
-        assert refused.value.status == 400 and words in refused.value.message
+        assert status_of(refused.value) == 400 and words in refused.value.message
 
 
 def test_gateway_results_without_spark(tmp_path: Path) -> None:
@@ -125,9 +128,9 @@ def test_gateway_results_without_spark(tmp_path: Path) -> None:
     assert again == page
     rest = changelog(page["next_token"], 100)
     assert [change["op"] for change in rest["changes"]] == ["+I", "-D"]
-    with pytest.raises(RequestError) as stale:
+    with pytest.raises(Refusal) as stale:
         changelog(page["token"], 4)
-    assert stale.value.status == 410
+    assert status_of(stale.value) == 410
     gateway.registry.transition("j-r", Event.STOP)
     gateway.registry.transition("j-r", Event.ENDED)
     end = changelog(rest["next_token"], 4)
@@ -136,15 +139,15 @@ def test_gateway_results_without_spark(tmp_path: Path) -> None:
     assert now["changes"] == [] and now["eos"]
 
     gateway.registry.expire_snapshots(now=2e12)  # past every snapshot's expiry
-    with pytest.raises(RequestError) as expired:
+    with pytest.raises(Refusal) as expired:
         gateway.table_page("j-r", first.next_token, None)
-    assert expired.value.status == 404  # dropped by expiry: the registry no longer knows it
+    assert status_of(expired.value) == 404  # dropped by expiry: the registry no longer knows it
     sink.close()
     gateway.registry.close()
 
 
 def test_api_json_is_strict_and_keeps_non_finite_floats_as_strings() -> None:
-    from upsertmat.gateway.app import PortableJSON
+    from upsertmat.gateway.routes.common import PortableJSON
 
     plain = {"rows": [[1, 1.0, True, None]]}
     assert json.loads(bytes(PortableJSON(plain).body)) == plain
@@ -184,21 +187,21 @@ def test_sessions_are_bounded_configured_and_expire(tmp_path: Path) -> None:
     gateway = Gateway(GatewaySettings(tmp_path / "root", max_sessions=1, session_idle_seconds=3600))
     session = gateway.open_session({"table": {"exec": {"state": {"ttl": "1 h"}}}})  # nested keys flatten
     assert session.properties == {"table.exec.state.ttl": "1 h"}
-    with pytest.raises(RequestError) as full:
+    with pytest.raises(Refusal) as full:
         gateway.open_session({})
-    assert full.value.status == 429
+    assert status_of(full.value) == 429
     configured = gateway.configure_session(
         session.id, {"table.exec.sink.upsert-materialize-strategy.type": "MAP"}
     )
     assert configured.properties["table.exec.sink.upsert-materialize-strategy.type"] == "MAP"
-    with pytest.raises(RequestError) as bad:
+    with pytest.raises(Refusal) as bad:
         gateway.configure_session(session.id, {"table.exec.state.ttl": "5 parsecs"})
-    assert bad.value.status == 400 and "table.exec.state.ttl" in bad.value.message
+    assert status_of(bad.value) == 400 and "table.exec.state.ttl" in bad.value.message
     gateway.expire()
     assert gateway.session(session.id).id == session.id  # used just now
     gateway.settings = GatewaySettings(tmp_path / "root", session_idle_seconds=0)
     gateway.expire()
-    with pytest.raises(RequestError) as gone:
+    with pytest.raises(Refusal) as gone:
         gateway.session(session.id)
-    assert gone.value.status == 404
+    assert status_of(gone.value) == 404
     gateway.registry.close()

@@ -11,6 +11,7 @@ write nothing outside the data root; the status page in a real headless Chromium
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -453,15 +454,24 @@ def test_a_second_gateway_on_the_same_root_is_refused(gateway: GatewayProcess, r
 
 
 def test_status_page_in_a_headless_browser(gateway: GatewayProcess, tmp_path: Path) -> None:
-    webdriver = pytest.importorskip("selenium.webdriver")
-    from selenium.webdriver.chrome.service import Service
-    from selenium.webdriver.common.by import By
-
-    if not (Path("/usr/bin/chromium").exists() and Path("/usr/bin/chromedriver").exists()):
-        message = "Debian's chromium and chromium-driver are not installed"
+    missing = [
+        what
+        for what, present in (
+            ("selenium (the dev extra)", importlib.util.find_spec("selenium") is not None),
+            ("Debian's chromium", Path("/usr/bin/chromium").exists()),
+            ("Debian's chromium-driver", Path("/usr/bin/chromedriver").exists()),
+        )
+        if not present
+    ]
+    if missing:
+        message = f"{', '.join(missing)} not installed"
         if os.environ.get("CI"):
             pytest.fail(message)  # .ci/run installs them
         pytest.skip(message)
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+    from selenium.webdriver.common.by import By
+
     options = webdriver.ChromeOptions()
     options.binary_location = "/usr/bin/chromium"
     for flag in (
@@ -485,6 +495,33 @@ def test_status_page_in_a_headless_browser(gateway: GatewayProcess, tmp_path: Pa
         text = driver.find_element(By.ID, "jobs").text
         assert "users" in text and "STOPPED" in text and "FAILED" in text
         wait_for(lambda: driver.find_elements(By.CSS_SELECTOR, "#result tbody tr"), 30, "the job's table")
+        # the selected job (users: batches after the gateway's restart) plotted: three charts,
+        # each a line through every batch of its history (issue 45, item 6)
+        with client_of(gateway) as client:
+            users = next(job for job in client.jobs() if job.name == "users")
+            history = client.history(users.id)
+        assert len(history.batches) >= 2, history
+        assert all(point.batch_seconds > 0 for point in history.batches)
+        assert any(point.changes_per_second > 0 for point in history.batches)
+        assert [point.batch for point in history.batches] == sorted(
+            {point.batch for point in history.batches}
+        )
+        wait_for(lambda: len(driver.find_elements(By.CSS_SELECTOR, "#plots polyline")) == 3, 30, "the plots")
+        for figure in driver.find_elements(By.CSS_SELECTOR, "#plots figure"):
+            metric = figure.get_attribute("data-metric")
+            drawn = str(figure.find_element(By.TAG_NAME, "polyline").get_attribute("points") or "").split()
+            plotted = [point for point in history.batches if getattr(point, str(metric)) is not None]
+            assert len(drawn) == len(plotted) >= 2, (metric, drawn, history)
+            assert len({pair for pair in drawn}) > 1, (metric, drawn)  # a line, not one dot
+            assert "at the last batch" in figure.find_element(By.TAG_NAME, "figcaption").text
+        assert {
+            figure.get_attribute("data-metric")
+            for figure in driver.find_elements(By.CSS_SELECTOR, "#plots figure")
+        } == {
+            "changes_per_second",
+            "batch_seconds",
+            "files_waiting",
+        }
         # no asset from outside the process: every resource the page loaded came from the gateway
         urls = driver.execute_script("return performance.getEntriesByType('resource').map(e => e.name)")
         assert all(str(item).startswith(gateway.url) for item in urls), urls

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import httpx
@@ -43,7 +44,8 @@ def test_https_with_a_generated_certificate(tmp_path: Path, capsys: pytest.Captu
     settings = GatewaySettings(
         root=tmp_path / "root", port=0, token=TOKEN, tls_certfile=cert, tls_keyfile=key
     )
-    served = serve_in_thread(settings, tls_certfile=cert, tls_keyfile=key)
+    logged: list[str] = []
+    served = serve_in_thread(settings, log=logged.append, tls_certfile=cert, tls_keyfile=key)
     try:
         assert served.url.startswith("https://127.0.0.1:")
         with GatewayClient(served.url, TOKEN, cafile=cert) as client:
@@ -51,8 +53,17 @@ def test_https_with_a_generated_certificate(tmp_path: Path, capsys: pytest.Captu
         with GatewayClient(served.url, TOKEN) as untrusted, pytest.raises(GatewayError) as refused:
             untrusted.info()  # the system's CAs do not know this certificate
         assert refused.value.status == 0
+        assert logged == []
         with pytest.raises(httpx.HTTPError):  # plain HTTP to the TLS port gets no answer
             httpx.get(served.url.replace("https://", "http://") + "/v1/info", timeout=30)
+        # ... and the gateway says so, once (issue 45, item 5)
+        assert logged == [
+            "plain HTTP reached the TLS port: the connection was closed without an answer; "
+            "the client must use https://"
+        ]
+        with pytest.raises(httpx.HTTPError):  # a second one within the minute: counted, not logged
+            httpx.get(served.url.replace("https://", "http://") + "/v1/info", timeout=30)
+        assert len(logged) == 1
         assert main(["client", "--gateway", served.url, "--token", TOKEN, "--cacert", str(cert), "list"]) == 0
         capsys.readouterr()
     finally:
@@ -71,3 +82,51 @@ def test_a_bind_off_loopback_needs_a_token_and_tls(tmp_path: Path) -> None:
     check_bind(GatewaySettings(tmp_path, host="0.0.0.0", token="t", tls_certfile=cert, tls_keyfile=key))
     check_bind(GatewaySettings(tmp_path, host="0.0.0.0", token="t", plain_http=True))
     check_bind(GatewaySettings(tmp_path))  # loopback: neither needed
+
+
+def openssl(*arguments: str) -> None:
+    found = shutil.which("openssl")
+    if found is None:
+        pytest.fail("openssl is not installed (Debian's openssl; .ci/run installs it)")
+    subprocess.run([found, *arguments], check=True, capture_output=True)
+
+
+def gateway_with(tmp_path: Path, cert: Path, key: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "upsertmat", "gateway", "--data-root", str(tmp_path / "root"), "--port", "0",
+         "--tls-certfile", str(cert), "--tls-keyfile", str(key)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )  # fmt: skip
+
+
+def test_tls_material_is_checked_before_anything_starts(tmp_path: Path) -> None:
+    """Issue 45, item 4: a key that does not match its certificate was found by uvicorn after
+    Spark had started (85 s, then a traceback, exit 70). Every case is one line, exit 2, and
+    neither Spark nor the data root is touched."""
+    cert, key = certificate(tmp_path)
+    other = tmp_path / "other"
+    other.mkdir()
+    _, other_key = certificate(other)
+    encrypted = tmp_path / "encrypted.pem"
+    openssl("pkey", "-in", str(key), "-aes256", "-passout", "pass:s3cret", "-out", str(encrypted))
+    garbage = tmp_path / "garbage.pem"
+    garbage.write_text("not a certificate\n")
+    missing = tmp_path / "missing.pem"
+    cases = [
+        (cert, other_key, f"the key in {other_key} does not belong to the certificate in {cert}"),
+        (cert, encrypted, f"the key in {encrypted} is encrypted"),
+        (garbage, key, f"--tls-certfile {garbage} holds no PEM certificate"),
+        (cert, garbage, f"--tls-keyfile {garbage} holds no PEM private key"),
+        (key, cert, f"--tls-certfile {key} holds no PEM certificate"),  # the two swapped
+        (tmp_path, key, f"cannot read --tls-certfile {tmp_path}: Is a directory"),
+        (cert, missing, f"cannot read --tls-keyfile {missing}: No such file"),
+    ]
+    for given_cert, given_key, words in cases:
+        result = gateway_with(tmp_path, given_cert, given_key)
+        assert result.returncode == 2, (words, result.stderr[-2000:])
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1 and words in lines[0], (words, result.stderr[-2000:])
+        assert lines[0].startswith("upsertmat gateway: ")
+        assert not (tmp_path / "root").exists()  # nothing started, not even the data root

@@ -23,6 +23,7 @@ from ..gateway.contract import (
     ChangelogPage,
     Info,
     JobDeleted,
+    JobHistory,
     JobList,
     JobStatus,
     LoginLink,
@@ -189,6 +190,10 @@ class GatewayClient:
 
     def delete(self, job: str, results: ResultsOnDelete = ResultsOnDelete.KEEP) -> JobDeleted:
         return self._call(JobDeleted, "DELETE", f"/v1/jobs/{job}", params={"results": results.value})
+
+    def history(self, job: str) -> JobHistory:
+        """The job's last batches in the gateway's process (what the status page plots)."""
+        return self._call(JobHistory, "GET", f"/v1/jobs/{job}/history")
 
     def explain(self, job: str) -> str:
         return self._send("GET", f"/v1/jobs/{job}/explain").text

@@ -8,10 +8,11 @@ in) once its socket listens. The caller owns the process and stops it.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO
 
@@ -29,12 +30,14 @@ def start_gateway(
     extra: Sequence[str] = (),
     stderr: Path | None = None,
     timeout: float = 300.0,
+    env: Mapping[str, str] | None = None,
 ) -> tuple[subprocess.Popen[bytes], str]:
     """(the process, its URL) of a gateway on ``root`` in a session of its own (so its JVM can be
     signalled with it). ``extra``: more command-line arguments; ``stderr``: a file that receives
-    its stderr (else discarded). An old ``gateway.json`` is removed first, so the URL returned
-    is the new process's. GatewayStartError if it exits or does not listen within ``timeout``
-    seconds (the process is killed then)."""
+    its stderr (else discarded); ``env``: variables set over this process's environment. An old
+    ``gateway.json`` is removed first, so the URL returned is the new process's.
+    GatewayStartError if it exits or does not listen within ``timeout`` seconds (the process is
+    killed then)."""
     (root / ADDRESS_FILE).unlink(missing_ok=True)
     command = [
         sys.executable,
@@ -51,7 +54,13 @@ def start_gateway(
     ]
     log: IO[bytes] | int = subprocess.DEVNULL if stderr is None else stderr.open("wb")
     try:
-        process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=log, start_new_session=True)
+        process = subprocess.Popen(
+            command,
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+            start_new_session=True,
+            env=None if env is None else {**os.environ, **env},
+        )
     finally:
         if not isinstance(log, int):
             log.close()  # the child holds its own descriptor

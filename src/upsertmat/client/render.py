@@ -5,6 +5,8 @@
   when stdin is a terminal). At most ``max_rows`` rows are held (the rest is counted).
 - ``changelog`` (:class:`ChangelogScreen`): each committed batch's table changes (``+I -U +U
   -D``) with the batch id; the last ``keep`` are held and the newest that fit are shown.
+- Without a terminal on stdout the two screens print their last state once, when they close:
+  the held rows or changes as a plain table, ending with a newline.
 - ``tableau`` (:class:`Tableau`): the same changes as plain lines on stdout, or JSON Lines
   (``--format jsonl``): ``{"batch": 3, "pos": 17, "op": "+I", "row": [1, 2, "gold"]}``; nothing
   else goes to stdout.
@@ -63,6 +65,11 @@ def cell(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value)
 
 
+def counted(number: int, noun: str, plural: str | None = None) -> str:
+    """``1 row``, ``2 rows``, ``1,234 rows`` (``plural`` when adding an s is wrong)."""
+    return f"{number:,} {noun if number == 1 else plural or noun + 's'}"
+
+
 def rate_text(rate: float) -> str:
     """``1,234 changes/s``; one decimal below 100 (a few changes a second stay visible)."""
     return f"{rate:,.1f} changes/s" if rate < 100 else f"{rate:,.0f} changes/s"
@@ -79,28 +86,41 @@ def change_json(change: ResultChange) -> str:
 
 
 class _Screen:
-    """A ``rich`` live region on stderr's terminal (or stdout's), redrawn under a lock."""
+    """A ``rich`` live region on stdout's terminal, redrawn under a lock. Without a terminal (a
+    pipe, a file) there is no live region: the screen prints its state once, plainly, when it
+    closes (no colors, no keys to press, a final newline)."""
 
     def __init__(self, title: str, console: Console | None = None) -> None:
         self.title = title
         self.console = console or Console()
         self.lock = threading.Lock()
-        self.live = Live(console=self.console, auto_refresh=False, vertical_overflow="crop")
-        self.live.start()
+        self.live: Live | None = None
+        if self.console.is_terminal:
+            self.live = Live(console=self.console, auto_refresh=False, vertical_overflow="crop")
+            self.live.start()
+
+    @property
+    def plain(self) -> bool:
+        """True without a terminal: the state is printed once, at the end."""
+        return self.live is None
 
     def height(self) -> int:
         return max(3, self.console.size.height - 7)
 
     def draw(self) -> None:
-        self.live.update(self.render(), refresh=True)
+        if self.live is not None:
+            self.live.update(self.render(), refresh=True)
 
     def render(self) -> Group:
         raise NotImplementedError
 
     def close(self) -> None:
         with self.lock:
-            self.draw()
-            self.live.stop()
+            if self.live is not None:
+                self.draw()
+                self.live.stop()
+            else:
+                self.console.print(self.render())
 
 
 class TableScreen(_Screen):
@@ -131,18 +151,21 @@ class TableScreen(_Screen):
             self.draw()
 
     def render(self) -> Group:
-        snapshot, size = self.snapshot, self.height()
-        first = self.page * size
+        snapshot = self.snapshot
+        size = len(snapshot.rows) if self.plain else self.height()  # plain: every row held
+        first = 0 if self.plain else self.page * size
         rows = snapshot.rows[first : first + size]
         batch = "no batch committed yet" if snapshot.batch_id is None else f"batch {snapshot.batch_id}"
-        header = Text(f"{self.title} | {batch} | {snapshot.total:,} rows | {rate_text(self.rate)}", "bold")
+        total = counted(snapshot.total, "row")
+        header = Text(f"{self.title} | {batch} | {total} | {rate_text(self.rate)}", "bold")
         table = Table(*snapshot.columns) if snapshot.columns else Table("(empty)")
         for row in rows:
             table.add_row(*(cell(value) for value in row))
         held = len(snapshot.rows)
         shown = f"rows {first + 1:,}-{first + len(rows):,} of {snapshot.total:,}" if rows else "no rows"
-        bound = f" (first {held:,} held: --max-table-rows)" if held < snapshot.total else ""
-        footer = Text(f"{shown}{bound}; n/p: next/previous page, Ctrl-C: stop", "dim")
+        bound = f" (the first {held:,} held: --max-table-rows)" if held < snapshot.total else ""
+        keys = "" if self.plain else "; n/p: next/previous page, Ctrl-C: stop"
+        footer = Text(f"{shown}{bound}{keys}", "dim")
         return Group(header, table, footer)
 
 
@@ -169,13 +192,20 @@ class ChangelogScreen(_Screen):
     def render(self) -> Group:
         last = self.changes[-1].batch_id if self.changes else None
         batch = "no change yet" if last is None else f"last batch {last}"
-        header = Text(f"{self.title} | {batch} | {self.count:,} changes | {rate_text(self.rate)}", "bold")
+        header = Text(
+            f"{self.title} | {batch} | {counted(self.count, 'change')} | {rate_text(self.rate)}", "bold"
+        )
         table = Table("batch", "op", "row")
-        shown = list(self.changes)[-self.height() :]
+        shown = list(self.changes) if self.plain else list(self.changes)[-self.height() :]
         for change in shown:
             style = OP_STYLES.get(change.op, "")
             table.add_row(str(change.batch_id), Text(change.op, style), json.dumps(list(change.row)))
-        footer = Text(f"the last {len(self.changes):,} changes are held; Ctrl-C: stop", "dim")
+        if self.plain:
+            held = "" if len(self.changes) == self.count else f" (the last {len(self.changes):,} held)"
+            footer = Text(f"{counted(len(shown), 'change')} shown{held}", "dim")
+        else:
+            held = "change is" if len(self.changes) == 1 else "changes are"
+            footer = Text(f"the last {len(self.changes):,} {held} held; Ctrl-C: stop", "dim")
         return Group(header, table, footer)
 
 

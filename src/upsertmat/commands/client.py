@@ -127,10 +127,14 @@ def _dispatch(client: GatewayClient, args: argparse.Namespace) -> int:
         if args.format == "json":
             _print([job.model_dump(mode="json") for job in jobs])
         else:
+            from upsertmat.client.render import counted, rate_text
+
             for job in jobs:
+                batch = "no batch yet" if job.committed_batch is None else f"batch {job.committed_batch}"
+                rows = "rows unknown" if job.rows is None else counted(job.rows, "row")
                 print(
-                    f"{job.id}\t{job.state.value}\t{job.name}\tbatch {job.committed_batch}\t"
-                    f"{job.rows} rows\t{job.changes_per_second} changes/s"
+                    f"{job.id}\t{job.state.value}\t{job.name}\t{batch}\t{rows}\t"
+                    f"{rate_text(job.changes_per_second)}"
                 )
         return int(ExitCode.OK)
     if action == "status":

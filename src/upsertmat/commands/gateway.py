@@ -28,7 +28,8 @@ examples:
   UPSERTMAT_GATEWAY_TOKEN=s3cret upsertmat gateway --data-root gw/ --host 0.0.0.0 \
       --tls-certfile cert.pem --tls-keyfile key.pem
 
-exit codes: 0 ok; 2 usage (a bad option; off loopback without a token or TLS); 3 another
+exit codes: 0 ok; 2 usage (a bad option; off loopback without a token or TLS; a TLS
+  certificate or key that cannot be used: checked before anything starts); 3 another
   gateway uses the data root; 4 the port or the data root cannot be used, or Spark does not
   start; 130/143 stopped by SIGINT/SIGTERM (jobs resume on the next start).
 """
@@ -48,9 +49,6 @@ def run(args: argparse.Namespace) -> int:
         ) from None
     if (args.tls_certfile is None) != (args.tls_keyfile is None):
         raise CliError("give both --tls-certfile and --tls-keyfile, or neither", ExitCode.USAGE)
-    for path in (args.tls_certfile, args.tls_keyfile):
-        if path is not None and not path.is_file():
-            raise CliError(f"cannot read {path}: no such file", ExitCode.USAGE)
     spark_conf: dict[str, str] = {}
     for text in args.spark_conf:
         key, sep, value = text.partition("=")

@@ -31,6 +31,8 @@ exit codes:
   2        usage or configuration error (before Spark starts), or Spark did not start
   4        I/O error: the sink cannot be written, or Spark's log cannot
   70       internal error (a bug; please report it)
+  75       Spark's Python worker did not connect back in time (a loaded machine; --follow
+           retries from the checkpoint 3 times first); run the same command again to continue
   130/143  interrupted by SIGINT/SIGTERM; run the same command again to continue
   141      stdout's reader went away (--result-mode tableau | head)
 """

@@ -112,7 +112,8 @@ def confine_job(job: JobSpec, root: Path, own_dir: Path | None = None) -> None:
 def check_taken(job: JobSpec, root: Path, others: Iterable[tuple[str, JobSpec]]) -> None:
     """Taken if ``job`` uses a path of one of ``others`` (``(job id, job)``, already confined):
     its source or checkpoint overlapping another's checkpoint or sink, its checkpoint another's
-    source, its sink another's table (the same file, by path or by link)."""
+    source, its sink another's table (the same file, by path or by link; a Delta table is its
+    directory, whatever name the job gives it)."""
     root = root.resolve()
     source, checkpoint, sink = job_paths(job, root)
     for other_id, other in others:
@@ -131,6 +132,8 @@ def check_taken(job: JobSpec, root: Path, others: Iterable[tuple[str, JobSpec]])
             same = sink == other_sink or (
                 _identity(sink) is not None and _identity(sink) == _identity(other_sink)
             )
+            if same and job.sink.kind.location_is_table:  # one table there, whatever its name
+                raise Taken(f"job {other_id} writes the {job.sink.kind.name} table {sink}")
             if same and job.sink.table == other.sink.table:
                 raise Taken(f"job {other_id} writes table {job.sink.table} of {sink}")
             if overlaps(sink, other_checkpoint) or overlaps(sink, other_source):

@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, model_validator
 from pydantic.json_schema import SkipJsonSchema
 
-from ..impls.settings import ConflictBehavior, Strategy, TimeDomain, UpdateType
+from ..impls.settings import ConflictBehavior, TimeDomain, UpdateType
 from .lifecycle import JobState
 
 SESSION_ID = r"^s-[0-9a-f]{10}$"
@@ -35,6 +35,19 @@ class Strict(BaseModel):
 DURATION = r"^[0-9]{1,12}( ?(ms|s|min|h|d))?$"
 
 
+class PipelineStrategy(enum.Enum):
+    """The strategies the pipeline runs (``table.exec.sink.upsert-materialize-strategy.type``):
+    every one but SORTED, whose ordered seek Spark's state store lacks. The schema lists only
+    these, so a request it accepts is one the gateway accepts."""
+
+    # tests/gateway/test_contract.py checks them against the pipeline's own list.
+
+    LEGACY = "LEGACY"
+    VALUE = "VALUE"
+    MAP = "MAP"
+    ADAPTIVE = "ADAPTIVE"
+
+
 class Properties(Strict):
     """Configuration keys (flat, dotted names, as ``upsertmat replay --set`` takes them); any
     other key is refused (400). The pipeline keeps state in Spark's state store, so
@@ -43,7 +56,9 @@ class Properties(Strict):
 
     model_config = ConfigDict(extra="forbid", populate_by_name=False)
 
-    strategy: Strategy | None = Field(default=None, alias="table.exec.sink.upsert-materialize-strategy.type")
+    strategy: PipelineStrategy | None = Field(
+        default=None, alias="table.exec.sink.upsert-materialize-strategy.type"
+    )
     backend: Literal["spark"] | None = Field(default=None, alias="state.backend.type")
     ttl: Annotated[StrictInt, Field(ge=0, le=10**15)] | Annotated[str, Field(pattern=DURATION)] | None = (
         Field(
@@ -242,6 +257,27 @@ class ChangelogPage(BaseModel):
     token: str
     next_token: str | None
     eos: bool
+
+
+class BatchRecord(BaseModel):
+    """One committed micro-batch of a job in this gateway process: when it committed, its id,
+    the changes it applied, the job's changes/s then, its time in the sink step (Spark stages
+    included) and the source files waiting then (null before the first count)."""
+
+    at: datetime
+    batch: int
+    changes: int
+    changes_per_second: float
+    batch_seconds: float
+    files_waiting: int | None
+
+
+class JobHistory(BaseModel):
+    """``GET /v1/jobs/{job}/history``: the job's last batches (at most 300, oldest first; kept in
+    memory since the job last started in this process), what the status page plots."""
+
+    job: str
+    batches: list[BatchRecord]
 
 
 class LoginLink(BaseModel):

@@ -80,15 +80,37 @@ TERMINAL: Final = frozenset({S.STOPPED, S.FAILED})
 """States in which no query runs; a job can be restarted or deleted from them."""
 
 
+WHAT_TO_DO: Final[dict[Event, str]] = {
+    E.STOP: "there is nothing to stop",
+    E.RESTART: "stop it first (POST /v1/jobs/{job}/stop, or upsertmat client stop {job}), then restart it",
+    E.DELETE: "stop it first (POST /v1/jobs/{job}/stop, or upsertmat client stop {job}), then delete it",
+    E.STARTED: "its query's start is not recorded (it was stopped or deleted meanwhile)",
+    E.ENDED: "its query's end is not recorded (it was not stopping)",
+    E.FAILED: "its query's failure is not recorded (it was not running)",
+    E.RESUME: "it is not resumed (it was not running when the gateway stopped)",
+    E.LOST: "it is not marked stopped (it was not running when the gateway stopped)",
+}
+"""What a refused event means to the user, and what to do instead ("{job}": the job's id)."""
+
+WHILE_STOPPING: Final = "wait until it is STOPPED (its last batch is committing), then {what} it"
+
+
+def refusal(job_id: str, state: JobState, event: Event) -> str:
+    """The message of a refused event, in the user's words: the job's state and what to do."""
+    if state is S.STOPPING and event in (E.RESTART, E.DELETE):
+        advice = WHILE_STOPPING.format(what=event.value)
+    elif state is S.STOPPING and event is E.STOP:
+        advice = "it stops at its next micro-batch boundary already"
+    else:
+        advice = WHAT_TO_DO[event].format(job=job_id)
+    return f"job {job_id} is {state.value}: {advice}"
+
+
 class BadTransition(ValueError):
-    """An event that the job's current state does not allow."""
+    """An event that the job's current state does not allow (its message: :func:`refusal`)."""
 
     def __init__(self, job_id: str, state: JobState, event: Event) -> None:
-        allowed = sorted(what.value for (source, what) in TRANSITIONS if source is state)
-        super().__init__(
-            f"job {job_id} is {state.value}: it cannot {event.value} "
-            f"(from {state.value}: {', '.join(allowed) or 'nothing'})"
-        )
+        super().__init__(refusal(job_id, state, event))
         self.job_id = job_id
         self.state = state
         self.event = event

@@ -18,10 +18,8 @@ O(jobs + snapshots).
 from __future__ import annotations
 
 import contextlib
-import os
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
@@ -32,6 +30,7 @@ from prometheus_client.registry import Collector
 from ..sinks import snapshot_header
 from .lifecycle import JobState
 from .malloc import arena_count
+from .waiting import files_waiting
 
 if TYPE_CHECKING:
     from ..spark.config import BatchProgress
@@ -121,9 +120,7 @@ class _Live(Collector):
                 continue
             snapshot = snapshot_header(job.sink.url, job.sink.table, job.primary_key)
             rows.add_metric([record.id], float(0 if snapshot is None else snapshot.total))
-            waiting.add_metric(
-                [record.id], float(max(0, count_files(job.source.path) - files_read(job.checkpoint)))
-            )
+            waiting.add_metric([record.id], float(files_waiting(job.source.path, job.checkpoint)))
         yield state
         yield rows
         yield waiting
@@ -169,51 +166,3 @@ class GatewayMetrics:
         content type."""
         encoder, content_type = choose_encoder(accept)
         return encoder(self.registry), content_type
-
-
-def count_files(directory: os.PathLike[str] | str) -> int:
-    """Visible files in a source directory (Spark ignores names starting with ``.`` or ``_``)."""
-    try:
-        with os.scandir(directory) as entries:
-            return sum(1 for entry in entries if entry.is_file() and not entry.name.startswith((".", "_")))
-    except OSError:
-        return 0
-
-
-def _batch_files(directory: Path) -> dict[int, str]:
-    """Spark's log files in ``directory`` by batch id (``7``, ``9.compact``)."""
-    try:
-        names = [entry.name for entry in os.scandir(directory) if not entry.name.startswith(".")]
-    except OSError:
-        return {}
-    batches: dict[int, str] = {}
-    for name in names:
-        stem = name.removesuffix(".compact")
-        if stem.isascii() and stem.isdigit():
-            batches[int(stem)] = name
-    return batches
-
-
-def files_read(checkpoint: Path) -> int:
-    """Files the committed batches of a query on ``checkpoint`` took from its file source: the
-    entries of Spark's source log (``sources/0/``: one file per planned batch, every tenth a
-    ``.compact`` holding all entries so far) up to the last batch in ``commits/`` (a batch
-    planned but not committed, such as one refused after a stop, runs again). O(entries since
-    the last compaction)."""
-    committed = _batch_files(checkpoint / "commits")
-    if not committed:
-        return 0
-    last = max(committed)
-    log = checkpoint / "sources" / "0"
-    batches = {batch: name for batch, name in _batch_files(log).items() if batch <= last}
-    first = max((batch for batch, name in batches.items() if name.endswith(".compact")), default=-1)
-    total = 0
-    for batch in sorted(batches):
-        if batch < first:
-            continue
-        try:
-            lines = (log / batches[batch]).read_text(encoding="utf-8", errors="replace").splitlines()
-        except OSError:
-            continue
-        total += sum(1 for line in lines[1:] if line.strip())
-    return total

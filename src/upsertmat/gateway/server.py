@@ -1,6 +1,7 @@
 """Running the gateway: one process, one Spark session, the API on uvicorn.
 
-:func:`serve` refuses a bind address other than loopback without a token, takes the data root's
+:func:`serve` refuses a bind address other than loopback without a token (and TLS), and TLS
+material that cannot be used (:mod:`.tls`), before anything starts; then it takes the data root's
 lock (one gateway per root), starts Spark on the configured master (its log under
 ``<root>/logs/``), starts again every job the registry wants running, and serves until SIGINT or
 SIGTERM; then every job stops at a micro-batch boundary (they resume when the gateway starts
@@ -28,6 +29,7 @@ from ..errors import CliError, ExitCode
 from ..impls.state.errors import StateError, StateLockedError
 from ..impls.state.locking import DirectoryLock
 from .settings import GatewaySettings
+from .tls import PlainHttpNotice, check_tls, notice_plain_http
 
 EXPIRY_PERIOD_SECONDS = 30.0
 COLLECT_PERIOD_SECONDS = 10.0
@@ -133,7 +135,8 @@ class HttpServer:
     ``announce()`` is called after uvicorn's start-up has created the listening server on the
     socket (asyncio's ``create_server`` calls ``listen()`` and starts accepting before it
     returns), so a client that connects the instant the address file appears is served, never
-    refused. :meth:`run` blocks until :meth:`stop` (or a signal, in the main thread).
+    refused. :meth:`run` blocks until :meth:`stop` (or a signal, in the main thread). With TLS,
+    plain HTTP reaching the port is logged through ``log`` (:class:`.tls.PlainHttpNotice`).
     """
 
     def __init__(
@@ -143,11 +146,20 @@ class HttpServer:
         announce: Callable[[], None],
         tls_certfile: Path | None = None,
         tls_keyfile: Path | None = None,
+        log: Callable[[str], None] | None = None,
     ) -> None:
         import uvicorn
 
         self.listener = listener
-        config = uvicorn.Config(
+        notice = PlainHttpNotice(log or (lambda text: print(text, file=sys.stderr, flush=True)))
+
+        class Noticing(uvicorn.Config):
+            def load(self) -> None:
+                super().load()
+                if self.ssl is not None:  # plain HTTP on the TLS port gets a line in the log
+                    notice_plain_http(self.ssl, notice)
+
+        config = Noticing(
             app,
             log_level="warning",
             access_log=False,
@@ -186,6 +198,8 @@ def serve(settings: GatewaySettings, log: Callable[[str], None] | None = None) -
     # Before the gateway starts its threads (malloc.py).
     limit_arenas(GATEWAY_ARENAS)
     check_bind(settings)
+    if settings.tls_certfile is not None and settings.tls_keyfile is not None:
+        check_tls(settings.tls_certfile, settings.tls_keyfile)  # before the root, the lock and Spark
     root = settings.root.resolve()
     lock = lock_root(root)
     (root / ADDRESS_FILE).unlink(missing_ok=True)  # a killed gateway's: not an address any more
@@ -209,7 +223,9 @@ def serve(settings: GatewaySettings, log: Callable[[str], None] | None = None) -
     gateway = Gateway(settings, spark, say)
     resumed = gateway.resume()
     if resumed:
-        say(f"resumed {len(resumed)} jobs on their checkpoints: {', '.join(resumed)}")
+        many = f"{len(resumed)} jobs on their checkpoints"
+        which = "1 job on its checkpoint" if len(resumed) == 1 else many
+        say(f"resumed {which}: {', '.join(resumed)}")
     url = url_of(settings.host, port, settings.tls)
     stop_expiry = threading.Event()
     threading.Thread(target=_expire, args=(gateway, stop_expiry), daemon=True).start()
@@ -222,7 +238,7 @@ def serve(settings: GatewaySettings, log: Callable[[str], None] | None = None) -
         say(f"listening on {url} (data root {root}; status page {url}/)")
 
     app = create_app(gateway, say)
-    http = HttpServer(app, listener, announce, settings.tls_certfile, settings.tls_keyfile)
+    http = HttpServer(app, listener, announce, settings.tls_certfile, settings.tls_keyfile, say)
 
     def exit_with(number: int, frame: FrameType | None) -> None:
         raise _Exit(128 + number)

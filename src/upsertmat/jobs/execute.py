@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import contextlib
 import sys
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..errors import CliError, ExitCode
+from ..errors import RETRY_WAITS, CliError, ExitCode, transient_failure
 from ..interrupt import Interrupted, StopSignals, interrupted
 from ..stdout import silence
 from .embedded import ResultFollower, embedded_session
@@ -105,13 +107,18 @@ def _execute(job: JobSpec, options: RunOptions, prefix: str, signals: StopSignal
             signals.check()
             start_spark(job)  # a signal now ends the run at once (Interrupted)
             signals.busy = True
-            result = run_job(
-                job,
-                progress,
-                stop=lambda: signals() or (follower is not None and follower.closed),
-                follow=options.follow,
-                changelog=options.result_mode in ("changelog", "tableau"),
-                until_idle=options.until_idle,
+            found = _run_retrying(
+                lambda: run_job(
+                    job,
+                    progress,
+                    stop=lambda: signals() or (follower is not None and follower.closed),
+                    follow=options.follow,
+                    changelog=options.result_mode in ("changelog", "tableau"),
+                    until_idle=options.until_idle,
+                ),
+                options.follow is not None,
+                prefix,
+                signals,
             )
     except PipelineConfigError as error:
         raise CliError(str(error), ExitCode.USAGE) from None
@@ -125,6 +132,13 @@ def _execute(job: JobSpec, options: RunOptions, prefix: str, signals: StopSignal
             follower.renderer.close()
     if follower is not None and follower.closed:
         return silence()  # stdout's reader went away: every committed batch is kept
+    if found is None:  # interrupted while waiting to retry
+        signals.say(
+            f"interrupted ({signals.name}) before a retry; every committed batch is kept: "
+            f"run the same command again to continue{spark_log_note()}"
+        )
+        return signals.exit_code
+    result, retries = found
     if signals():
         done = f" after {len(result.batches)} micro-batches ({result.changes:,} changes)"
         signals.say(
@@ -133,8 +147,52 @@ def _execute(job: JobSpec, options: RunOptions, prefix: str, signals: StopSignal
         )
         return signals.exit_code
     _summary(job, result, resumed, options, prefix)
+    if retries:
+        retried = "once" if retries == 1 else f"{retries} times"
+        print(
+            f"{prefix}: retried {retried} from the checkpoint; the figures above are the last attempt's",
+            file=sys.stderr,
+        )
     announce_spark_log(options.quiet, prefix)
     return int(ExitCode.OK)
+
+
+def _run_retrying(
+    run: Callable[[], PipelineResult], follow: bool, prefix: str, signals: StopSignals
+) -> tuple[PipelineResult, int] | None:
+    """``run()`` and how many times a transient failure (:func:`~upsertmat.errors.transient_failure`)
+    was retried first. A following run retries from the checkpoint after each of
+    :data:`~upsertmat.errors.RETRY_WAITS` (exactly once: the sink skips a batch it committed);
+    then, or at once without ``follow``, the failure is one line and exit 75. None if a signal
+    came while it waited."""
+    retries = 0
+    while True:
+        try:
+            return run(), retries
+        except Exception as error:
+            reason = transient_failure(error)
+            if reason is None:
+                raise
+            if not follow or retries >= len(RETRY_WAITS) or signals():
+                tried = f" (after {retries} retries from the checkpoint)" if retries else ""
+                raise CliError(
+                    f"{reason}{tried}; every committed batch is kept: run the same command again "
+                    f"to continue{spark_log_note()}",
+                    ExitCode.TRANSIENT,
+                ) from None
+            wait = RETRY_WAITS[retries]
+            retries += 1
+            print(
+                f"{prefix}: {reason}; retrying from the checkpoint in {wait:g} s "
+                f"(retry {retries} of {len(RETRY_WAITS)})",
+                file=sys.stderr,
+                flush=True,
+            )
+            deadline = time.monotonic() + wait
+            while time.monotonic() < deadline:
+                if signals():
+                    return None
+                time.sleep(0.1)
 
 
 def _follower(job: JobSpec, options: RunOptions, prefix: str) -> ResultFollower | None:

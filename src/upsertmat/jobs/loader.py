@@ -30,7 +30,7 @@ Paths: the source is relative to the job file (the data ships beside it); the jo
 the sink file and the checkpoint, are relative to the *output base* (the working directory for
 ``upsertmat run``; the job's directory under a gateway's data root), so running a job shipped in
 a read-only or version-controlled folder writes nothing there. SQLite URLs follow SQLAlchemy's
-convention (``sqlite:///relative.db``, ``sqlite:////absolute.db``; :mod:`upsertmat.spark.sinkurl`).
+convention (``sqlite:///relative.db``, ``sqlite:////absolute.db``; :mod:`upsertmat.sinks`).
 
 Configuration layers, lowest first: the built-in defaults (``upsertmat/data/defaults.yaml``)
 < the pipeline's defaults (``state.backend.type: spark``, strategy ``VALUE``) < the job

@@ -321,6 +321,7 @@ class DeltaKind(SinkKind):
     name = "delta"
     forms = ("delta:///…",)
     table_format = True
+    location_is_table = True
     commit_note = "batch ids committed as Delta application transactions (txn) of the same commit"
 
     def claims(self, url: str) -> bool:

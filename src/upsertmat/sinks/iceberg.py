@@ -448,15 +448,30 @@ def maintain(url: str, table: str, *, keep_snapshots: int = 1) -> dict[str, Any]
 
 
 def drop(url: str, table: str) -> None:
-    """Drop ``upsertmat.<table>`` from the catalog and remove its files (its metadata and data
-    directory under the warehouse); nothing for a table that does not exist."""
-    catalog = load_catalog(url)
-    if not catalog.table_exists((NAMESPACE, table)):
+    """Drop ``upsertmat.<table>`` from its catalog, then remove the table's directory (its data and
+    metadata files, those of expired snapshots too). Nothing for a table that does not exist, a
+    warehouse without a catalog yet, or a second drop (a drop that failed half way is finished).
+    For an ``iceberg:///`` warehouse the directory removed must lie inside it (SinkError
+    otherwise: those files are not the sink's)."""
+    from urllib.parse import unquote, urlparse
+
+    warehouse = iceberg_warehouse(url)
+    if warehouse is not None and not (warehouse / "catalog.db").exists():
         return
-    location = catalog.load_table((NAMESPACE, table)).location()
-    catalog.purge_table((NAMESPACE, table))  # the catalog entry, then the files it references
-    if location.startswith("file://"):  # what purging leaves of a local table: its directories
-        shutil.rmtree(Path(location[len("file://") :]), ignore_errors=True)
+    catalog = load_catalog(url)
+    location: Path | None = None
+    if warehouse is not None:
+        location = warehouse.resolve() / f"{NAMESPACE}.db" / table  # the catalog's default place
+    present = catalog.table_exists((NAMESPACE, table))
+    if present:
+        found = str(catalog.load_table((NAMESPACE, table)).location())
+        location = Path(unquote(urlparse(found).path)) if found.startswith("file:") else None
+    if warehouse is not None and location is not None and warehouse.resolve() not in location.parents:
+        raise SinkError(f"the Iceberg table {table} lies at {location}, outside its warehouse {warehouse}")
+    if present:
+        catalog.drop_table((NAMESPACE, table))
+    if location is not None:
+        shutil.rmtree(location, ignore_errors=True)
 
 
 class IcebergKind(SinkKind):

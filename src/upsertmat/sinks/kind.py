@@ -41,6 +41,9 @@ class SinkKind(ABC):
     """How a batch id is committed with the batch (``explain-plan``)."""
     local: ClassVar[bool] = True
     """True: the sink can be a file or directory (:meth:`url_in`); False: it lives on a server."""
+    location_is_table: ClassVar[bool] = False
+    """True: the URL's location holds exactly one table, whatever the table name says (a Delta
+    table directory); False: the name picks a table in it (a database, a warehouse)."""
     table_format: ClassVar[bool] = False
     """True: the table is the files of an open table format that other engines read
     (:meth:`scan` and :meth:`data_files` work; its writes are priced per file rewritten)."""
