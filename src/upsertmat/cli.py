@@ -71,7 +71,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Sink upsert materialization: the executable specification, its "
         "implementations and tools. Run 'upsertmat COMMAND --help' for a command's options.",
         epilog="exit codes: 0 ok, 1 bad input, 2 usage or configuration error, 3 state "
-        "directory problem, 4 I/O error, 70 internal error, 130/143 interrupted, 141 stdout's "
+        "directory problem, 4 I/O error, 70 internal error, 75 transient failure (run it again), "
+        "130/143 interrupted, 141 stdout's "
         "reader went away.",
     )
     parser.add_argument("--version", action="version", version=f"upsertmat {__version__} ({build_name()})")

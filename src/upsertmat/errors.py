@@ -21,6 +21,7 @@ __all__ = [
     "StateDirIOError",
     "StateDirWriteError",
     "UnsupportedStateDir",
+    "concurrent_writer",
     "exit_code_of",
     "transient_failure",
 ]
@@ -35,7 +36,8 @@ class ExitCode(enum.IntEnum):
     USAGE = 2
     """Bad flags, unknown configuration key, malformed or unsupported value, unopenable file."""
     STATE_DIR = 3
-    """``--state-dir`` is locked, does not match this run, or holds a damaged manifest/snapshot."""
+    """``--state-dir`` is locked, does not match this run, or holds a damaged manifest/snapshot;
+    for ``run``: another run writes the same checkpoint."""
     IO = 4
     """Reading or writing a file failed (the input, the output, the dead-letter file, the state,
     a savepoint): a full disk or a device error. Free space (or fix the device) and run again."""
@@ -81,6 +83,27 @@ TRANSIENT_REASON: Final = (
     "a new worker, 60 s through its daemon, and has no setting to lengthen that): the machine was "
     "too loaded"
 )
+
+CONCURRENT_SIGNS: Final = ("CONCURRENT_STREAM_LOG_UPDATE", "Multiple streaming jobs detected")
+"""What Spark's text says when it finds that another query wrote the checkpoint's log entry it
+was about to write (two runs of one job at once)."""
+
+
+def concurrent_writer(error: BaseException) -> bool:
+    """True when ``error`` (or what it wraps) is Spark stopping a query because another one writes
+    the same checkpoint. O(length of the error's text)."""
+    seen: set[int] = set()
+    found: BaseException | None = error
+    while found is not None and id(found) not in seen:
+        seen.add(id(found))
+        text = str(found)
+        if any(sign in text for sign in CONCURRENT_SIGNS):
+            return True
+        if "FileAlreadyExistsException" in text and "metadata" in text:  # both creating a new checkpoint
+            return True
+        found = found.__cause__ or found.__context__
+    return False
+
 
 RETRY_WAITS: Final = (5.0, 15.0, 30.0)
 """Seconds before each retry of a transient failure from the checkpoint (the gateway's jobs and

@@ -155,6 +155,10 @@ def test_two_runs_of_one_job_at_once_never_apply_a_batch_twice(tmp_path: Path, s
     stopped = [writer.process.returncode != 0 for writer in writers]
     # the case was met: both ran batches, or one was stopped while the other ran
     assert all(ran) or (any(stopped) and any(ran)), [w.err()[-2000:] for w in writers]
+    for writer, was_stopped in zip(writers, stopped, strict=True):
+        if was_stopped:  # one line naming the other run, exit 3, no traceback
+            assert writer.process.returncode == 3, writer.err()[-2000:]
+            assert "another run writes the checkpoint" in writer.err() and "Traceback" not in writer.err()
 
     # the rest of the source, then a third run on the same checkpoint finishes the job
     for number in range(dropped, len(chunks)):

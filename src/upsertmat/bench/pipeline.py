@@ -78,6 +78,7 @@ class PipelineBench:
     key_buckets: int | None = DEFAULT_KEY_BUCKETS
     shuffle_partitions: int = 2
     sink: str = "sqlite"  # a kind of SINKS
+    state_layout: str = "log"  # with key buckets: log or blob (docs/spark.md, State at table scale)
 
 
 SINKS = tuple(kind.name for kind in KINDS if kind.local)
@@ -271,6 +272,7 @@ def bench_job(
             shuffle_partitions=bench.shuffle_partitions,
             max_files_per_trigger=1,
             key_buckets=bench.key_buckets,
+            state_layout=bench.state_layout,
         ),
     )
 

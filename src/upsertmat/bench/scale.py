@@ -61,6 +61,7 @@ class ScaleBench:
     strategy: Strategy = Strategy.VALUE
     keyed: tuple[bool, ...] = (False, True)
     seed: int = 0
+    state_layout: str = "log"
 
 
 @dataclass(frozen=True)
@@ -208,6 +209,7 @@ def scale_job(directory: Path, source: Path, bench: ScaleBench, sink: str, upser
             shuffle_partitions=bench.shuffle_partitions,
             max_files_per_trigger=1,
             key_buckets=bench.key_buckets,
+            state_layout=bench.state_layout,
         ),
     )
 
@@ -347,7 +349,8 @@ def report(figures: ScaleFigures) -> str:
     """One line per run: medians per measured batch, and the ratio to the smallest size."""
     lines = [
         f"scale: batches of {figures.bench.batch_changes:,} changes of random keys, "
-        f"{figures.bench.batches} measured per run, key buckets {figures.bench.key_buckets}, "
+        f"{figures.bench.batches} measured per run, key buckets {figures.bench.key_buckets} "
+        f"({figures.bench.state_layout} layout), "
         f"strategy {figures.bench.strategy.value}, local[2]"
     ]
     smallest: dict[tuple[str, bool], float] = {}

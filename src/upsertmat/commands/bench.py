@@ -30,6 +30,7 @@ from upsertmat.errors import CliError, ExitCode
 from upsertmat.impls import Backend, Strategy, available
 from upsertmat.impls.settings import DEFAULT_CHECKPOINT_INTERVAL
 from upsertmat.jobs.model import SourceFormat
+from upsertmat.spark.config import STATE_LAYOUTS
 
 NAME = "bench"
 DEFAULT_BACKENDS = (Backend.HEAP, Backend.ROCKSDB, Backend.LMDB)
@@ -307,6 +308,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
         f"{', '.join(TABLE_FORMATS)} need the lakehouse extra); with --table-sizes a list",
     )
     pipe.add_argument(
+        "--state-layout",
+        choices=STATE_LAYOUTS,
+        default="log",
+        help="with key buckets: each bucket's state as a log read through a machine-local copy "
+        "(log, the default: a batch costs what it touches) or as one blob (blob: read and "
+        "rewritten whole by every batch touching the bucket)",
+    )
+    pipe.add_argument(
         "--table-sizes",
         type=_sizes,
         metavar="N[,N...]",
@@ -479,6 +488,7 @@ def pipeline_bench(args: argparse.Namespace) -> PipelineBench:
         key_buckets=DEFAULT_KEY_BUCKETS if args.key_buckets is None else args.key_buckets or None,
         shuffle_partitions=args.shuffle_partitions or PipelineBench.shuffle_partitions,
         sink=_one_sink(args),
+        state_layout=args.state_layout,
     )
 
 
@@ -569,6 +579,7 @@ def run_table_sizes(args: argparse.Namespace) -> int:
         batch_changes=args.batch_changes,
         batches=args.scale_batches,
         sinks=args.pipeline_sink,
+        state_layout=args.state_layout,
         key_buckets=256 if args.key_buckets is None else (args.key_buckets or None),
         shuffle_partitions=args.shuffle_partitions or 2,
     )

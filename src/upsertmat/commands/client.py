@@ -82,12 +82,13 @@ def _print(data: Any) -> None:
 
 def gateway_url(args: argparse.Namespace) -> str:
     """The address to talk to (see the module's docstring); CliError (usage) if it is no URL."""
-    try:
-        from upsertmat.client.http import DEFAULT_URL, BadAddress, address_of, check_url
-    except ImportError as error:
-        raise CliError(
-            f"the client needs {error.name}: pip install 'upsertmat[gateway]'", ExitCode.USAGE
-        ) from None
+    from upsertmat.client.http import (  # cli.py names a missing extra
+        DEFAULT_URL,
+        BadAddress,
+        address_of,
+        check_url,
+    )
+
     try:
         if args.gateway is not None:
             return check_url(args.gateway)

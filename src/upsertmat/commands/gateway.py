@@ -11,7 +11,7 @@ import argparse
 import os
 from pathlib import Path
 
-from upsertmat.commands.options import positive_int
+from upsertmat.commands.options import positive_int, require_module
 from upsertmat.errors import CliError, ExitCode
 from upsertmat.impls.config import ConfigError, load_config_file, parse_set_option
 
@@ -37,16 +37,10 @@ exit codes: 0 ok; 2 usage (a bad option; off loopback without a token or TLS; a 
 
 def run(args: argparse.Namespace) -> int:
     """``upsertmat gateway``."""
-    from upsertmat.jobs.runner import require_pyspark
+    require_module("pyspark")  # before the gateway imports it: cli.py names the missing extra
+    from upsertmat.gateway.server import serve
+    from upsertmat.gateway.settings import GatewaySettings
 
-    require_pyspark()
-    try:
-        from upsertmat.gateway.server import serve
-        from upsertmat.gateway.settings import GatewaySettings
-    except ImportError as error:
-        raise CliError(
-            f"the gateway needs {error.name}: pip install 'upsertmat[gateway]'", ExitCode.USAGE
-        ) from None
     if (args.tls_certfile is None) != (args.tls_keyfile is None):
         raise CliError("give both --tls-certfile and --tls-keyfile, or neither", ExitCode.USAGE)
     spark_conf: dict[str, str] = {}

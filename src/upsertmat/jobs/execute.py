@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..errors import RETRY_WAITS, CliError, ExitCode, transient_failure
+from ..errors import RETRY_WAITS, CliError, ExitCode, concurrent_writer, transient_failure
 from ..interrupt import Interrupted, StopSignals, interrupted
 from ..stdout import silence
 from .embedded import ResultFollower, embedded_session
@@ -119,6 +119,7 @@ def _execute(job: JobSpec, options: RunOptions, prefix: str, signals: StopSignal
                 options.follow is not None,
                 prefix,
                 signals,
+                job.checkpoint,
             )
     except PipelineConfigError as error:
         raise CliError(str(error), ExitCode.USAGE) from None
@@ -158,18 +159,26 @@ def _execute(job: JobSpec, options: RunOptions, prefix: str, signals: StopSignal
 
 
 def _run_retrying(
-    run: Callable[[], PipelineResult], follow: bool, prefix: str, signals: StopSignals
+    run: Callable[[], PipelineResult], follow: bool, prefix: str, signals: StopSignals, checkpoint: Path
 ) -> tuple[PipelineResult, int] | None:
     """``run()`` and how many times a transient failure (:func:`~upsertmat.errors.transient_failure`)
     was retried first. A following run retries from the checkpoint after each of
     :data:`~upsertmat.errors.RETRY_WAITS` (exactly once: the sink skips a batch it committed);
-    then, or at once without ``follow``, the failure is one line and exit 75. None if a signal
+    then, or at once without ``follow``, the failure is one line and exit 75. Spark stopping the
+    query because another run writes ``checkpoint`` is one line and exit 3. None if a signal
     came while it waited."""
     retries = 0
     while True:
         try:
             return run(), retries
         except Exception as error:
+            if concurrent_writer(error):
+                raise CliError(
+                    f"another run writes the checkpoint {checkpoint}: Spark stopped this one "
+                    "([CONCURRENT_STREAM_LOG_UPDATE]); every batch committed before is kept, each once. "
+                    "Run one job per checkpoint",
+                    ExitCode.STATE_DIR,
+                ) from None
             reason = transient_failure(error)
             if reason is None:
                 raise

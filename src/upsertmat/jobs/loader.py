@@ -21,7 +21,7 @@ A job file::
     checkpoint: checkpoint         # default <name>-checkpoint
     materialize: true              # false: the raw changelog goes to the sink
     spark: {master: "local[2]", shuffle-partitions: 2, max-files-per-trigger: null, key-buckets: null,
-            ui: false}                # ui: the Spark UI (on 127.0.0.1 for a local master)
+            state-layout: log, ui: false}  # ui: the Spark UI (on 127.0.0.1 for a local master)
     config:                        # configuration keys, flat or nested (as upsertmat replay)
       table.exec.sink.upsert-materialize-strategy.type: MAP
       table.exec.state.ttl: 1 h
@@ -66,7 +66,7 @@ from ..impls.config import (
 )
 from ..impls.settings import Backend, Settings, TimeDomain
 from ..sinks import SinkUrlError, resolve_url
-from ..spark.config import PIPELINE_STRATEGIES
+from ..spark.config import PIPELINE_STRATEGIES, STATE_LAYOUTS
 from .model import (
     COLUMN_TYPES,
     INTERNAL_URL,
@@ -92,7 +92,7 @@ _SOURCE = ("path", "format", "columns", "op-column", "order-column", "on-error",
 ON_ERROR = ("fail", "skip")
 _KEYS = ("primary-key", "upsert-key")
 _SINK = ("url", "table", "internal")
-_SPARK = ("master", "shuffle-partitions", "max-files-per-trigger", "key-buckets", "ui")
+_SPARK = ("master", "shuffle-partitions", "max-files-per-trigger", "key-buckets", "state-layout", "ui")
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -173,8 +173,15 @@ def _spark(value: Any, where: str) -> SparkOptions:
         shuffle_partitions=_positive(data.get("shuffle-partitions", 2), f"{where}.shuffle-partitions"),
         max_files_per_trigger=None if files is None else _positive(files, f"{where}.max-files-per-trigger"),
         key_buckets=None if buckets is None else _positive(buckets, f"{where}.key-buckets"),
+        state_layout=_choice(data.get("state-layout", "log"), STATE_LAYOUTS, f"{where}.state-layout"),
         ui=_flag(data.get("ui", False), f"{where}.ui"),
     )
+
+
+def _choice(value: Any, choices: tuple[str, ...], where: str) -> str:
+    if value not in choices:
+        raise JobError(f"{where} must be one of {', '.join(choices)}, got {value!r}")
+    return str(value)
 
 
 def _flag(value: Any, where: str) -> bool:

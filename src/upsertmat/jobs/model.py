@@ -133,6 +133,7 @@ class SparkOptions:
     ``max_files_per_trigger`` bounds a micro-batch (None: everything available at once).
     ``key_buckets``: None groups state by the sink PK; ``n`` groups it into ``n`` hash buckets
     of sink keys (``PipelineConfig.key_buckets``; pinned in the checkpoint too).
+    ``state_layout``: with key buckets, ``log`` or ``blob`` (``PipelineConfig.state_layout``).
     ``ui``: start the Spark UI (off by default; on 127.0.0.1 for a local master).
     """
 
@@ -140,6 +141,7 @@ class SparkOptions:
     shuffle_partitions: int = 2
     max_files_per_trigger: int | None = None
     key_buckets: int | None = None
+    state_layout: str = "log"
     ui: bool = False
 
 

@@ -72,6 +72,7 @@ def pipeline_config(
         trigger_interval=follow or "1 second",
         shuffle_partitions=job.spark.shuffle_partitions,
         key_buckets=job.spark.key_buckets,
+        state_layout=job.spark.state_layout,
         master=job.spark.master,
         changelog=changelog,
         query_name=query_name,
