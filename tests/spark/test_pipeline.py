@@ -225,3 +225,30 @@ def arrive_later(tmp_path: Path, rows: list[dict[str, Any]], files: int) -> None
     write_files(later, rows, files=files)
     for path in sorted(later.iterdir()):
         path.rename(tmp_path / "in" / f"late-{path.name}")
+
+
+def test_a_checkpoint_of_the_blob_layout_continues_on_the_log_layout_and_batches_report_their_state(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """The first half on the blob layout (156d090's, and today's ``state_layout="blob"``), the rest
+    on the log layout on the same checkpoint: the model's table. Each batch reports its state
+    traffic; on the log layout a batch after the first reads only the heads, not the buckets."""
+    changes = changelog(seed=13, keys=300, updates=900)
+    rows = records(changes)
+    half = len(rows) // 2
+    write_files(tmp_path / "in", rows[:half], files=2)
+    blob: list[BatchProgress] = []
+    run_pipeline(config_for(tmp_path, key_buckets=4, state_layout="blob", progress=blob.append), spark)
+    arrive_later(tmp_path, rows[half:], files=3)
+    logged: list[BatchProgress] = []
+    config = config_for(tmp_path, key_buckets=4, state_layout="log", progress=logged.append)
+    run_pipeline(config, spark)
+    assert normalized(read_table(config, spark)) == normalized(model_table(changes))
+    assert [batch.batch_id for batch in blob + logged] == [0, 1, 2, 3, 4]
+    assert blob[1].state_bytes_read >= blob[0].state_bytes_written > 0  # a blob read whole
+    assert all(batch.state_calls > 0 and batch.state_bytes_written > 0 for batch in blob + logged)
+    migrated, warm = logged[0], logged[1:]  # the first reads each bucket's blob once, and logs it
+    assert migrated.state_bytes_read >= blob[1].state_bytes_written // 2
+    for batch in warm:
+        assert batch.state_bytes_read < 4 * 3 * 64  # the heads of 4 buckets (at most 3 states each)
+        assert batch.state_bytes_written < blob[1].state_bytes_written
