@@ -693,6 +693,7 @@ class SparkBackend:
         key_schema: Any = KEY_SCHEMA,
         value_schema: Any = VALUE_SCHEMA,
         log_scope: str | None = None,
+        log_home: str | None = None,
     ) -> None:
         # The schemas: DDL strings, or the equal pyspark StructTypes, which spare pyspark two
         # round trips to the JVM per registered state and task (a DDL string is parsed by the
@@ -704,6 +705,7 @@ class SparkBackend:
         self._value_schema = value_schema
         self._stores: dict[str, CachedSparkMap] = {}
         self._log_scope = log_scope
+        self._log_home = log_home
         self._group = b""
 
     def begin(self, group: bytes) -> None:
@@ -727,7 +729,7 @@ class SparkBackend:
                     handle.getValueState(name + HEAD_SUFFIX, schema),
                     handle.getValueState(name, schema),
                     self._codec,
-                    local_cache(scope),
+                    local_cache(scope, self._log_home),
                     scope,
                 )
                 log_store.begin(self._group)

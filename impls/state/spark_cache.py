@@ -48,7 +48,7 @@ ENTRY = b"e"
 MAP_SIZE = 1 << 40
 """The environment's map size: 1 TiB of address space (a sparse file; pages are used as written)."""
 DIRECTORY_VARIABLE = "UPSERTMAT_SPARK_STATE_CACHE"
-"""Where the copies live (default: ``<tmp>/upsertmat-spark-state-<uid>``); ``off`` turns the cache off."""
+"""Where the copies live, overriding the query's own place (``off`` turns the cache off)."""
 
 
 def namespace(scope: str, state: str, group: bytes) -> bytes:
@@ -60,11 +60,16 @@ def namespace(scope: str, state: str, group: bytes) -> bytes:
     return digest.digest()
 
 
-def cache_directory(scope: str) -> Path | None:
-    """The environment directory of ``scope`` (None: the cache is off)."""
+def cache_directory(scope: str, home: str | None = None) -> Path | None:
+    """The environment directory of ``scope`` (None: the cache is off): under
+    :data:`DIRECTORY_VARIABLE` if it is set, else ``home`` (the pipeline gives a local query's
+    checkpoint directory, so the copy goes with the checkpoint), else under
+    ``<tmp>/upsertmat-spark-state-<uid>/`` (a cluster's executors: their local disk)."""
     base = os.environ.get(DIRECTORY_VARIABLE, "")
     if base.strip().lower() == "off":
         return None
+    if not base and home is not None:
+        return Path(home)
     root = Path(base) if base else Path(tempfile.gettempdir()) / f"upsertmat-spark-state-{os.getuid()}"
     return root / hashlib.blake2b(scope.encode(), digest_size=8).hexdigest()
 
@@ -204,9 +209,10 @@ class LocalStateCache:
 _CACHES: dict[str, LocalStateCache] = {}
 
 
-def local_cache(scope: str) -> LocalStateCache:
-    """The cache of ``scope`` in this process (opened on first use, kept for the process's life)."""
+def local_cache(scope: str, home: str | None = None) -> LocalStateCache:
+    """The cache of ``scope`` in this process (opened on first use, kept for the process's life;
+    ``home``: see :func:`cache_directory`)."""
     cache = _CACHES.get(scope)
     if cache is None:
-        cache = _CACHES[scope] = LocalStateCache(cache_directory(scope))
+        cache = _CACHES[scope] = LocalStateCache(cache_directory(scope, home))
     return cache

@@ -9,11 +9,11 @@ import subprocess
 import sys
 from typing import Any
 
-import pytest
-
 from upsertmat.gateway.malloc import arena_count
 
-pytestmark = pytest.mark.skipif(arena_count() is None, reason="the C library is not glibc")
+from ..prerequisites import requires
+
+pytestmark = requires(arena_count() is not None, "glibc (the gateway bounds glibc's malloc arenas)")
 
 THREADS = """
 import json, os, sys, threading

@@ -9,11 +9,11 @@ import os
 import threading
 from pathlib import Path
 
-import pytest
-
 from upsertmat.gateway.registry import Registry
 
-pytestmark = pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="counts /proc/self/fd")
+from ..prerequisites import requires
+
+pytestmark = requires(Path("/proc/self/fd").is_dir(), "/proc/self/fd (Linux): the test counts descriptors")
 
 
 def open_descriptors(path: Path) -> int:

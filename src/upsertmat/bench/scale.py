@@ -62,6 +62,9 @@ class ScaleBench:
     keyed: tuple[bool, ...] = (False, True)
     seed: int = 0
     state_layout: str = "log"
+    server_urls: tuple[tuple[str, str], ...] = ()
+    """``(kind, URL)`` of the sinks that live on a server (``postgresql``): each run writes a table
+    of its own there and drops it afterwards."""
 
 
 @dataclass(frozen=True)
@@ -195,11 +198,17 @@ def _write(directory: Path, index: int, records: list[dict[str, Any]]) -> None:
 
 
 def scale_job(directory: Path, source: Path, bench: ScaleBench, sink: str, upsert_key: bool) -> JobSpec:
-    """The job of one run: its checkpoint and sink in ``directory``, one file per micro-batch."""
+    """The job of one run: its checkpoint and sink in ``directory`` (or a table of its own on the
+    sink's server, :attr:`ScaleBench.server_urls`), one file per micro-batch."""
+    servers = dict(bench.server_urls)
+    if sink in servers:
+        spec = SinkSpec(url=servers[sink], table=f"scale_{directory.name.replace('-', '_')}")
+    else:
+        spec = SinkSpec(url=kind_named(sink).url_in(directory, "scale"), table="scale")
     return JobSpec(
         name="scale",
         source=SourceSpec(source, SourceFormat.JSONL, COLUMNS),
-        sink=SinkSpec(url=kind_named(sink).url_in(directory, "scale"), table="scale"),
+        sink=spec,
         primary_key=("id",),
         upsert_key=("id",) if upsert_key else (),
         checkpoint=directory / "checkpoint",
@@ -299,6 +308,8 @@ def run_one(
     expected = model_digest(size, bench)
     found = table_digest(job.sink.url, job.sink.table)
     local = job.sink.kind.local_path(job.sink.url)
+    if local is None:  # a table on a server: gone with the run, as the run's files are
+        job.sink.kind.drop(job.sink.url, job.sink.table)
     return ScaleRun(
         size=size,
         sink=sink,

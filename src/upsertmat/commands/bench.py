@@ -324,6 +324,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "an upsert key, per --pipeline-sink (docs/benchmarks.md, The pipeline at table scale)",
     )
     pipe.add_argument(
+        "--postgres-url",
+        metavar="URL",
+        help="with --table-sizes: also run every size into this PostgreSQL database (a table per run, "
+        "dropped after it)",
+    )
+    pipe.add_argument(
         "--batch-changes",
         type=positive_int,
         default=100_000,
@@ -578,8 +584,9 @@ def run_table_sizes(args: argparse.Namespace) -> int:
         sizes=args.table_sizes,
         batch_changes=args.batch_changes,
         batches=args.scale_batches,
-        sinks=args.pipeline_sink,
+        sinks=args.pipeline_sink + (("postgresql",) if args.postgres_url else ()),
         state_layout=args.state_layout,
+        server_urls=(("postgresql", args.postgres_url),) if args.postgres_url else (),
         key_buckets=256 if args.key_buckets is None else (args.key_buckets or None),
         shuffle_partitions=args.shuffle_partitions or 2,
     )

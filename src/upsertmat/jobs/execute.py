@@ -141,7 +141,7 @@ def _execute(job: JobSpec, options: RunOptions, prefix: str, signals: StopSignal
         return signals.exit_code
     result, retries = found
     if signals():
-        done = f" after {len(result.batches)} micro-batches ({result.changes:,} changes)"
+        done = f" after {_batches(len(result.batches))} ({result.changes:,} changes)"
         signals.say(
             f"interrupted ({signals.name}){done}; every committed batch is kept: "
             f"run the same command again to continue{spark_log_note()}"
@@ -233,12 +233,17 @@ def _page_keys(follower: ResultFollower | None) -> contextlib.AbstractContextMan
     return contextlib.nullcontext()
 
 
+def _batches(number: int) -> str:
+    """``1 micro-batch``, ``2 micro-batches``."""
+    return f"{number:,} micro-batch{'' if number == 1 else 'es'}"
+
+
 def _summary(job: JobSpec, result: PipelineResult, resumed: int, options: RunOptions, prefix: str) -> None:
     rate = result.input_rows / result.seconds if result.seconds > 0 else 0.0
     where = "the internal result" if job.sink.internal else f"{job.sink.url} table {job.sink.table}"
     text = (
         f"{prefix}: job {job.name!r}: {result.input_rows:,} changes read, {result.changes:,} written to "
-        f"{where} in {len(result.batches)} micro-batches, "
+        f"{where} in {_batches(len(result.batches))}, "
         f"{result.seconds:.1f} s ({rate:,.0f} changes/s); "
         f"materializer {'on, ' + job.settings.strategy.value if job.materialize else 'off'}"
     )

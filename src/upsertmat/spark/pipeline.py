@@ -106,6 +106,10 @@ def materializer_settings(config: PipelineConfig) -> Settings:
     )
 
 
+STATE_COPY = "upsertmat-state-copy"
+"""The directory of a local query's checkpoint holding the machine-local copy of its state."""
+
+
 def build_query_frame(
     config: PipelineConfig, source: DataFrame, layout: Layout, traffic: StateTraffic | None = None
 ) -> tuple[DataFrame, Decoder, str]:
@@ -142,6 +146,11 @@ def build_query_frame(
         # A bucket's state in one Spark value (blob), or logged and read through a local copy.
         blob_state=config.key_buckets is not None,
         log_scope=str(Path(config.checkpoint_dir).resolve()) if config.state_layout == "log" else None,
+        # A local query keeps the copy in its checkpoint (deleted with it); executors elsewhere
+        # keep theirs on their own disk.
+        log_home=str(Path(config.checkpoint_dir).resolve() / STATE_COPY)
+        if config.master.startswith("local")
+        else None,
         packed=config.key_buckets is not None and packable(column_types(source), spec_fields(config, layout)),
         # One output row per bucket and batch holding all its changes (the bucket's keys are
         # reduced to their last change first): pyspark's per-row conversions are paid per bucket.

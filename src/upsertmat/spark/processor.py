@@ -144,6 +144,9 @@ class ProcessorSpec:
     """With ``blob_state``: keep each state as a log in Spark read through a machine-local copy
     (:class:`~upsertmat.impls.state.spark.LogSparkMap`: a batch costs what it touches) instead
     of one blob per bucket; the scope names the query's copies (its checkpoint)."""
+    log_home: str | None = None
+    """Where the machine-local copy lives (None: under the temporary directory, per scope;
+    :func:`~upsertmat.impls.state.spark_cache.cache_directory`)."""
 
     def packed_fields(self) -> list[str]:
         """The names of a packed record's values, in order (arrival, op, ts if set, columns)."""
@@ -235,6 +238,7 @@ class MaterializerProcessor(StatefulProcessor):
             key_schema=KEY_STRUCT,
             value_schema=VALUE_STRUCT,
             log_scope=self.spec.log_scope if self.spec.blob_state else None,
+            log_home=self.spec.log_home,
         )
         self._ttl = self.spec.settings.ttl.enabled
         # Building one strategy here registers its state variables with Spark (only allowed in init).
