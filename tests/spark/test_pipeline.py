@@ -252,3 +252,6 @@ def test_a_checkpoint_of_the_blob_layout_continues_on_the_log_layout_and_batches
     for batch in warm:
         assert batch.state_bytes_read < 4 * 3 * 64  # the heads of 4 buckets (at most 3 states each)
         assert batch.state_bytes_written < blob[1].state_bytes_written
+    # and back is refused, in one line, before anything runs (the blob layout reads no logs)
+    with pytest.raises(PipelineConfigError, match="holds its state in the log layout"):
+        run_pipeline(replace(config, state_layout="blob"), spark)

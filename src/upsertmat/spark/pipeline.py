@@ -238,8 +238,30 @@ def run_pipeline(
     return start_pipeline(config, spark).wait(stop, idle_seconds=idle_seconds)
 
 
+LAYOUT_MARK = "upsertmat-state-layout"
+"""A file of the checkpoint naming the bucket state layout its state was written in (``log``)."""
+
+
+def check_state_layout(config: PipelineConfig) -> None:
+    """PipelineConfigError when ``config`` asks for the blob layout on a checkpoint whose state
+    is logged (the blob layout cannot read logs: it would see empty buckets); with the log layout,
+    mark the checkpoint so. O(1)."""
+    if config.key_buckets is None or not config.materialize:
+        return
+    mark = Path(config.checkpoint_dir) / LAYOUT_MARK
+    if config.state_layout == "blob" and mark.exists():
+        raise PipelineConfigError(
+            f"the checkpoint {config.checkpoint_dir} holds its state in the log layout: run it with "
+            "state_layout log (job files: spark.state-layout: log), or start a new checkpoint and sink"
+        )
+    if config.state_layout == "log" and not mark.exists():
+        mark.parent.mkdir(parents=True, exist_ok=True)
+        mark.write_text("log\n", encoding="utf-8")
+
+
 def start_pipeline(config: PipelineConfig, spark: SparkSession | None = None) -> PipelineRun:
     """Start the query ``config`` describes and return at once (:meth:`PipelineRun.wait` waits)."""
+    check_state_layout(config)
     if spark is None:
         spark = build_session(
             master=config.master, shuffle_partitions=config.shuffle_partitions, conf=config.spark_conf
