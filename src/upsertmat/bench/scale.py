@@ -16,7 +16,8 @@ applying every batch, nothing else writes there); the driver's CPU seconds (``ge
 Python process that collects the batch and runs the sink) and the JVM's (``/proc/PID/stat``).
 Peak RSS of driver, JVM and Python workers per run (:class:`~.footprint.RssSampler`). After the
 measured batches the sink table is compared with an independent model of the workload (a
-digest of every row), so a fast wrong run is caught.
+digest of every row), so a fast wrong run is caught. An untimed run of 20,000 keys comes first
+(the session's JIT, code generation and Python workers would otherwise land on the first size).
 
 Nothing is extrapolated: a size that was not run is not in the result. Cost: the load is
 O(size) per run (about 40,000-100,000 keys/s on 2 cores); disk: the state store and the sink,
@@ -43,6 +44,8 @@ from ..sinks import kind_named, kind_of
 from .footprint import RssSampler, jvm_cpu_seconds
 
 COLUMNS = (Column("id", "long"), Column("version", "long"), Column("payload", "string"))
+WARM_UP_KEYS = 20_000
+"""Keys of the untimed first run of a sweep (JIT, code generation, Python workers)."""
 PAYLOAD = 24
 """Characters of the payload column (rows of ~40 bytes, as ``bench --pipeline``'s)."""
 
@@ -342,6 +345,12 @@ def run_scale(
     figures = ScaleFigures(bench)
     root = Path(tempfile.mkdtemp(prefix="upsertmat-scale-", dir=tmp_root))
     try:
+        # Untimed: the session's first query pays the JVM's JIT, code generation and the Python
+        # workers' start, which would land on the smallest size's batches.
+        warm = replace(bench, batch_changes=min(bench.batch_changes, 20_000), batches=2)
+        run_one(warm, min(WARM_UP_KEYS, min(bench.sizes)), bench.sinks[0], False, root, lambda _line: None)
+        shutil.rmtree(next(root.iterdir()), ignore_errors=True)
+        say("warm-up run done (untimed)")
         for size in sorted(bench.sizes):
             for sink in bench.sinks:
                 for keyed in bench.keyed:
