@@ -203,8 +203,15 @@ class PaimonSink(BatchSink):
             raise SinkError(
                 f"{self.where} has columns {found}, the job writes {self.names}: use another table"
             )
-        types = {field.name: str(field.type) for field in table.table_schema.fields}
-        if table.table_schema.options.get("rowkind.field") != OP or OP not in types:
+        stored_types = {field.name: field.type for field in file_schema(table, [*found, OP])}
+        wanted = {field.name: field.type for field in self.schema}
+        if any(stored_types[name] != wanted[name] for name in self.names):
+            mine = {name: str(stored_types[name]) for name in self.names}
+            raise SinkError(
+                f"{self.where} has column types {mine}, the job writes "
+                f"{ {name: str(kind) for name, kind in wanted.items()} }: use another table"
+            )
+        if table.table_schema.options.get("rowkind.field") != OP or stored_types[OP] != pa.string():
             raise SinkError(f"{self.where} has no row-kind column {OP}: it was not created by this sink")
         if list(table.primary_keys) != self.keys:
             raise SinkError(
@@ -470,6 +477,26 @@ def batch_changes(table: Any, snapshot: Any) -> list[tuple[str, Row]] | None:
     return found
 
 
+def forget_changes() -> None:
+    """Empty this process's cache of computed batch changes (to measure a first read)."""
+    with _CHANGES_LOCK:
+        _CHANGES.clear()
+
+
+def _rows_with_keys(data: Any, keys_of: Any, keys: Sequence[str]) -> Any:
+    """The indices of the rows of ``data`` whose key is a key of ``keys_of``: an Arrow hash join
+    on the keys as :func:`_grouping` makes them (-0.0 is not 0.0, a NaN is its bits). O(n)."""
+    import pyarrow as pa
+
+    names = [f"k{index}" for index in range(len(keys))]
+    wanted = pa.table([_grouping(keys_of.column(key)) for key in keys], names=names)
+    marked = pa.table(
+        [*(_grouping(data.column(key)) for key in keys), pa.array(range(data.num_rows), pa.int64())],
+        names=[*names, "row"],
+    )
+    return marked.join(wanted, keys=names, join_type="left semi").column("row").combine_chunks()
+
+
 def _compute_changes(table: Any, snapshot: Any) -> list[tuple[str, Row]] | None:
     import pyarrow as pa
 
@@ -489,7 +516,7 @@ def _compute_changes(table: Any, snapshot: Any) -> list[tuple[str, Row]] | None:
     touched = newest_per_key(new_rows, keys).select(keys)
     older = read_files(before_files, columns, schema)
     if older.num_rows:
-        older = older.join(touched, keys=keys, join_type="left semi")
+        older = older.take(_rows_with_keys(older, touched, keys))
     before = live_rows(older, keys)
     after = live_rows(pa.concat_tables([older, new_rows]), keys)
     key_index = [names.index(key) for key in keys]
