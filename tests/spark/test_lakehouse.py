@@ -1,7 +1,8 @@
-"""The Delta Lake and Iceberg sinks: a pipeline into each equals the model, read back by the
-library's own reader, by the results module (pinned version / snapshot, changelog) and by an
-independent reader over the files the table's log or metadata lists (tests/sinks/lakereaders.py);
-a replayed batch is a no-op; maintenance keeps the table and its exactly-once record."""
+"""The Delta Lake, Iceberg and Paimon sinks: a pipeline into each equals the model, read back by
+the library's own reader, by the results module (pinned version / snapshot, changelog) and by an
+independent reader over the files the table's log, metadata or snapshot lists
+(tests/sinks/lakereaders.py, tests/sinks/paimon_reader.py); a replayed batch is a no-op;
+maintenance keeps the table and its exactly-once record."""
 
 from __future__ import annotations
 
@@ -14,10 +15,13 @@ from pyspark.sql import SparkSession
 from upsertmat.sinks import Column, last_batch, open_sink, read_changes, read_snapshot
 from upsertmat.sinks import delta as delta_sink
 from upsertmat.sinks import iceberg as iceberg_sink
+from upsertmat.sinks import paimon as paimon_sink
 from upsertmat.spark import PipelineConfig
 from upsertmat.spark.pipeline import read_table, run_pipeline
 
 from ..sinks.lakereaders import delta_rows, iceberg_rows, iceberg_state, replay_delta
+from ..sinks.paimon_reader import paimon_batches, paimon_rows
+from ..sinks.paimon_reader import state as paimon_state
 from .workload import SCHEMA, changelog, model_table, normalized, records, write_files
 
 pytestmark = [pytest.mark.spark]
@@ -26,16 +30,18 @@ FILES = 4
 
 
 def sink_url(kind: str, tmp_path: Path) -> str:
-    return f"delta:///{tmp_path / 'table'}" if kind == "delta" else f"iceberg:///{tmp_path / 'warehouse'}"
+    return f"delta:///{tmp_path / 'table'}" if kind == "delta" else f"{kind}:///{tmp_path / 'warehouse'}"
 
 
 def independent_rows(kind: str, tmp_path: Path, table: str) -> list[tuple[Any, ...]]:
     if kind == "delta":
         return delta_rows(tmp_path / "table")
+    if kind == "paimon":
+        return paimon_rows(tmp_path / "warehouse", table)
     return iceberg_rows(tmp_path / "warehouse", table)
 
 
-@pytest.mark.parametrize("kind", ["delta", "iceberg"])
+@pytest.mark.parametrize("kind", ["delta", "iceberg", "paimon"])
 def test_pipeline_into_a_lakehouse_table(spark: SparkSession, tmp_path: Path, kind: str) -> None:
     changes = changelog(seed=5, keys=30, updates=300)
     write_files(tmp_path / "in", records(changes), files=FILES)
@@ -78,6 +84,11 @@ def test_pipeline_into_a_lakehouse_table(spark: SparkSession, tmp_path: Path, ki
     if kind == "delta":
         log = replay_delta(tmp_path / "table")
         assert log.batches == list(range(FILES)) and log.txn[query] == FILES - 1
+    elif kind == "paimon":
+        assert paimon_batches(tmp_path / "warehouse", "orders") == list(range(FILES))
+        last = paimon_state(tmp_path / "warehouse", "orders")
+        assert last is not None and last.snapshot["commitUser"] == paimon_sink.commit_user(query)
+        assert last.snapshot["commitIdentifier"] == FILES - 1
     else:
         state = iceberg_state(tmp_path / "warehouse", "orders")
         assert state.properties[iceberg_sink.property_key(query)] == str(FILES - 1)
@@ -93,6 +104,12 @@ def test_pipeline_into_a_lakehouse_table(spark: SparkSession, tmp_path: Path, ki
     if kind == "delta":
         delta_sink.maintain(tmp_path / "table", retention_hours=0)
         assert replay_delta(tmp_path / "table").txn[query] == FILES - 1
+    elif kind == "paimon":
+        paimon_sink.maintain(tmp_path / "warehouse", "orders")
+        rewritten = paimon_state(tmp_path / "warehouse", "orders")
+        assert rewritten is not None and rewritten.snapshot["commitKind"] == "OVERWRITE"
+        assert len(rewritten.files) <= paimon_sink.DEFAULT_BUCKETS  # one file per bucket
+        assert read_changes(config.sink_url, "orders", 0, 100_000) == found  # the changes stay
     else:
         iceberg_sink.maintain(config.sink_url, "orders")
         assert len(iceberg_state(tmp_path / "warehouse", "orders").data_files) == 1

@@ -1,7 +1,8 @@
-"""The exactly-once campaign of the lakehouse sinks: SIGKILL the driver's whole process tree at
-random moments (between batches, inside a batch, inside the sink's commit), restart on the same
-checkpoint, and at the end compare the table with an uninterrupted run into SQLite and with the
-model, read by the independent reader; every batch id is committed exactly once.
+"""The exactly-once campaign of the lakehouse sinks (Delta Lake, Iceberg, Paimon): SIGKILL the
+driver's whole process tree at random moments (between batches, inside a batch, inside the sink's
+commit), restart on the same checkpoint, and at the end compare the table with an uninterrupted
+run into SQLite and with the model, read by the independent reader; every batch id is committed
+exactly once.
 
 CI runs ``UPSERTMAT_KILLS`` (default 2) kills per sink; the full campaign of the issue is
 ``UPSERTMAT_KILLS=20 pytest -m slow tests/spark/test_lakehouse_kills.py`` (docs/spark.md).
@@ -26,6 +27,7 @@ from upsertmat.spark import PipelineConfig
 from upsertmat.spark.pipeline import read_table, run_pipeline
 
 from ..sinks.lakereaders import delta_rows, iceberg_commits, iceberg_rows, replay_delta
+from ..sinks.paimon_reader import paimon_batches, paimon_rows
 from .cluster import kill_tree
 from .run_config import SCRIPT as RUN_CONFIG
 from .workload import SCHEMA, changelog, model_table, normalized, records, write_files
@@ -72,12 +74,12 @@ def run_until_killed(config: PipelineConfig, workdir: Path, rng: random.Random) 
         kill_tree(process)
 
 
-@pytest.mark.parametrize("kind", ["delta", "iceberg"])
+@pytest.mark.parametrize("kind", ["delta", "iceberg", "paimon"])
 def test_lakehouse_sink_survives_random_kills(spark: SparkSession, tmp_path: Path, kind: str) -> None:
     files = 4 * KILLS + 2
     changes = changelog(seed=17, keys=40, updates=60 * files)
     write_files(tmp_path / "in", records(changes), files=files)
-    url = f"delta:///{tmp_path / 'table'}" if kind == "delta" else f"iceberg:///{tmp_path / 'warehouse'}"
+    url = f"delta:///{tmp_path / 'table'}" if kind == "delta" else f"{kind}:///{tmp_path / 'warehouse'}"
     config = PipelineConfig(
         source_path=tmp_path / "in",
         schema=SCHEMA,
@@ -109,6 +111,9 @@ def test_lakehouse_sink_survives_random_kills(spark: SparkSession, tmp_path: Pat
     if kind == "delta":
         assert normalized(delta_rows(tmp_path / "table")) == expected
         assert replay_delta(tmp_path / "table").batches == list(range(batches))  # each batch once, in order
+    elif kind == "paimon":
+        assert normalized(paimon_rows(tmp_path / "warehouse", "killed")) == expected
+        assert paimon_batches(tmp_path / "warehouse", "killed") == list(range(batches))  # one snapshot each
     else:
         assert normalized(iceberg_rows(tmp_path / "warehouse", "killed")) == expected
         assert iceberg_commits(tmp_path / "warehouse", "killed") == [[batch] for batch in range(batches)]

@@ -4,7 +4,7 @@ One interface for writing (:class:`BatchSink`, a template method: the exactly-on
 batches and error wrapping written once), one for everything else a sink URL is used for
 (:class:`SinkKind`: parse, resolve, open, read back, drop, maintain), and the table of kinds
 keyed by URL scheme (:mod:`.registry`). One module per sink: :mod:`.sqlite`, :mod:`.postgresql`,
-:mod:`.delta`, :mod:`.iceberg`; shared helpers in :mod:`.sql` (the SQL sinks), :mod:`.arrow`
+:mod:`.delta`, :mod:`.iceberg`, :mod:`.paimon`; shared helpers in :mod:`.sql` (the SQL sinks), :mod:`.arrow`
 (the lakehouse sinks' Arrow schema), :mod:`.reading` (snapshots, changes, positions) and
 :mod:`.urls`. No pyspark import; each sink's client library is imported when that sink is used.
 See docs/spark.md (*Sinks*) and docs/architecture.md (*Adding things*).

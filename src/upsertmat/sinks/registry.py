@@ -17,11 +17,12 @@ from .base import BatchSink, Column, SinkError
 from .delta import DeltaKind
 from .iceberg import IcebergKind
 from .kind import SinkKind, SinkUrlError
+from .paimon import PaimonKind
 from .postgresql import PostgresKind
 from .reading import TableChange, TableSnapshot
 from .sqlite import SqliteKind
 
-KINDS: tuple[SinkKind, ...] = (SqliteKind(), PostgresKind(), DeltaKind(), IcebergKind())
+KINDS: tuple[SinkKind, ...] = (SqliteKind(), PostgresKind(), DeltaKind(), IcebergKind(), PaimonKind())
 """Every sink kind (the order of the URL forms in messages)."""
 
 
