@@ -178,6 +178,8 @@ class BatchSinkTests:
         assert same(
             list(kind.snapshot(sink_url, TABLE, ["id", "name"], limit=2).rows), self.stored(AFTER_SECOND)[:2]
         )
+        header = kind.snapshot(sink_url, TABLE, ["id", "name"], limit=0)  # what a status shows
+        assert (header.batch_id, header.rows, header.total) == (1, (), len(AFTER_SECOND))
         changes = kind.changes(sink_url, TABLE, 0, 1000)
         assert [(c.batch_id, c.op) for c in changes] == [(0, "+I")] * 5 + [(1, "-D"), (1, "-U"), (1, "+U")]
         before = self.stored([(1, "b", -0.0, None), (1, "a", 0.5, True)])  # read from the table

@@ -4,12 +4,13 @@ sink's commit, made deterministic, for every sink kind.
 ``UPSERTMAT_SINK_KILL_POINT=POINT:BATCH`` makes the driver SIGKILL itself inside batch
 ``BATCH``'s commit (:data:`upsertmat.sinks.base.KILL_POINTS`): ``before-commit`` — the batch
 written, not committed (an open SQL transaction, a staged Delta MERGE, an Iceberg transaction
-with its data files) — and ``after-commit`` — committed in the sink, not yet in Spark's commit
-log, so the restarted query runs the batch again and the sink must skip it. After the kill the
-same config runs to the end on its checkpoint: the table equals the model, every batch id is
-committed once (the sink's own record), and the kill did land in the
-batch it named (the killed run reported every batch before it and not that one). Random kills
-(tests/spark/test_lakehouse_kills.py, test_recovery.py) cover the moments in between.
+with its data files, Paimon data files without their snapshot) — and ``after-commit`` —
+committed in the sink, not yet in Spark's commit log, so the restarted query runs the batch
+again and the sink must skip it. After the kill the same config runs to the end on its
+checkpoint: the table equals the model, every batch id is committed once (the sink's own
+record), and the kill did land in the batch it named (the killed run reported every batch
+before it and not that one). Random kills (tests/spark/test_lakehouse_kills.py,
+test_recovery.py) cover the moments in between.
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ def postgres(request: pytest.FixtureRequest) -> str | None:
 
 
 @pytest.mark.parametrize("point", KILL_POINTS)
-@pytest.mark.parametrize("kind", ["sqlite", "postgresql", "delta", "iceberg"])
+@pytest.mark.parametrize("kind", ["sqlite", "postgresql", "delta", "iceberg", "paimon"])
 def test_a_kill_inside_the_sinks_commit_leaves_every_batch_applied_once(
     spark: SparkSession, tmp_path: Path, kind: str, point: str, postgres: str | None
 ) -> None:

@@ -226,8 +226,10 @@ def primary_key(table: Any) -> list[str]:
 
 
 def read_snapshot(path: Path, pk: Sequence[str], limit: int | None = None) -> TableSnapshot:
-    """The table at its current version, read whole from that one pinned version
-    (:data:`~.reading.NO_TABLE`: no table yet). O(rows)."""
+    """The table at its current version, read from that one pinned version
+    (:data:`~.reading.NO_TABLE`: no table yet): the rows sorted in Arrow and only the first
+    ``limit`` turned into Python rows; with ``limit=0`` the row count comes from the log's file
+    statistics when every file has them (no data read). O(rows) in Arrow, O(limit) in Python."""
     import deltalake
     import pyarrow as pa
 
@@ -237,14 +239,29 @@ def read_snapshot(path: Path, pk: Sequence[str], limit: int | None = None) -> Ta
     names = [field.name for field in table.schema().fields]
     pk = list(pk) or primary_key(table)
     batch = next((int(commit[BATCH_KEY]) for commit in our_commits(table)), None)
-    rows = sorted_rows(pa.table(table.to_pyarrow_table()), names, pk)
+    counted = _counted_rows(table) if limit == 0 else None
+    if counted is not None:
+        rows: list[Row] = []
+        total = counted
+    else:
+        data = pa.table(table.to_pyarrow_table())
+        rows, total = sorted_rows(data, names, pk, limit), data.num_rows
     return TableSnapshot(
-        batch_id=batch,
-        columns=tuple(names),
-        rows=tuple(rows if limit is None else rows[:limit]),
-        total=len(rows),
-        changes_pos=changes_end(table),
+        batch_id=batch, columns=tuple(names), rows=tuple(rows), total=total, changes_pos=changes_end(table)
     )
+
+
+def _counted_rows(table: Any) -> int | None:
+    """The table's rows from its log's per-file ``numRecords`` (None if a file has none)."""
+    import pyarrow as pa
+
+    actions = pa.table(table.get_add_actions(flatten=True))
+    if "num_records" not in actions.column_names:
+        return None
+    counts = actions.column("num_records").to_pylist()
+    if any(count is None for count in counts):
+        return None
+    return int(sum(counts))
 
 
 _KINDS = {"delete": 0, "update_preimage": 1, "update_postimage": 2, "insert": 3}
