@@ -294,11 +294,7 @@ class BlobSparkMap(CachedSparkMap):
         """Every live entry of the current grouping key (buffered writes included), sorted by key."""
         if not self._loaded:
             self._load()
-        cache, unpack, name = self._cache, self._codec.unpack, self.name
-        for key, data in self._stored.items():
-            if key not in cache:
-                cache[key] = unpack(data, name, key)
-        return sorted((key, value) for key, value in cache.items() if value is not None)
+        return _scanned(self._cache, self._stored, self._codec, self.name)
 
     def flush(self) -> None:
         """Write the blob back (one call) if an entry changed; forget the cache."""
@@ -487,11 +483,7 @@ class LogSparkMap(CachedSparkMap):
         """Every live entry of the current grouping key (buffered writes included), sorted by key."""
         if not self._loaded:
             self._load()
-        cache, unpack, name = self._cache, self._codec.unpack, self.name
-        for key, data in self._all().items():
-            if key not in cache:
-                cache[key] = unpack(data, name, key)
-        return sorted((key, value) for key, value in cache.items() if value is not None)
+        return _scanned(self._cache, self._all(), self._codec, self.name)
 
     def flush(self) -> None:
         """Log the changed entries (one call), write the head (one call), move the local copy."""
@@ -523,12 +515,7 @@ class LogSparkMap(CachedSparkMap):
                 self._local.drop(self._space)
             else:
                 if self._migrated or logged > 2 * live + COMPACT_MIN:
-                    entries = dict(self._all())
-                    for key, data in changes.items():
-                        if data is None:
-                            entries.pop(key, None)
-                        else:
-                            entries[key] = data
+                    entries = _applied(self._all(), changes)
                     flat = [item for pair in sorted(entries.items()) for item in pair]
                     elements = [
                         (_chunk(flat[start : start + 2 * LOG_CHUNK]),)
@@ -551,13 +538,7 @@ class LogSparkMap(CachedSparkMap):
                 if self._entries is None or self._token is not None:
                     self._local.update(self._space, self._token, token, changes)
                 else:  # migrated or new: the copy is the whole state
-                    entries = dict(self._entries)
-                    for key, data in changes.items():
-                        if data is None:
-                            entries.pop(key, None)
-                        else:
-                            entries[key] = data
-                    self._local.replace(self._space, token, entries)
+                    self._local.replace(self._space, token, _applied(self._entries, changes))
             self.seconds += time.perf_counter() - started
         self.discard()
 
@@ -572,6 +553,28 @@ class LogSparkMap(CachedSparkMap):
         self._dirty.clear()
         self._loaded = False
         self.bulk = False
+
+
+def _applied(entries: dict[bytes, bytes], changes: dict[bytes, bytes | None]) -> dict[bytes, bytes]:
+    """A copy of ``entries`` with ``changes`` applied (None: deleted)."""
+    result = dict(entries)
+    for key, data in changes.items():
+        if data is None:
+            result.pop(key, None)
+        else:
+            result[key] = data
+    return result
+
+
+def _scanned(
+    cache: dict[bytes, Value | None], stored: dict[bytes, bytes], codec: ValueCodec, name: str
+) -> list[tuple[bytes, Value]]:
+    """Every live entry: the stored ones decoded into ``cache`` where it has none (buffered
+    writes win), sorted by key."""
+    for key, data in stored.items():
+        if key not in cache:
+            cache[key] = codec.unpack(data, name, key)
+    return sorted((key, value) for key, value in cache.items() if value is not None)
 
 
 def _blob_entries(stored: bytes, name: str) -> dict[bytes, bytes]:

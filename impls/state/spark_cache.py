@@ -32,6 +32,7 @@ Spark, which is correct and costs what the bucket holds.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import os
@@ -146,54 +147,53 @@ class LocalStateCache:
             except Exception as error:
                 self._disable(error)
 
+    @contextlib.contextmanager
+    def _writing(self) -> Iterator[Any | None]:
+        """One LMDB write transaction (None: the cache is off); an LMDB error inside it turns
+        the cache off instead of reaching the caller (the transaction is then not committed)."""
+        env = self._open()
+        if env is None:
+            yield None
+            return
+        try:
+            with env.begin(write=True) as transaction:
+                yield transaction
+        except Exception as error:
+            self._disable(error)
+
     def update(
         self, space: bytes, start: bytes | None, token: bytes, changes: Mapping[bytes, bytes | None]
     ) -> None:
         """Move the copy of ``space`` from token ``start`` to ``token`` by ``changes`` (None:
         deleted), in one transaction, only if it still holds ``start``; otherwise leave it (the
         next batch rebuilds it)."""
-        env = self._open()
-        if env is None:
-            return
-        try:
-            with env.begin(write=True) as transaction:
-                if transaction.get(space + TOKEN) != start:
-                    return
-                prefix = space + ENTRY
-                for key, value in changes.items():
-                    if value is None:
-                        transaction.delete(prefix + key)
-                    else:
-                        transaction.put(prefix + key, value)
-                transaction.put(space + TOKEN, token)
-        except Exception as error:
-            self._disable(error)
+        with self._writing() as transaction:
+            if transaction is None or transaction.get(space + TOKEN) != start:
+                return
+            prefix = space + ENTRY
+            for key, value in changes.items():
+                if value is None:
+                    transaction.delete(prefix + key)
+                else:
+                    transaction.put(prefix + key, value)
+            transaction.put(space + TOKEN, token)
 
     def replace(self, space: bytes, token: bytes, entries: Mapping[bytes, bytes]) -> None:
         """Make the copy of ``space`` exactly ``entries`` at ``token`` (a rebuild from Spark's log)."""
-        env = self._open()
-        if env is None:
-            return
-        try:
-            with env.begin(write=True) as transaction:
-                self._clear(transaction, space)
-                prefix = space + ENTRY
-                for key, value in entries.items():
-                    transaction.put(prefix + key, value)
-                transaction.put(space + TOKEN, token)
-        except Exception as error:
-            self._disable(error)
+        with self._writing() as transaction:
+            if transaction is None:
+                return
+            self._clear(transaction, space)
+            prefix = space + ENTRY
+            for key, value in entries.items():
+                transaction.put(prefix + key, value)
+            transaction.put(space + TOKEN, token)
 
     def drop(self, space: bytes) -> None:
         """Forget the copy of ``space`` (its grouping key holds no state any more)."""
-        env = self._open()
-        if env is None:
-            return
-        try:
-            with env.begin(write=True) as transaction:
+        with self._writing() as transaction:
+            if transaction is not None:
                 self._clear(transaction, space)
-        except Exception as error:
-            self._disable(error)
 
     @staticmethod
     def _clear(transaction: Any, space: bytes) -> None:

@@ -10,6 +10,7 @@ stderr and exits with the error's code. The codes are part of the CLI's contract
 from __future__ import annotations
 
 import enum
+from collections.abc import Iterator
 from typing import Final
 
 from .impls.persistence.errors import StateDirError, StateDirIOError, StateDirWriteError, UnsupportedStateDir
@@ -89,19 +90,24 @@ CONCURRENT_SIGNS: Final = ("CONCURRENT_STREAM_LOG_UPDATE", "Multiple streaming j
 was about to write (two runs of one job at once)."""
 
 
-def concurrent_writer(error: BaseException) -> bool:
-    """True when ``error`` (or what it wraps) is Spark stopping a query because another one writes
-    the same checkpoint. O(length of the error's text)."""
+def _texts(error: BaseException) -> Iterator[str]:
+    """The text of ``error`` and of every error it wraps (``__cause__``, ``__context__``), once each."""
     seen: set[int] = set()
     found: BaseException | None = error
     while found is not None and id(found) not in seen:
         seen.add(id(found))
-        text = str(found)
+        yield str(found)
+        found = found.__cause__ or found.__context__
+
+
+def concurrent_writer(error: BaseException) -> bool:
+    """True when ``error`` (or what it wraps) is Spark stopping a query because another one writes
+    the same checkpoint. O(length of the error's text)."""
+    for text in _texts(error):
         if any(sign in text for sign in CONCURRENT_SIGNS):
             return True
         if "FileAlreadyExistsException" in text and "metadata" in text:  # both creating a new checkpoint
             return True
-        found = found.__cause__ or found.__context__
     return False
 
 
@@ -114,12 +120,7 @@ def transient_failure(error: BaseException) -> str | None:
     """One line naming the transient resource failure ``error`` reports (in its own text or in
     what it wraps), or None for any other error. The one classification the embedded runs and
     the gateway's jobs share. O(length of the error's text)."""
-    seen: set[int] = set()
-    found: BaseException | None = error
-    while found is not None and id(found) not in seen:
-        seen.add(id(found))
-        text = str(found)
+    for text in _texts(error):
         if any(sign in text for sign in TRANSIENT_SIGNS):
             return TRANSIENT_REASON
-        found = found.__cause__ or found.__context__
     return None
