@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from upsertmat.conformance.tools import matrix
+from upsertmat.conformance.tools import report as report_module
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -91,6 +92,18 @@ def test_the_rows_commands_read_the_same_wherever_the_page_is_written_from(
         "upsertmat conformance --name LEGACY-heap -o docs/conformance-reports --profile upsertmat-ci "
         "--impl LEGACY/heap"
     )
+
+
+def test_the_committed_page_and_reports_are_what_their_json_renders() -> None:
+    docs = ROOT / "docs"
+    data = json.loads((docs / matrix.DATA).read_text(encoding="utf-8"))
+    assert (docs / matrix.PAGE).read_text(encoding="utf-8") == matrix.render(data, "conformance-reports")
+    reports = docs / "conformance-reports"
+    for row in data["rows"]:
+        if "cells" in row:
+            report_data = json.loads((reports / f"{row['name']}.json").read_text(encoding="utf-8"))
+            rendered = report_module.render_markdown(report_data, row["name"])
+            assert (reports / f"{row['name']}.md").read_text(encoding="utf-8") == rendered, row["name"]
 
 
 def test_findings_leave_out_when_and_where_a_row_ran(tmp_path: Path) -> None:

@@ -13,8 +13,9 @@ job, ours makes it a bad row). Where they differ the case is ``xfail(strict=True
 reason says exactly how; the mapping is not changed here.
 
 One job per format runs the whole corpus, a marker envelope after each line (the outputs
-between two markers are the line's: parallelism 1 keeps the order). A refused envelope fails
-the job; the next job starts after it, so a format costs one job plus one per refusal.
+between two markers are the line's: parallelism 1 keeps the order), all in one JVM and one kept
+MiniCluster. A refused envelope fails the job: the envelope Flink's error quotes is recorded as
+refused and the job runs again without it, so a format costs one job plus one per refusal.
 """
 
 from __future__ import annotations
