@@ -1,9 +1,9 @@
 r"""Real Apache Flink 2.3 and upsertmat on the same workload, alternated in one sitting.
 
-Runs, per round, a Flink benchmark script (its ``SinkUpsertMaterializer`` in a PyFlink
-MiniCluster, parallelism 1; see that script's docstring for how the operator's own busy time is
-isolated) and ``upsertmat bench`` on the FLIP-544 workload (one sink key, 250-byte payload,
-100% retraction) in both matching modes: with the upsert key (``--upsert-key on``; Flink's
+Runs, per round, ``tools/flink_bench.py`` (Flink's ``SinkUpsertMaterializer`` in a PyFlink
+MiniCluster, parallelism 1; its docstring says how the operator's own busy time is isolated)
+and ``upsertmat bench`` on the FLIP-544 workload (one sink key, 250-byte payload, 100%
+retraction) in both matching modes: with the upsert key (``--upsert-key on``; Flink's
 ``--upsert-key true``) and matching whole rows (``off``; Flink's ``false``), alternating which
 goes first from round to round so a slow spell of a shared machine hits both alike; then prints
 one table row per cell: the median ops/ms of every repetition of every round for each side,
@@ -14,14 +14,17 @@ delay 2000 ~1,000, the histories of ``upsertmat bench --retract-delay 2`` and ``
 ``hashmap`` backend is compared with ``heap``. upsertmat runs at its ``bench`` default commit
 interval (1000) unless ``--checkpoint-interval`` says otherwise.
 
-Usage (15-50 minutes for 2 rounds of 3 repetitions of both modes on 2 cores, quiet to loaded;
-about half for one mode)::
+Usage, from a clone, in a virtualenv with the compiled build and the ``flink`` extra
+(``pip install '.[flink]'``: PyFlink 2.3.0) and Java 17 on PATH, both sides from that
+virtualenv (15-50 minutes for 2 rounds of 3 repetitions of both modes on 2 cores, quiet to
+loaded; about half for one mode)::
 
-    python tools/flink_side_by_side.py --flink-python FLINK_VENV/bin/python \\
-        --flink-bench PATH/flink_sum_bench.py --upsertmat VENV/bin/upsertmat --output-dir flink-vs
+    python tools/flink_side_by_side.py --output-dir flink-vs
 
-``FLINK_VENV``: a virtualenv with ``apache-flink==2.3.0`` (the ``flink`` extra's pin) and Java
-17 on PATH. Writes ``flink-vs/round-N/`` (each side's raw output) and ``flink-vs/summary.json``.
+``--flink-python`` (default: this Python) and ``--upsertmat`` (default: ``upsertmat`` on PATH)
+put the sides in other virtualenvs; ``--flink-bench`` is another Flink benchmark script taking
+``flink_bench.py``'s options. Writes ``flink-vs/round-N/`` (each side's raw output) and
+``flink-vs/summary.json``.
 """
 
 from __future__ import annotations
@@ -40,12 +43,28 @@ STRATEGIES = ("LEGACY", "VALUE", "MAP", "ADAPTIVE")
 HISTORIES = {2: 2, 1000: 2000}
 """upsertmat's retract delay -> Flink's delay holding the same live rows."""
 BACKENDS = {"heap": "hashmap", "rocksdb": "rocksdb"}
+"""upsertmat's backends Flink has -> Flink's name (LMDB is upsertmat's own)."""
+OUR_STRATEGIES = (*STRATEGIES, "SORTED")
+OUR_BACKENDS = (*BACKENDS, "lmdb")
 
 
 def strategy_rank(strategy: str) -> int:
     """The table's order of strategies: Flink's, then SORTED."""
-    order = [*STRATEGIES, "SORTED"]
+    order = list(OUR_STRATEGIES)
     return order.index(strategy) if strategy in order else len(order)
+
+
+def choices(allowed: Sequence[str]) -> Any:
+    """An argparse type: a comma-separated subset of ``allowed`` (upper or lower case as given)."""
+
+    def parse(text: str) -> tuple[str, ...]:
+        found = tuple(dict.fromkeys(part.strip() for part in text.split(",") if part.strip()))
+        wrong = [value for value in found if value not in allowed]
+        if not found or wrong:
+            raise argparse.ArgumentTypeError(f"expected some of {','.join(allowed)}, got {text!r}")
+        return found
+
+    return parse
 
 
 def modes(text: str) -> tuple[str, ...]:
@@ -62,9 +81,9 @@ def flink_argv(args: argparse.Namespace, out: Path) -> list[str]:
         args.flink_python,
         args.flink_bench,
         "--strategies",
-        ",".join(STRATEGIES),
+        ",".join(strategy for strategy in args.strategies if strategy in STRATEGIES),
         "--backends",
-        ",".join(BACKENDS.values()),
+        ",".join(BACKENDS[backend] for backend in args.backends if backend in BACKENDS),
         "--upsert-key",
         ",".join("true" if mode == "on" else "false" for mode in args.upsert_key),
         "--pcts",
@@ -73,6 +92,7 @@ def flink_argv(args: argparse.Namespace, out: Path) -> list[str]:
         ",".join(str(delay) for delay in HISTORIES.values()),
         "--reps",
         str(args.reps),
+        *(["--records", str(args.records)] if args.records is not None else []),
         "--out",
         str(out / "flink"),
     ]
@@ -80,8 +100,8 @@ def flink_argv(args: argparse.Namespace, out: Path) -> list[str]:
 
 def upsertmat_argv(args: argparse.Namespace, out: Path) -> list[str]:
     """``upsertmat bench``'s command line for one round."""
-    argv = [args.upsertmat, "bench", "--workload", "flip544", "--strategy", ",".join([*STRATEGIES, "SORTED"])]
-    argv += ["--backend", "heap,rocksdb,lmdb", "--upsert-key", ",".join(args.upsert_key)]
+    argv = [args.upsertmat, "bench", "--workload", "flip544", "--strategy", ",".join(args.strategies)]
+    argv += ["--backend", ",".join(args.backends), "--upsert-key", ",".join(args.upsert_key)]
     argv += ["--retract-percentage", "100"]
     argv += ["--retract-delay", ",".join(str(delay) for delay in HISTORIES), "--repetitions", str(args.reps)]
     argv += [
@@ -95,6 +115,8 @@ def upsertmat_argv(args: argparse.Namespace, out: Path) -> list[str]:
     ]
     if args.checkpoint_interval is not None:
         argv += ["--checkpoint-interval", str(args.checkpoint_interval)]
+    if args.records is not None:
+        argv += ["--records", str(args.records)]
     return argv
 
 
@@ -113,7 +135,8 @@ def flink_samples(path: Path) -> dict[Cell, list[float]]:
         mode = "on" if result.get("has_upsert_key") else "off"
         key = (result["strategy"], backend[result["backend"]], mode, flink_delay[result["retract_delay"]])
         runs = [run["ops_per_ms"] for run in result.get("runs", []) if run.get("ops_per_ms")]
-        found.setdefault(key, []).extend(runs or [result["ops_per_ms_median"]])
+        median = result.get("ops_per_ms_median")
+        found.setdefault(key, []).extend(runs or ([median] if median else []))
     return found
 
 
@@ -149,13 +172,36 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--flink-python", required=True, help="python of a venv with apache-flink==2.3.0")
-    parser.add_argument("--flink-bench", required=True, help="the Flink benchmark script")
+    parser.add_argument(
+        "--flink-python",
+        default=sys.executable,
+        help="python of a venv with apache-flink==2.3.0 (default: this one)",
+    )
+    parser.add_argument(
+        "--flink-bench",
+        default=str(Path(__file__).resolve().with_name("flink_bench.py")),
+        help="the Flink benchmark script (default: flink_bench.py beside this script)",
+    )
     parser.add_argument(
         "--upsertmat", default="upsertmat", help="the upsertmat executable (default: on PATH)"
     )
     parser.add_argument("--rounds", type=int, default=2, help="alternated rounds (default 2)")
     parser.add_argument("--reps", type=int, default=3, help="repetitions per cell and round (default 3)")
+    parser.add_argument(
+        "--strategies",
+        type=choices(OUR_STRATEGIES),
+        default=OUR_STRATEGIES,
+        help="strategies (default all; SORTED is upsertmat's only)",
+    )
+    parser.add_argument(
+        "--backends",
+        type=choices(OUR_BACKENDS),
+        default=OUR_BACKENDS,
+        help="upsertmat's backends (default heap,rocksdb,lmdb; Flink runs hashmap for heap, and rocksdb)",
+    )
+    parser.add_argument(
+        "--records", type=int, help="records per invocation on both sides (default theirs, 10,000)"
+    )
     parser.add_argument("--checkpoint-interval", type=int, help="upsertmat's commit interval (default 1000)")
     parser.add_argument(
         "--upsert-key",
@@ -165,6 +211,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--output-dir", type=Path, default=Path("flink-vs-upsertmat"))
     args = parser.parse_args(argv)
+    args.output_dir = args.output_dir.resolve()  # the Flink side runs in its round's folder
     flink: dict[Cell, list[float]] = {}
     ours: dict[Cell, list[float]] = {}
     for number in range(args.rounds):

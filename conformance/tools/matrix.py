@@ -442,7 +442,9 @@ def write_page(docs: Path, reports: Path, all_rows: list[Row], runs: dict[str, d
     written (ValueError or KeyError: a report's JSON is not one)."""
     refresh_reports(reports, [row.name for row in all_rows if row.name in runs])
     shown = os.path.relpath(reports, docs)
-    data = matrix_json(all_rows, reports, runs, os.path.relpath(reports))
+    # The rows' commands run from the folder holding the docs (a clone's root), so they read the
+    # same whichever folder the matrix was written from: a regenerated page equals the committed.
+    data = matrix_json(all_rows, reports, runs, os.path.relpath(reports, docs.resolve().parent))
     (docs / DATA).write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
     (docs / PAGE).write_text(render(data, shown), encoding="utf-8")
     return docs / PAGE
@@ -486,3 +488,55 @@ def run_matrix(
         write_page(docs, reports, all_rows, runs)
     write_page(docs, reports, all_rows, runs)
     return broken
+
+
+def findings(docs: Path, reports: Path | None = None) -> dict[str, Any]:
+    """What the matrix in ``docs`` found, without when, where and with which versions it ran:
+    per row its entry of the matrix's JSON but the run record (cells, summary, command,
+    profile) and its report's JSON but ``workdir`` (where it was written from), and the
+    numbered reasons. The profile is derandomized, so two runs of the same code and versions
+    find the same; ``reports`` defaults to ``DOCS/conformance-reports``. OSError, ValueError or
+    KeyError if a file is missing or not the matrix's."""
+    reports = reports if reports is not None else docs / "conformance-reports"
+    data = json.loads((docs / DATA).read_text(encoding="utf-8"))
+    found: dict[str, Any] = {}
+    for row in data["rows"]:
+        entry = {key: value for key, value in row.items() if key != "run"}
+        path = reports / f"{row['name']}.json"
+        if "cells" in row and path.is_file():
+            entry["report"] = {
+                key: value
+                for key, value in json.loads(path.read_text(encoding="utf-8")).items()
+                if key != "workdir"
+            }
+        found[row["name"]] = entry
+    return {"rows": found, "reasons": data["reasons"]}
+
+
+def differences(before: Any, after: Any, path: str = "") -> list[str]:
+    """Where two :func:`findings` (or any JSON values) differ, one line per differing leaf:
+    ``PATH: BEFORE -> AFTER`` (``PATH`` the keys and list positions from the top, e.g.
+    ``rows.flink-2.3.0-MAP-hashmap.cells.rule-9.status: 'pass' -> 'FAIL'``); [] when equal.
+    O(size of both)."""
+    if isinstance(before, dict) and isinstance(after, dict):
+        lines = []
+        for key in [*before, *(key for key in after if key not in before)]:
+            where = f"{path}.{key}" if path else str(key)
+            if key not in after:
+                lines.append(f"{where}: only before")
+            elif key not in before:
+                lines.append(f"{where}: only after")
+            else:
+                lines += differences(before[key], after[key], where)
+        return lines
+    if isinstance(before, list) and isinstance(after, list) and len(before) == len(after):
+        pairs = enumerate(zip(before, after, strict=True))
+        return [line for i, (one, other) in pairs for line in differences(one, other, f"{path}[{i}]")]
+    if before == after:
+        return []
+
+    def short(value: Any) -> str:
+        text = json.dumps(value, ensure_ascii=False)
+        return text if len(text) <= 120 else text[:117] + "..."
+
+    return [f"{path}: {short(before)} -> {short(after)}"]

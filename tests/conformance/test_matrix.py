@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from upsertmat.conformance.tools import matrix
+from upsertmat.conformance.tools import report as report_module
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -76,6 +77,69 @@ def test_a_failing_cell_links_the_counterexample_in_the_rows_report(tmp_path: Pa
     line = next(line for line in page.splitlines() if line.startswith("| LEGACY/heap |"))
     assert line.count(link) == 2  # rule 4 and the bare +U area
     assert "| 2026-01-02 | 3 s | upsertmat 0.1.0 |" in page
+
+
+def test_the_rows_commands_read_the_same_wherever_the_page_is_written_from(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    docs = tmp_path / "elsewhere" / "docs"
+    reports = docs / "conformance-reports"
+    reports.mkdir(parents=True)
+    monkeypatch.chdir(tmp_path)  # not the folder holding docs/
+    matrix.write_page(docs, reports, [row for row in matrix.rows() if row.name == "LEGACY-heap"], {})
+    data = json.loads((docs / matrix.DATA).read_text(encoding="utf-8"))
+    assert data["rows"][0]["command"] == (
+        "upsertmat conformance --name LEGACY-heap -o docs/conformance-reports --profile upsertmat-ci "
+        "--impl LEGACY/heap"
+    )
+
+
+def test_the_committed_page_and_reports_are_what_their_json_renders() -> None:
+    docs = ROOT / "docs"
+    data = json.loads((docs / matrix.DATA).read_text(encoding="utf-8"))
+    assert (docs / matrix.PAGE).read_text(encoding="utf-8") == matrix.render(data, "conformance-reports")
+    reports = docs / "conformance-reports"
+    for row in data["rows"]:
+        if "cells" in row:
+            report_data = json.loads((reports / f"{row['name']}.json").read_text(encoding="utf-8"))
+            rendered = report_module.render_markdown(report_data, row["name"])
+            assert (reports / f"{row['name']}.md").read_text(encoding="utf-8") == rendered, row["name"]
+
+
+def test_findings_leave_out_when_and_where_a_row_ran(tmp_path: Path) -> None:
+    tests = [{"name": "test_pinned_streams", "outcome": "failed", "reason": ""}]
+    found = []
+    for number, (date, workdir) in enumerate([("2026-01-02", "../.."), ("2027-03-04", "../../../x")]):
+        docs = tmp_path / str(number)
+        reports = docs / "conformance-reports"
+        reports.mkdir(parents=True)
+        data = {**report(tests, failing_rule=9), "workdir": workdir}
+        (reports / "LEGACY-heap.json").write_text(json.dumps(data), encoding="utf-8")
+        run = {"date": date, "seconds": 3 + number, "keyword": None, "versions": {"commit": f"c{number}"}}
+        rows = [row for row in matrix.rows() if row.name == "LEGACY-heap"]
+        page = matrix.matrix_json(rows, reports, {"LEGACY-heap": run}, "docs/conformance-reports")
+        (docs / matrix.DATA).write_text(json.dumps(page), encoding="utf-8")
+        found.append(matrix.findings(docs))
+    assert found[0] == found[1]
+    row = found[0]["rows"]["LEGACY-heap"]
+    assert row["cells"]["rule-9"] == {"status": "FAIL", "test": "test_pinned_streams"}
+    assert row["report"]["summary"] == {"passed": 1, "failed": 1, "skipped": 1}
+    assert "run" not in row and "workdir" not in row["report"]
+
+
+def test_differences_name_each_leaf_that_differs() -> None:
+    before = {"rows": {"a": {"cells": {"rule-9": {"status": "pass"}}, "summary": [1, 2]}}, "reasons": ["x"]}
+    after = {
+        "rows": {"a": {"cells": {"rule-9": {"status": "FAIL"}}, "summary": [1, 3]}, "b": {}},
+        "reasons": [],
+    }
+    assert matrix.differences(before, after) == [
+        'rows.a.cells.rule-9.status: "pass" -> "FAIL"',
+        "rows.a.summary[1]: 2 -> 3",
+        "rows.b: only after",
+        'reasons: ["x"] -> []',
+    ]
+    assert matrix.differences(before, json.loads(json.dumps(before))) == []
 
 
 @pytest.mark.slow

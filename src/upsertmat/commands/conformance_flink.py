@@ -51,7 +51,11 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "--set", action="append", default=[], metavar="KEY=VALUE", help="refused: Flink runs without TTL"
     )
     parser.add_argument(
-        "--idle", type=float, default=0.3, metavar="SECONDS", help="a pause of stdin that ends a chunk"
+        "--idle",
+        type=float,
+        default=0.05,
+        metavar="SECONDS",
+        help="a pause of stdin that ends a chunk (default 0.05)",
     )
     parser.set_defaults(run=run)
 
