@@ -223,8 +223,8 @@ def test_run_interrupted_once_the_query_runs_stops_at_a_batch_boundary(tmp_path:
     notice = "upsertmat run: stopping at the next micro-batch boundary (press Ctrl-C again to exit at once)"
     assert set(waiting) <= {notice}, after
     assert re.fullmatch(
-        r"upsertmat run: interrupted \(SIGTERM\) after \d micro-batches \(\d+ changes\); every committed "
-        r"batch is kept: run the same command again to continue; Spark's log: .*spark\.log",
+        r"upsertmat run: interrupted \(SIGTERM\) after (1 micro-batch|\d+ micro-batches) \([\d,]+ changes\); "
+        r"every committed batch is kept: run the same command again to continue; Spark's log: .*spark\.log",
         last,
     ), last
 
