@@ -1,7 +1,8 @@
 """What a ``bench`` run measures, from the values of its options: the grid's
 :class:`~upsertmat.bench.runner.Plan` (over the implementations the registry can build), the
-pipeline's :class:`~upsertmat.bench.pipeline.PipelineBench` and the scale sweep's
-:class:`~upsertmat.bench.scale.ScaleBench`.
+pipeline's and the gateway's :class:`~upsertmat.bench.pipeline.PipelineBench`, the scale
+sweep's :class:`~upsertmat.bench.scale.ScaleBench` and the miss benchmark's
+:class:`~upsertmat.bench.misses.MissSpec`.
 
 ``None`` for an option means "not given": the preset (:mod:`.presets`) or the benchmark's own
 default applies. The command (:mod:`upsertmat.commands.bench`) passes its options here.
@@ -17,6 +18,7 @@ from ..errors import CliError, ExitCode
 from ..impls import Backend, Strategy, available
 from ..jobs.model import SourceFormat
 from .manykeys import ManyKeysSpec
+from .misses import MissSpec
 from .pipeline import DEFAULT_KEY_BUCKETS, PipelineBench
 from .presets import DEFAULT_BACKENDS, FULL, QUICK
 from .runner import MANY_KEYS, Plan
@@ -153,4 +155,28 @@ def scale_bench(
         server_urls=(("postgresql", postgres_url),) if postgres_url else (),
         key_buckets=key_buckets_of(key_buckets),
         shuffle_partitions=shuffle_partitions or 2,
+    )
+
+
+GATEWAY_CHANGES = 200_000
+GATEWAY_KEYS = 20_000
+"""``--gateway``'s workload when ``--changes`` is not given (a job a gateway runs in seconds)."""
+
+
+def gateway_bench(bench: PipelineBench, *, changes_given: bool) -> PipelineBench:
+    """The job of ``--gateway``: ``bench`` (:func:`pipeline_bench`), or, without ``--changes``,
+    :data:`GATEWAY_CHANGES` changes over :data:`GATEWAY_KEYS` keys."""
+    return bench if changes_given else replace(bench, changes=GATEWAY_CHANGES, keys=GATEWAY_KEYS)
+
+
+def miss_spec(*, records: int | None, keys: int | None, miss_percentage: int, seed: int) -> MissSpec:
+    """The workload of ``--misses`` (20,000 records over 1,000 keys unless given); CliError
+    (usage) for a percentage above 100."""
+    if miss_percentage > 100:
+        raise CliError(f"--miss-percentage must be within 0..100, got {miss_percentage}", ExitCode.USAGE)
+    return MissSpec(
+        records=records or MissSpec.records,
+        keys=keys or MissSpec.keys,
+        miss_percentage=miss_percentage,
+        seed=seed,
     )

@@ -16,7 +16,7 @@ import argparse
 import json
 import sys
 from collections.abc import Callable
-from dataclasses import asdict, replace
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -473,9 +473,7 @@ def run_gateway(args: argparse.Namespace) -> int:
     """``--gateway``: :func:`~upsertmat.bench.gateway.run_gateway_bench`; ``gateway.json``."""
     from upsertmat.bench.gateway import report, run_gateway_bench
 
-    bench = pipeline_bench(args)
-    if args.changes is None:
-        bench = replace(bench, changes=200_000, keys=20_000)
+    bench = plans.gateway_bench(pipeline_bench(args), changes_given=args.changes is not None)
     figures = run_gateway_bench(bench, args.repetitions or 2, args.tmp_dir, _log(args))
     return _write_document(args, "gateway.json", figures.as_dict(), report(figures))
 
@@ -501,17 +499,12 @@ def run_table_reads(args: argparse.Namespace) -> int:
 
 def run_misses(args: argparse.Namespace) -> int:
     """``--misses``: the cost of rule-7 explanations (:func:`upsertmat.bench.misses.measure`)."""
-    from upsertmat.bench.misses import MissSpec, measure, table
+    from upsertmat.bench.misses import measure, table
 
-    if args.miss_percentage > 100:
-        raise CliError(f"--miss-percentage must be within 0..100, got {args.miss_percentage}", ExitCode.USAGE)
-    pairs, _ = plans.registered_pairs(flatten(args.strategy), flatten(args.backend))
-    spec = MissSpec(
-        records=args.records or 20_000,
-        keys=args.keys or 1_000,
-        miss_percentage=args.miss_percentage,
-        seed=args.seed,
+    spec = plans.miss_spec(
+        records=args.records, keys=args.keys, miss_percentage=args.miss_percentage, seed=args.seed
     )
+    pairs, _ = plans.registered_pairs(flatten(args.strategy), flatten(args.backend))
     results = measure(pairs, spec, args.repetitions or 5, quiet=args.quiet)
     if args.format == "json":
         print(json.dumps({"machine": machine_info(), "spec": asdict(spec), "results": results}, indent=2))
