@@ -9,7 +9,7 @@ own ``pack_changes``. No JVM, no shuffle, no state
 store: what is left is the processor's own Python work, which is the largest share of the
 pipeline's stateful stage. Prints one JSON object: output rows, process CPU seconds, state
 bytes at the end. Timings of a shared machine vary by tens of percent from run to run; to
-compare two versions, count instructions instead (docs/benchmarks.md, "The pipeline against
+compare two versions, count instructions instead (docs/benchmarks-history.md, "The pipeline against
 f46d53d")::
 
     valgrind --tool=callgrind python tools/processor_cost.py --changes 100000 --files 10

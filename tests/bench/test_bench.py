@@ -27,6 +27,7 @@ from upsertmat.bench.goals import (
     check_goals,
     decide,
 )
+from upsertmat.bench.presets import QUICK
 from upsertmat.bench.progress import format_duration
 from upsertmat.bench.report import CSV_COLUMNS
 from upsertmat.bench.runner import CHUNK, PARTIAL, SKIPPED, Cell, CellResult, Plan, run_cell
@@ -415,8 +416,8 @@ def test_quick_preset_and_explicit_options() -> None:
     command.configure(parser)
     plan, _ = command.build_plan(parser.parse_args(["--quick", "--records", "77"]))
     assert plan.records == 77
-    assert plan.repetitions == command.QUICK.repetitions
-    assert list(plan.retract_delays) == list(command.QUICK.retract_delays)
+    assert plan.repetitions == QUICK.repetitions
+    assert list(plan.retract_delays) == list(QUICK.retract_delays)
 
 
 def test_end_to_end_legacy_heap(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -446,14 +447,10 @@ def test_end_to_end_legacy_heap(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert {row["upsert_key"] for row in rows} == {"true", "false"}
 
     document = json.loads((out / "results.json").read_text(encoding="utf-8"))
-    assert document["parameters"]["records"] == command.QUICK.records
+    assert document["parameters"]["records"] == QUICK.records
     assert len(document["results"]) == 8
-    assert all(
-        len(row["wall_throughputs_ops_per_ms"]) == command.QUICK.repetitions for row in document["results"]
-    )
-    assert all(
-        len(row["cpu_throughputs_ops_per_ms"]) == command.QUICK.repetitions for row in document["results"]
-    )
+    assert all(len(row["wall_throughputs_ops_per_ms"]) == QUICK.repetitions for row in document["results"])
+    assert all(len(row["cpu_throughputs_ops_per_ms"]) == QUICK.repetitions for row in document["results"])
     goals = {goal["goal"]: goal["status"] for goal in document["goals"]}
     assert [goals[goal] for goal in ("flat", "absolute", "vs-legacy", "adaptive")] == [NOT_RUN] * 4
     assert goals["every-cell"] in (PASS, MISS)  # LEGACY/heap at delay 2 is one of its cells

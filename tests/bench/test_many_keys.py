@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from upsertmat.bench.manykeys import ManyKeysSpec, generate_many_keys
+from upsertmat.bench.presets import QUICK
 from upsertmat.bench.runner import FLIP544, MANY_KEYS, Cell, Plan
 from upsertmat.bench.workload import keys_for
 from upsertmat.cli import main
@@ -90,9 +91,7 @@ def test_quick_preset_sizes_and_a_too_small_changes_count(tmp_path: Path) -> Non
     parser = argparse.ArgumentParser()
     command.configure(parser)
     plan, _ = command.build_plan(parser.parse_args(["--quick", "--workload", "many-keys"]))
-    assert plan.many_keys == ManyKeysSpec(
-        changes=command.QUICK.many_keys_changes, keys=command.QUICK.many_keys_keys
-    )
+    assert plan.many_keys == ManyKeysSpec(changes=QUICK.many_keys_changes, keys=QUICK.many_keys_keys)
     assert plan.workloads == [MANY_KEYS]
     args = parser.parse_args(["--workload", "many-keys", "--changes", "10", "--keys", "10"])
     with pytest.raises(CliError):

@@ -1,10 +1,12 @@
 """``upsertmat bench``: the FLIP-544 micro-benchmark of the materializer strategies.
 
-Parses the axes (lists), builds a :class:`~upsertmat.bench.runner.Plan` over whatever the
-registry can build, runs it with progress on stderr, then writes ``results.csv``,
-``results.json`` and, when matplotlib (the ``bench`` extra) is installed,
-``throughput-<backend>.png`` into ``--output-dir`` and prints a table and the goal checks (or,
-with ``--format json``, the JSON document) on stdout.
+Argument wiring only: the options' types are :mod:`upsertmat.bench.options`, the values of
+the options not given :mod:`upsertmat.bench.presets`, and what a run measures (the grid's
+:class:`~upsertmat.bench.runner.Plan` over whatever the registry can build, the pipeline and
+scale benchmarks) :mod:`upsertmat.bench.plans`. The grid runs with progress on stderr, then
+writes ``results.csv``, ``results.json`` and, when matplotlib (the ``bench`` extra) is
+installed, ``throughput-<backend>.png`` into ``--output-dir`` and prints a table and the goal
+checks (or, with ``--format json``, the JSON document) on stdout.
 Method and workload: ``docs/benchmarks.md`` and :mod:`upsertmat.bench.workload`.
 """
 
@@ -13,61 +15,38 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, replace
+from collections.abc import Callable
+from dataclasses import asdict
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
+from upsertmat.bench import plans
 from upsertmat.bench.grid import QUICK_GOALS_NOTE, plots_available, run_grid
 from upsertmat.bench.lakehouse import TABLE_FORMATS
-from upsertmat.bench.manykeys import ManyKeysSpec
-from upsertmat.bench.pipeline import DEFAULT_KEY_BUCKETS, SINKS, PipelineBench
+from upsertmat.bench.options import (
+    backend,
+    flatten,
+    list_of,
+    non_negative,
+    non_negative_int,
+    on_off,
+    percentage,
+    seconds,
+    sink_kinds,
+    strategy,
+    workload,
+)
+from upsertmat.bench.pipeline import SINKS, PipelineBench
+from upsertmat.bench.presets import FULL, QUICK
 from upsertmat.bench.progress import Progress
 from upsertmat.bench.report import goals_table, machine_info, markdown_report, results_table
-from upsertmat.bench.runner import CLOCKS, FLIP544, MANY_KEYS, WALL, WORKLOADS, Plan
+from upsertmat.bench.runner import CLOCKS, FLIP544, WALL, WORKLOADS, Plan
 from upsertmat.commands.options import positive_int
 from upsertmat.errors import CliError, ExitCode
-from upsertmat.impls import Backend, Strategy, available
 from upsertmat.impls.settings import DEFAULT_CHECKPOINT_INTERVAL
-from upsertmat.jobs.model import SourceFormat
 from upsertmat.spark.config import STATE_LAYOUTS
 
 NAME = "bench"
-DEFAULT_BACKENDS = (Backend.HEAP, Backend.ROCKSDB, Backend.LMDB)
-
-
-@dataclass(frozen=True)
-class Preset:
-    """Values of the options a user did not give."""
-
-    records: int
-    retract_delays: tuple[int, ...]
-    retract_percentages: tuple[int, ...]
-    repetitions: int
-    max_seconds_per_cell: float
-    workloads: tuple[str, ...] = (FLIP544,)
-    many_keys_changes: int = 1_000_000
-    many_keys_keys: int = 100_000
-
-
-FULL = Preset(
-    records=10_000,
-    retract_delays=(2, 10, 100, 1000, 5000),
-    retract_percentages=(100, 75),
-    repetitions=5,
-    max_seconds_per_cell=30.0,
-    workloads=(FLIP544, MANY_KEYS),
-)
-QUICK = Preset(
-    records=300,
-    retract_delays=(2, 10, 100),
-    retract_percentages=(100, 75),
-    repetitions=1,
-    max_seconds_per_cell=5.0,
-    workloads=(FLIP544,),
-    many_keys_changes=20_000,
-    many_keys_keys=2_000,
-)
 
 EPILOG = """\
 workload flip544: one sink key; each step adds row (0, i, payload) and, once more than
@@ -94,91 +73,6 @@ examples:
   upsertmat bench --format json > results.json
 """
 
-T = TypeVar("T")
-
-
-def _list_of(parse: Callable[[str], T], what: str) -> Callable[[str], list[T]]:
-    def parse_list(text: str) -> list[T]:
-        items: list[T] = []
-        for part in text.split(","):
-            if not part.strip():
-                continue
-            try:
-                items.append(parse(part.strip()))
-            except ValueError:
-                raise argparse.ArgumentTypeError(f"bad {what} {part.strip()!r} in {text!r}") from None
-        if not items:
-            raise argparse.ArgumentTypeError(f"expected a comma-separated list of {what}s")
-        return items
-
-    return parse_list
-
-
-def _strategy(text: str) -> Strategy:
-    return Strategy(text.upper())
-
-
-def _backend(text: str) -> Backend:
-    return Backend(text.lower())
-
-
-def _workload(text: str) -> str:
-    if text.lower() not in WORKLOADS:
-        raise ValueError(text)
-    return text.lower()
-
-
-def _on_off(text: str) -> bool:
-    if text.lower() in ("on", "true", "yes", "1"):
-        return True
-    if text.lower() in ("off", "false", "no", "0"):
-        return False
-    raise ValueError(text)
-
-
-def _non_negative(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise ValueError(text)
-    return value
-
-
-def _percentage(text: str) -> int:
-    value = int(text)
-    if not 0 <= value <= 100:
-        raise ValueError(text)
-    return value
-
-
-def _non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
-    return value
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
-    return value
-
-
-def _flatten(lists: Sequence[Sequence[T]] | None) -> list[T] | None:
-    """Repeated list options concatenated, duplicates dropped (first wins); None if not given."""
-    if lists is None:
-        return None
-    seen: list[T] = []
-    for items in lists:
-        seen.extend(item for item in items if item not in seen)
-    return seen
-
 
 def configure(parser: argparse.ArgumentParser) -> None:
     """Add the bench options to ``parser``."""
@@ -186,42 +80,42 @@ def configure(parser: argparse.ArgumentParser) -> None:
     axes.add_argument(
         "--strategy",
         action="append",
-        type=_list_of(_strategy, "strategy"),
+        type=list_of(strategy, "strategy"),
         metavar="S[,S...]",
         help="LEGACY, VALUE, MAP, SORTED, ADAPTIVE (default: every registered one)",
     )
     axes.add_argument(
         "--backend",
         action="append",
-        type=_list_of(_backend, "backend"),
+        type=list_of(backend, "backend"),
         metavar="B[,B...]",
         help="heap, rocksdb, lmdb (default: those with a registered implementation)",
     )
     axes.add_argument(
         "--upsert-key",
         action="append",
-        type=_list_of(_on_off, "on/off value"),
+        type=list_of(on_off, "on/off value"),
         metavar="on,off",
         help="upsert key = the id column (on) or whole-row matching (off); default: on,off",
     )
     axes.add_argument(
         "--retract-delay",
         action="append",
-        type=_list_of(_non_negative, "delay"),
+        type=list_of(non_negative, "delay"),
         metavar="N[,N...]",
         help=f"history length (default {','.join(map(str, FULL.retract_delays))})",
     )
     axes.add_argument(
         "--retract-percentage",
         action="append",
-        type=_list_of(_percentage, "percentage"),
+        type=list_of(percentage, "percentage"),
         metavar="P[,P...]",
         help=f"retraction probability in %% (default {','.join(map(str, FULL.retract_percentages))})",
     )
     axes.add_argument(
         "--workload",
         action="append",
-        type=_list_of(_workload, "workload"),
+        type=list_of(workload, "workload"),
         metavar="W[,W...]",
         help=f"{', '.join(WORKLOADS)} (default: both; --quick: {FLIP544})",
     )
@@ -240,7 +134,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     work.add_argument("--repetitions", type=positive_int, help=f"runs per cell (default {FULL.repetitions})")
     work.add_argument(
         "--max-seconds-per-cell",
-        type=_seconds,
+        type=seconds,
         help=f"wall-time budget of one cell; slower cells are reported partial/skipped "
         f"(default {FULL.max_seconds_per_cell:g})",
     )
@@ -301,7 +195,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     pipe.add_argument("--source-format", choices=("jsonl", "parquet"), default="jsonl", help="default jsonl")
     pipe.add_argument(
         "--pipeline-sink",
-        type=_sink_kinds,
+        type=sink_kinds,
         default=("sqlite",),
         metavar="KIND[,KIND...]",
         help=f"the end-to-end run's sink kind, one of {', '.join(SINKS)} (default sqlite; "
@@ -353,7 +247,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     pipe.add_argument(
         "--key-buckets",
-        type=_non_negative_int,
+        type=non_negative_int,
         default=None,
         metavar="N",
         help="Spark grouping: N hash buckets of sink keys (default 256; 0: one group per sink key)",
@@ -377,7 +271,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     misses.add_argument(
         "--miss-percentage",
-        type=_non_negative_int,
+        type=non_negative_int,
         default=50,
         metavar="P",
         help="share of retractions that match nothing in the miss workload (default 50)",
@@ -411,63 +305,29 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     parser.set_defaults(run=run)
 
 
-def _pairs(args: argparse.Namespace) -> tuple[list[tuple[Strategy, Backend]], list[str]]:
-    """The (strategy, backend) pairs the options ask for that are registered, and those that are not."""
-    registered = set(available())
-    backends = _flatten(args.backend) or [b for b in DEFAULT_BACKENDS if any(p[1] is b for p in registered)]
-    strategies = _flatten(args.strategy) or [s for s in Strategy if any(p[0] is s for p in registered)]
-    pairs = [(s, b) for b in backends for s in strategies if (s, b) in registered]
-    unavailable = [f"{s.value}/{b.value}" for b in backends for s in strategies if (s, b) not in registered]
-    return pairs, unavailable
-
-
 def build_plan(args: argparse.Namespace) -> tuple[Plan, list[str]]:
     """The plan the options describe, and the requested implementations nobody registered."""
-    preset = QUICK if args.quick else FULL
-    pairs, unavailable = _pairs(args)
-    if not pairs:
-        raise CliError(
-            f"nothing to benchmark: none of {', '.join(unavailable)} is registered", ExitCode.USAGE
-        )
-    plan = Plan(
-        pairs=pairs,
-        upsert_keys=_flatten(args.upsert_key) or [True, False],
-        retract_delays=sorted(_flatten(args.retract_delay) or preset.retract_delays),
-        retract_percentages=sorted(
-            _flatten(args.retract_percentage) or preset.retract_percentages, reverse=True
-        ),
-        records=args.records or preset.records,
+    return plans.grid_plan(
+        quick=args.quick,
+        strategies=flatten(args.strategy),
+        backends=flatten(args.backend),
+        upsert_keys=flatten(args.upsert_key),
+        retract_delays=flatten(args.retract_delay),
+        retract_percentages=flatten(args.retract_percentage),
+        workloads=flatten(args.workload),
+        records=args.records,
+        repetitions=args.repetitions,
+        max_seconds_per_cell=args.max_seconds_per_cell,
+        changes=args.changes,
+        keys=args.keys,
         payload_size=args.payload_size,
         seed=args.seed,
         warmup=args.warmup,
-        repetitions=args.repetitions or preset.repetitions,
-        max_seconds_per_cell=args.max_seconds_per_cell or preset.max_seconds_per_cell,
         tmp_root=args.tmp_dir,
         clock=args.clock,
-        workloads=_flatten(args.workload) or preset.workloads,
         async_state=args.async_state,
         checkpoint_interval=args.checkpoint_interval,
     )
-    changes = args.changes or preset.many_keys_changes
-    keys = args.keys or preset.many_keys_keys
-    if MANY_KEYS in plan.workloads:
-        if changes < keys + 2:
-            raise CliError(
-                f"the many-keys workload needs --changes >= --keys + 2, got {changes} and {keys}",
-                ExitCode.USAGE,
-            )
-        many = ManyKeysSpec(changes=changes, keys=keys, payload_size=args.payload_size, seed=args.seed)
-        plan = replace(plan, many_keys=many)
-    return plan, unavailable
-
-
-def _sink_kinds(text: str) -> tuple[str, ...]:
-    """An argparse type: sink kinds the benchmark can make (``sqlite,delta``)."""
-    kinds = tuple(part.strip() for part in text.split(",") if part.strip())
-    unknown = [kind for kind in kinds if kind not in SINKS]
-    if not kinds or unknown:
-        raise argparse.ArgumentTypeError(f"expected sink kinds among {', '.join(SINKS)}, got {text!r}")
-    return kinds
 
 
 def _sizes(text: str) -> tuple[int, ...]:
@@ -483,16 +343,15 @@ def _one_sink(args: argparse.Namespace) -> str:
 
 def pipeline_bench(args: argparse.Namespace) -> PipelineBench:
     """The :class:`~upsertmat.bench.pipeline.PipelineBench` of ``--pipeline``/``--gateway``."""
-    strategies = _flatten(args.strategy) or []
-    return PipelineBench(
-        changes=args.changes or PipelineBench.changes,
-        keys=args.keys or PipelineBench.keys,
+    return plans.pipeline_bench(
+        strategies=flatten(args.strategy),
+        changes=args.changes,
+        keys=args.keys,
         files=args.files,
-        strategy=strategies[0] if strategies else Strategy.VALUE,
         seed=args.seed,
-        source_format=SourceFormat(args.source_format),
-        key_buckets=DEFAULT_KEY_BUCKETS if args.key_buckets is None else args.key_buckets or None,
-        shuffle_partitions=args.shuffle_partitions or PipelineBench.shuffle_partitions,
+        source_format=args.source_format,
+        key_buckets=args.key_buckets,
+        shuffle_partitions=args.shuffle_partitions,
         sink=_one_sink(args),
         state_layout=args.state_layout,
     )
@@ -578,17 +437,17 @@ def run_table_sizes(args: argparse.Namespace) -> int:
     """``--pipeline --table-sizes N,...``: :func:`~upsertmat.bench.scale.run_scale`;
     ``scale.json`` (rewritten after every run, so a stopped sweep keeps what it measured) and
     ``scale.png``."""
-    from upsertmat.bench.scale import ScaleBench, report, run_scale
+    from upsertmat.bench.scale import report, run_scale
 
-    bench = ScaleBench(
+    bench = plans.scale_bench(
         sizes=args.table_sizes,
         batch_changes=args.batch_changes,
         batches=args.scale_batches,
-        sinks=args.pipeline_sink + (("postgresql",) if args.postgres_url else ()),
+        sinks=args.pipeline_sink,
+        postgres_url=args.postgres_url,
         state_layout=args.state_layout,
-        server_urls=(("postgresql", args.postgres_url),) if args.postgres_url else (),
-        key_buckets=256 if args.key_buckets is None else (args.key_buckets or None),
-        shuffle_partitions=args.shuffle_partitions or 2,
+        key_buckets=args.key_buckets,
+        shuffle_partitions=args.shuffle_partitions,
     )
 
     def keep(figures: Any) -> None:
@@ -614,9 +473,7 @@ def run_gateway(args: argparse.Namespace) -> int:
     """``--gateway``: :func:`~upsertmat.bench.gateway.run_gateway_bench`; ``gateway.json``."""
     from upsertmat.bench.gateway import report, run_gateway_bench
 
-    bench = pipeline_bench(args)
-    if args.changes is None:
-        bench = replace(bench, changes=200_000, keys=20_000)
+    bench = plans.gateway_bench(pipeline_bench(args), changes_given=args.changes is not None)
     figures = run_gateway_bench(bench, args.repetitions or 2, args.tmp_dir, _log(args))
     return _write_document(args, "gateway.json", figures.as_dict(), report(figures))
 
@@ -642,17 +499,12 @@ def run_table_reads(args: argparse.Namespace) -> int:
 
 def run_misses(args: argparse.Namespace) -> int:
     """``--misses``: the cost of rule-7 explanations (:func:`upsertmat.bench.misses.measure`)."""
-    from upsertmat.bench.misses import MissSpec, measure, table
+    from upsertmat.bench.misses import measure, table
 
-    if args.miss_percentage > 100:
-        raise CliError(f"--miss-percentage must be within 0..100, got {args.miss_percentage}", ExitCode.USAGE)
-    pairs, _ = _pairs(args)
-    spec = MissSpec(
-        records=args.records or 20_000,
-        keys=args.keys or 1_000,
-        miss_percentage=args.miss_percentage,
-        seed=args.seed,
+    spec = plans.miss_spec(
+        records=args.records, keys=args.keys, miss_percentage=args.miss_percentage, seed=args.seed
     )
+    pairs, _ = plans.registered_pairs(flatten(args.strategy), flatten(args.backend))
     results = measure(pairs, spec, args.repetitions or 5, quiet=args.quiet)
     if args.format == "json":
         print(json.dumps({"machine": machine_info(), "spec": asdict(spec), "results": results}, indent=2))

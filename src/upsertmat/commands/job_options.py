@@ -46,7 +46,9 @@ def add_job_arguments(parser: argparse.ArgumentParser, materialize: bool = True)
     group.add_argument(
         "--sink",
         metavar="URL",
-        help="sink database: a SQLite file, sqlite:///relative.db, sqlite:////absolute.db, postgresql://…",
+        help="the sink, by kind: sqlite (a SQLite file, sqlite:///relative.db, sqlite:////absolute.db), "
+        "postgresql (postgresql://…), delta (delta:///…), iceberg (iceberg:///… or iceberg+catalog:NAME), "
+        "paimon (paimon:///…); delta, iceberg and paimon need the lakehouse extra",
     )
     group.add_argument("--table", metavar="NAME", help="sink table")
     group.add_argument("--checkpoint", metavar="DIR", type=Path, help="Spark checkpoint directory")
