@@ -28,6 +28,7 @@ from upsertmat.bench.runner import CLOCKS, FLIP544, MANY_KEYS, WALL, WORKLOADS, 
 from upsertmat.commands.options import positive_int
 from upsertmat.errors import CliError, ExitCode
 from upsertmat.impls import Backend, Strategy, available
+from upsertmat.impls.build import needs_extra
 from upsertmat.impls.settings import DEFAULT_CHECKPOINT_INTERVAL
 from upsertmat.jobs.model import SourceFormat
 from upsertmat.spark.config import STATE_LAYOUTS
@@ -498,7 +499,7 @@ def pipeline_bench(args: argparse.Namespace) -> PipelineBench:
     )
 
 
-PLOTS_SKIPPED = "plots skipped: matplotlib is not installed (pip install 'upsertmat[bench]' for PNG plots)"
+PLOTS_SKIPPED = f"plots skipped: matplotlib is not installed (PNG plotting {needs_extra('bench')})"
 
 
 def _log(args: argparse.Namespace) -> Callable[[str], None] | None:
