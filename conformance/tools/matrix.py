@@ -32,7 +32,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from ..impls.build import needs_extra
+from ...impls.build import needs_extra
 from ..mismatch import RULES
 from . import report
 from .report import anchor
