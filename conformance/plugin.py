@@ -39,7 +39,6 @@ CMD_OPTION = "--upsertmat-cmd"
 GRANULARITY_OPTION = "--upsertmat-ttl-granularity"
 QUICK_OPTION = "--upsertmat-quick"
 PROFILE_VARIABLE = "HYPOTHESIS_PROFILE"
-EXTRA_HINT = "the conformance suite needs its extra: pip install 'upsertmat[conformance]'"
 
 _SUITE_CLASSES = (
     ("upsertmat.conformance.suite", "MaterializerTests"),
@@ -48,6 +47,14 @@ _SUITE_CLASSES = (
 )
 _loaded_profile: list[str] = []  # the profile this plugin loaded for the selected suite
 _ttl_ignored: list[str] = []  # node ids of the tests failed as if the implementation had no TTL
+
+
+def extra_hint() -> str:
+    """The conformance suite's missing-extra hint (:func:`upsertmat.impls.build.needs_extra`,
+    imported only then: loading this plugin imports no implementation)."""
+    from ..impls.build import needs_extra
+
+    return f"the conformance suite {needs_extra('conformance')}"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -106,7 +113,7 @@ def _load_profile(config: pytest.Config) -> None:
     try:
         from . import profiles
     except ImportError as error:
-        raise pytest.UsageError(f"{EXTRA_HINT} ({error})") from None
+        raise pytest.UsageError(f"{extra_hint()} ({error})") from None
     chosen = config.getoption("hypothesis_profile", default=None)
     if chosen:
         _loaded_profile.append(str(chosen))  # Hypothesis's own plugin loads it
@@ -170,7 +177,7 @@ def pytest_configure(config: pytest.Config) -> None:
         try:
             from . import profiles  # noqa: F401  (registers them)
         except ImportError as error:
-            raise pytest.UsageError(f"{EXTRA_HINT} ({error})") from None
+            raise pytest.UsageError(f"{extra_hint()} ({error})") from None
     if config.getoption("upsertmat_quick", default=False) and not config.option.maxfail:
         config.option.maxfail = 1
     name = selected_implementation(config)

@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import importlib.util
-import os
 
-import pytest
+from upsertmat.impls.build import needs_extra
+
+from .prerequisites import require
 
 
 def require_pyflink() -> None:
-    """Skip the calling test module without PyFlink; in CI (whose ``flink`` env installs it)
-    fail instead, so that the Flink tests never pass by not running."""
-    if importlib.util.find_spec("pyflink") is None:
-        message = "needs the flink extra: pip install 'upsertmat[flink]' (tox -e flink)"
-        if os.environ.get("CI"):
-            pytest.fail(message, pytrace=False)
-        pytest.skip(message, allow_module_level=True)
+    """Skip the calling test without PyFlink; in CI (whose ``flink`` env installs it) fail
+    instead, so that the Flink tests never pass by not running (tests/prerequisites.py)."""
+    found = importlib.util.find_spec("pyflink") is not None
+    require(found, f"PyFlink: {needs_extra('flink')} (tox -e flink)")

@@ -5,8 +5,10 @@ binary (``javac``, PostgreSQL's server, ``chromium``), a device (``/dev/full``),
 feature (mounting a size-limited tmpfs as root), a package of an extra. Locally a missing one
 skips the test, with a reason naming it; under CI (``CI`` set to anything but empty, ``0`` or
 ``false``, as ``.ci/run`` runs) it fails the test, so a green CI run never hides a test it did
-not run. Use :func:`require` inside a test or fixture, :func:`require_module` for an import,
-:func:`requires` as a marker on a test or a module (tests/conftest.py applies it at set-up).
+not run. Use :func:`require` inside a test or fixture (or at a module's top, which it skips or
+fails whole), :func:`require_module` for an import, :func:`requires` as a marker on a test or a
+module (tests/conftest.py applies it at set-up). tests/test_prerequisites.py checks that no test
+file skips on its own.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ def require(condition: bool, what: str) -> None:
     message = f"missing prerequisite: {what}"
     if in_ci():
         pytest.fail(f"{message} (CI provides every prerequisite: .ci/run)", pytrace=False)
-    pytest.skip(message)
+    pytest.skip(message, allow_module_level=True)
 
 
 def require_module(name: str, what: str) -> ModuleType:

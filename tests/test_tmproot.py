@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
+from .prerequisites import require
 from .tmproot import is_tmpfs, memory_temproot
 
 MOUNTS = """\
@@ -32,7 +31,7 @@ def test_a_folder_that_is_not_a_tmpfs_mount_is_never_chosen(tmp_path: Path) -> N
 
 
 def test_dev_shm_is_chosen_only_with_the_room_asked_for() -> None:
-    if not is_tmpfs(Path("/dev/shm"), Path("/proc/mounts").read_text(encoding="utf-8")):
-        pytest.skip("/dev/shm is not a tmpfs on this machine")
+    shm = is_tmpfs(Path("/dev/shm"), Path("/proc/mounts").read_text(encoding="utf-8"))
+    require(shm, "/dev/shm mounted as a tmpfs (as Debian and containers have it)")
     assert memory_temproot({}, min_free=0) == Path("/dev/shm")
     assert memory_temproot({}, min_free=1 << 60) is None

@@ -32,6 +32,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from ...impls.build import needs_extra
 from ..mismatch import RULES
 from . import report
 from .report import anchor
@@ -156,7 +157,7 @@ def rows() -> list[Row]:
 def missing(row: Row, root: Path) -> str | None:
     """Why ``row`` cannot run here, or None."""
     if row.needs == "flink" and importlib.util.find_spec("pyflink") is None:
-        return "PyFlink is not installed (pip install 'upsertmat[flink]')"
+        return f"PyFlink is not installed (the row {needs_extra('flink')})"
     if row.needs == "java":
         if shutil.which("javac") is None or shutil.which("java") is None:
             return "no JDK (java and javac) on PATH"

@@ -40,7 +40,7 @@ from upsertmat.commands import (
     savepoint,
 )
 from upsertmat.errors import CliError, ExitCode, StateDirError, exit_code_of
-from upsertmat.impls.build import build_name
+from upsertmat.impls.build import build_name, needs_extra
 from upsertmat.interrupt import StopSignals, interrupted
 from upsertmat.stdout import silence
 
@@ -225,11 +225,8 @@ def _main(argv: Sequence[str] | None, signals: StopSignals) -> int:
         extra = missing_extra(args.command, error)
         if extra is None:
             return _internal_error(args.command)
-        print(
-            f"upsertmat {args.command}: needs the '{extra}' extra (no module named {error.name!r}): "
-            f"install upsertmat with it, from its clone: pip install '.[{extra}]'",
-            file=sys.stderr,
-        )
+        detail = f" (no module named {error.name!r})"
+        print(f"upsertmat {args.command}: {needs_extra(extra, detail)}", file=sys.stderr)
         return int(ExitCode.USAGE)
     except Exception as error:
         if isinstance(error, BrokenPipeError) and stdout_reader_gone():

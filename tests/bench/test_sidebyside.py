@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from ..prerequisites import require
 from ..toolscripts import load
 
 sidebyside = load("sidebyside")
@@ -56,8 +57,8 @@ def test_medians_and_ratios() -> None:
 @pytest.mark.slow
 def test_end_to_end_with_one_build_on_both_sides(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     executable = shutil.which("upsertmat")
-    if executable is None:
-        pytest.skip("the upsertmat executable is not on PATH")
+    require(executable is not None, "the upsertmat executable on PATH (upsertmat installed)")
+    assert executable is not None
     argv = ["--old", executable, "--new", executable, "--rounds", "1", "--records", "300"]
     argv += ["--cell", "VALUE/heap:flip544:2", "--cell", "VALUE/heap:many-keys:async"]
     argv += ["--changes", "1000", "--keys", "100", "--output-dir", str(tmp_path)]

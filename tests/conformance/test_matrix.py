@@ -14,6 +14,8 @@ import pytest
 from upsertmat.conformance.tools import matrix
 from upsertmat.conformance.tools import report as report_module
 
+from ..prerequisites import requires
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -143,7 +145,7 @@ def test_differences_name_each_leaf_that_differs() -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(shutil.which("javac") is None, reason="the Java row needs a JDK (javac)")
+@requires(shutil.which("javac") is not None, "a JDK's javac for the Java row (openjdk-17-jdk-headless)")
 def test_the_command_regenerates_the_page_from_two_small_rows(tmp_path: Path) -> None:
     docs = tmp_path / "docs"
     done = subprocess.run(

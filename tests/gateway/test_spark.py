@@ -35,6 +35,7 @@ from upsertmat.demo.workload import DemoShape, generate
 from upsertmat.gateway.contract import ResultsOnDelete
 from upsertmat.gateway.malloc import arena_count
 
+from ..prerequisites import require
 from ..spark.sockets import descendants
 from .process import GatewayProcess, drop_file, records, replay
 
@@ -463,11 +464,7 @@ def test_status_page_in_a_headless_browser(gateway: GatewayProcess, tmp_path: Pa
         )
         if not present
     ]
-    if missing:
-        message = f"{', '.join(missing)} not installed"
-        if os.environ.get("CI"):
-            pytest.fail(message)  # .ci/run installs them
-        pytest.skip(message)
+    require(not missing, ", ".join(missing))  # .ci/run installs them
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
     from selenium.webdriver.common.by import By

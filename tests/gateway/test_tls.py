@@ -5,6 +5,7 @@ and TLS. The certificate is made here with ``openssl`` (never a key in the repos
 from __future__ import annotations
 
 import shutil
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +18,7 @@ from upsertmat.client.http import GatewayClient, GatewayError
 from upsertmat.errors import CliError
 from upsertmat.gateway.server import check_bind
 from upsertmat.gateway.settings import GatewaySettings
+from upsertmat.gateway.tls import PlainHttpNotice
 
 from .conftest import serve_in_thread
 
@@ -39,6 +41,14 @@ def certificate(directory: Path) -> tuple[Path, Path]:
     return cert, key
 
 
+def closed_without_an_answer(connection: socket.socket) -> bool:
+    """Whether the peer closed ``connection`` (an end of file or a reset) before sending a byte."""
+    try:
+        return connection.recv(1024) == b""
+    except ConnectionResetError:
+        return True
+
+
 def test_https_with_a_generated_certificate(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     cert, key = certificate(tmp_path)
     settings = GatewaySettings(
@@ -54,12 +64,16 @@ def test_https_with_a_generated_certificate(tmp_path: Path, capsys: pytest.Captu
             untrusted.info()  # the system's CAs do not know this certificate
         assert refused.value.status == 0
         assert logged == []
-        with pytest.raises(httpx.HTTPError):  # plain HTTP to the TLS port gets no answer
-            httpx.get(served.url.replace("https://", "http://") + "/v1/info", timeout=30)
-        # ... and the gateway says so, once (issue 45, item 5)
+        # plain HTTP to the TLS port, on a real socket: no answer, the connection closed ...
+        port = int(served.url.rsplit(":", 1)[1])
+        with socket.create_connection(("127.0.0.1", port), timeout=30) as plain:
+            plain.sendall(b"GET /v1/info HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            client_port = plain.getsockname()[1]
+            assert closed_without_an_answer(plain)
+        # ... and the gateway says so, once, naming the client (issue 45, item 5)
         assert logged == [
-            "plain HTTP reached the TLS port: the connection was closed without an answer; "
-            "the client must use https://"
+            f"plain HTTP on a TLS port from 127.0.0.1:{client_port}: the connection was closed "
+            "without an answer; the client must use https://"
         ]
         with pytest.raises(httpx.HTTPError):  # a second one within the minute: counted, not logged
             httpx.get(served.url.replace("https://", "http://") + "/v1/info", timeout=30)
@@ -68,6 +82,14 @@ def test_https_with_a_generated_certificate(tmp_path: Path, capsys: pytest.Captu
         capsys.readouterr()
     finally:
         served.stop()
+
+
+def test_a_notice_without_the_clients_address_says_the_rest() -> None:
+    logged: list[str] = []
+    PlainHttpNotice(logged.append)(None)
+    assert logged == [
+        "plain HTTP on a TLS port: the connection was closed without an answer; the client must use https://"
+    ]
 
 
 def test_a_bind_off_loopback_needs_a_token_and_tls(tmp_path: Path) -> None:

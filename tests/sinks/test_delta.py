@@ -5,12 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
+from ..prerequisites import require_module
 from .suite import BatchSinkTests, Row
 
-pytest.importorskip("deltalake")
-from .lakereaders import delta_rows
+require_module("deltalake", "deltalake (the 'lakehouse' extra)")
+from .lakereaders import delta_rows  # noqa: E402 (after the prerequisite, as after importorskip)
 
 
 class TestDeltaSink(BatchSinkTests):

@@ -6,12 +6,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
+from ..prerequisites import require_module
 from .suite import BatchSinkTests, Row
 
-pytest.importorskip("pyiceberg")
-from .lakereaders import iceberg_rows
+require_module("pyiceberg", "pyiceberg (the 'lakehouse' extra)")
+from .lakereaders import iceberg_rows  # noqa: E402 (after the prerequisite, as after importorskip)
 
 
 class TestIcebergSink(BatchSinkTests):

@@ -14,12 +14,13 @@ import pytest
 
 from upsertmat.sinks import Column, SinkError, kind_of, open_sink, read_changes, read_snapshot
 
+from ..prerequisites import require_module
 from .suite import COLUMNS, FIRST, PK, SECOND, TABLE, BatchSinkTests, Row, by_key, same
 
-pytest.importorskip("pypaimon")
-from upsertmat.sinks import paimon
+require_module("pypaimon", "pypaimon (the 'lakehouse' extra)")
+from upsertmat.sinks import paimon  # noqa: E402 (after the prerequisite, as after importorskip)
 
-from .paimon_reader import paimon_batches, paimon_commits, paimon_rows, state
+from .paimon_reader import paimon_batches, paimon_commits, paimon_rows, state  # noqa: E402 (after the prerequisite, as after importorskip)
 
 
 def warehouse_of(url: str) -> Path:

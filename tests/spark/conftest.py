@@ -3,11 +3,11 @@ shared with the gateway's Spark tests)."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 
 import pytest
 
+from ..prerequisites import require
 from .postgres import postgres_server, server_binaries
 
 
@@ -15,10 +15,7 @@ from .postgres import postgres_server, server_binaries
 def postgres_url() -> Iterator[str]:
     """A local PostgreSQL server (package ``postgresql``); fails in CI if it is not installed."""
     binaries = server_binaries()
-    if binaries is None:
-        message = "PostgreSQL server binaries not found (install the Debian package 'postgresql')"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
+    require(binaries is not None, "PostgreSQL's server binaries (initdb, pg_ctl: Debian's postgresql)")
+    assert binaries is not None
     with postgres_server(binaries) as url:
         yield url

@@ -2,17 +2,11 @@
 
 from __future__ import annotations
 
-import os
-
-import pytest
-
 from upsertmat.spark.javajars import find_javac
+
+from ..prerequisites import require
 
 
 def require_javac() -> None:
-    """Skip without a JDK's javac; in CI (which installs one) fail instead."""
-    if find_javac() is None:
-        message = "no javac (install a JDK, e.g. the Debian package openjdk-17-jdk-headless)"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
+    """Skip without a JDK's javac; in CI (which installs one) fail instead (tests/prerequisites.py)."""
+    require(find_javac() is not None, "a JDK's javac (e.g. the Debian package openjdk-17-jdk-headless)")

@@ -43,6 +43,7 @@ from upsertmat.bench.report import goals_table, machine_info, markdown_report, r
 from upsertmat.bench.runner import CLOCKS, FLIP544, WALL, WORKLOADS, Plan
 from upsertmat.commands.options import positive_int
 from upsertmat.errors import CliError, ExitCode
+from upsertmat.impls.build import needs_extra
 from upsertmat.impls.settings import DEFAULT_CHECKPOINT_INTERVAL
 from upsertmat.spark.config import STATE_LAYOUTS
 
@@ -357,7 +358,7 @@ def pipeline_bench(args: argparse.Namespace) -> PipelineBench:
     )
 
 
-PLOTS_SKIPPED = "plots skipped: matplotlib is not installed (pip install 'upsertmat[bench]' for PNG plots)"
+PLOTS_SKIPPED = f"plots skipped: matplotlib is not installed (PNG plotting {needs_extra('bench')})"
 
 
 def _log(args: argparse.Namespace) -> Callable[[str], None] | None:

@@ -69,12 +69,15 @@ class JobMetrics:
         )
 
     def batch(self, job_id: str, progress: BatchProgress) -> None:
+        """A batch reported: committed (counted with its changes, as the job's status counts
+        it), or skipped (committed before: counted as skipped only)."""
+        self.seconds.labels(job_id).observe(progress.sink_seconds)
+        if progress.skipped:
+            self.skipped.labels(job_id).inc()
+            return
         self.batches.labels(job_id).inc()
         self.changes_out.labels(job_id).inc(progress.changes)
         self.misses.labels(job_id).inc(progress.misses)
-        if progress.skipped:
-            self.skipped.labels(job_id).inc()
-        self.seconds.labels(job_id).observe(progress.sink_seconds)
 
     def read(self, job_id: str, rows: int) -> None:
         self.changes_in.labels(job_id).inc(rows)

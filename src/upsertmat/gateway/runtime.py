@@ -6,8 +6,8 @@ until it is asked to stop (at a micro-batch boundary) or fails; a failure marks 
 ``FAILED`` with its message (:func:`concise`) and touches no other job. A transient failure
 (Spark's Python worker not connecting back in time on a loaded machine) is retried from the
 checkpoint a few times first; the job stays ``RUNNING`` meanwhile. What a running job did
-in this process (batches, changes, its rate, a bounded history of its batches) is kept in its
-:class:`JobRuntime`, not persisted.
+in this process (batches, changes, its rate, a bounded history of its batches; over every
+attempt, each batch once) is kept in its :class:`JobRuntime`, not persisted.
 """
 
 from __future__ import annotations
@@ -95,6 +95,11 @@ class JobRuntime:
         self.recent.append((self.running_since, 0))
 
     def on_batch(self, progress: BatchProgress) -> None:
+        """Count a batch the job committed. A batch the sink skipped (committed already: an
+        attempt retried from the checkpoint runs the last one again) adds nothing, so the counts
+        span every attempt of this process with each batch once."""
+        if progress.skipped:
+            return
         now = time.time()
         self.batches += 1
         self.changes += progress.changes

@@ -223,9 +223,7 @@ def serve(settings: GatewaySettings, log: Callable[[str], None] | None = None) -
     gateway = Gateway(settings, spark, say)
     resumed = gateway.resume()
     if resumed:
-        many = f"{len(resumed)} jobs on their checkpoints"
-        which = "1 job on its checkpoint" if len(resumed) == 1 else many
-        say(f"resumed {which}: {', '.join(resumed)}")
+        say(resumed_line(resumed))
     url = url_of(settings.host, port, settings.tls)
     stop_expiry = threading.Event()
     threading.Thread(target=_expire, args=(gateway, stop_expiry), daemon=True).start()
@@ -259,6 +257,13 @@ def serve(settings: GatewaySettings, log: Callable[[str], None] | None = None) -
         spark.stop()
         lock.release()
     return code
+
+
+def resumed_line(resumed: list[str]) -> str:
+    """The log line for the jobs started again at start-up: ``resumed 1 job on its checkpoint:
+    J`` or ``resumed 2 jobs on their checkpoints: J, K``."""
+    which = "1 job on its checkpoint" if len(resumed) == 1 else f"{len(resumed)} jobs on their checkpoints"
+    return f"resumed {which}: {', '.join(resumed)}"
 
 
 def _expire(gateway: object, stop: threading.Event) -> None:

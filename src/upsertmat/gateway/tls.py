@@ -10,12 +10,14 @@ uvicorn after Spark's start, as a traceback. Loads both once with Python's own `
 
 :func:`notice_plain_http`: a client that speaks plain HTTP to the TLS port (``http://`` for
 ``https://``) fails the TLS handshake and its connection is closed without an answer (there is
-no TLS session to answer in), which asyncio does not log; the gateway logs one line for it, at
-most one a minute (with how many since the last).
+no TLS session to answer in), which asyncio does not log; the gateway logs one line for it,
+naming the client's address, at most one a minute (with how many since the last).
 """
 
 from __future__ import annotations
 
+import asyncio.sslproto
+import inspect
 import re
 import ssl
 import threading
@@ -89,8 +91,9 @@ NOTICE_SECONDS = 60.0
 
 
 class PlainHttpNotice:
-    """Logs that plain HTTP reached the TLS port: the first time at once, then at most once per
-    :data:`NOTICE_SECONDS` with the count since the last line. Thread-safe; O(1)."""
+    """Logs that plain HTTP reached the TLS port, from which address (``None``: not known): the
+    first time at once, then at most once per :data:`NOTICE_SECONDS` with the count since the
+    last line. Thread-safe; O(1)."""
 
     def __init__(self, log: Callable[[str], None]) -> None:
         self.log = log
@@ -98,7 +101,7 @@ class PlainHttpNotice:
         self.unsaid = 0
         self.said = -NOTICE_SECONDS
 
-    def __call__(self) -> None:
+    def __call__(self, peer: str | None = None) -> None:
         with self.lock:
             self.unsaid += 1
             now = time.monotonic()
@@ -106,16 +109,39 @@ class PlainHttpNotice:
                 return
             count, self.unsaid, self.said = self.unsaid, 0, now
         times = "" if count == 1 else f" ({count} connections since the last notice)"
+        where = "" if peer is None else f" from {peer}"
         self.log(
-            "plain HTTP reached the TLS port: the connection was closed without an answer; "
+            f"plain HTTP on a TLS port{where}: the connection was closed without an answer; "
             f"the client must use https://{times}"
         )
 
 
-def notice_plain_http(context: ssl.SSLContext, notice: Callable[[], None]) -> None:
-    """Make ``context``'s server connections call ``notice()`` when a handshake fails because
-    the client sent plain HTTP (OpenSSL's ``HTTP_REQUEST``); the connection still fails as
-    before. Through ``SSLContext.sslobject_class``, the documented hook for asyncio's TLS."""
+def _peer() -> str | None:
+    """The client address (``HOST:PORT``, ``[V6]:PORT``) of the connection whose handshake is
+    running: asyncio's TLS protocol object is the one calling ``do_handshake`` (an
+    ``SSLObject`` knows only its memory buffers), found among the few frames above. None when
+    it is not there (another event loop, uvloop's compiled one)."""
+    frame = inspect.currentframe()
+    for _ in range(8):
+        if frame is None:
+            return None
+        caller = frame.f_locals.get("self")
+        if isinstance(caller, asyncio.sslproto.SSLProtocol):
+            transport = getattr(caller, "_transport", None)
+            peer = None if transport is None else transport.get_extra_info("peername")
+            if isinstance(peer, tuple) and len(peer) >= 2:
+                host = str(peer[0])
+                return f"[{host}]:{peer[1]}" if ":" in host else f"{host}:{peer[1]}"
+            return None
+        frame = frame.f_back
+    return None
+
+
+def notice_plain_http(context: ssl.SSLContext, notice: Callable[[str | None], None]) -> None:
+    """Make ``context``'s server connections call ``notice(peer)`` when a handshake fails because
+    the client sent plain HTTP (OpenSSL's ``HTTP_REQUEST``); ``peer``: the client's address, if
+    known. The connection still fails as before. Through ``SSLContext.sslobject_class``, the
+    documented hook for asyncio's TLS."""
 
     class Noticing(ssl.SSLObject):
         def do_handshake(self) -> None:
@@ -123,7 +149,7 @@ def notice_plain_http(context: ssl.SSLContext, notice: Callable[[], None]) -> No
                 super().do_handshake()
             except ssl.SSLError as error:
                 if error.reason == "HTTP_REQUEST":
-                    notice()
+                    notice(_peer())
                 raise
 
     context.sslobject_class = Noticing

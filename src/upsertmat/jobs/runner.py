@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from ..errors import CliError, ExitCode
+from ..impls.build import needs_extra
 from .model import JobSpec, SourceFormat
 
 if TYPE_CHECKING:
@@ -28,7 +29,7 @@ _FORMATS = {
     SourceFormat.CANAL: "canal-json",
     SourceFormat.MAXWELL: "maxwell-json",
 }
-INSTALL_HINT = "the pipeline needs PySpark and Java 17+: pip install 'upsertmat[spark]'"
+INSTALL_HINT = f"the pipeline {needs_extra('spark', ' (PySpark) and Java 17+')}"
 
 
 def require_pyspark() -> None:
