@@ -73,13 +73,6 @@ def test_every_extra_named_exists_and_the_readme_lists_them_all() -> None:
 
 SOURCES = ("src", "impls", "conformance", "spec", "tools")
 INDEX_HINT = re.compile(r"""pip install ['"]?upsertmat\[""")
-LEFT_TO_THE_SINKS = {
-    "src/upsertmat/sinks/delta.py",
-    "src/upsertmat/sinks/iceberg.py",
-    "src/upsertmat/sinks/paimon.py",
-}
-"""Hints not yet in the one form: the sinks may import only ``spec`` (tests/test_layers.py), so
-their three lines wait for the sinks' own change (then this set is emptied)."""
 
 
 def test_every_hint_for_a_missing_extra_installs_from_a_clone() -> None:
@@ -97,7 +90,7 @@ def test_every_hint_for_a_missing_extra_installs_from_a_clone() -> None:
         for path in (ROOT / folder).rglob("*.py")
         if INDEX_HINT.search(path.read_text(encoding="utf-8"))
     )
-    assert [where for where in wrong if where not in LEFT_TO_THE_SINKS] == []
+    assert wrong == []
     assert needs_extra("spark", " (PySpark)") == (
         "needs the 'spark' extra (PySpark): install upsertmat with it, from its clone: pip install '.[spark]'"
     )

@@ -49,7 +49,7 @@ APPLICATIONS: dict[str, frozenset[str]] = {
     "keycheck": frozenset({"errors", "replay", "spec"}),
     "replay": frozenset({"errors", "impls", "interrupt", "spec", "stdout"}),
     "spark": frozenset({"impls", "interrupt", "sinks", "spec"}),
-    "sinks": frozenset({"spec"}),
+    "sinks": frozenset({"impls", "spec"}),  # impls: the install hint (impls/build.py) only
     "defaults": frozenset({"impls"}),
     "stdout": frozenset({"errors"}),
     "errors": frozenset({"impls"}),

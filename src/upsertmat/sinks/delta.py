@@ -33,6 +33,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from upsertmat.impls.build import needs_extra
+
 from ..spec.changes import Row
 from .arrow import arrow_schema, sorted_rows
 from .base import BatchSink, Column, NetBatch, SinkError
@@ -79,9 +81,7 @@ class DeltaSink(BatchSink):
         try:
             import deltalake
         except ImportError:
-            raise SinkError(
-                "the Delta Lake sink needs deltalake: pip install 'upsertmat[lakehouse]'"
-            ) from None
+            raise SinkError("the Delta Lake sink " + needs_extra("lakehouse", " (deltalake)")) from None
         if not pk:
             raise SinkError("the sink table needs a primary key")
         self.deltalake = deltalake

@@ -31,6 +31,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from upsertmat.impls.build import needs_extra
+
 from ..spec.changes import Row
 from .arrow import arrow_schema, columns_of, sorted_rows
 from .base import BatchSink, Column, NetBatch, SinkError
@@ -69,7 +71,7 @@ def load_catalog(url: str) -> Any:
         from pyiceberg.catalog import load_catalog as load
         from pyiceberg.catalog.sql import SqlCatalog
     except ImportError:
-        raise SinkError("the Iceberg sink needs pyiceberg: pip install 'upsertmat[lakehouse]'") from None
+        raise SinkError("the Iceberg sink " + needs_extra("lakehouse", " (pyiceberg)")) from None
     warehouse = iceberg_warehouse(url)
     if warehouse is None:
         return load(url[len(CATALOG_PREFIX) :].strip())

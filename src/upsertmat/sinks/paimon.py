@@ -60,6 +60,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from upsertmat.impls.build import needs_extra
+
 from ..spec.changes import Row
 from .arrow import arrow_schema, sorted_rows
 from .base import BatchSink, Column, NetBatch, SinkError
@@ -165,7 +167,7 @@ class PaimonSink(BatchSink):
         try:
             import pypaimon  # noqa: F401
         except ImportError:
-            raise SinkError("the Paimon sink needs pypaimon: pip install 'upsertmat[lakehouse]'") from None
+            raise SinkError("the Paimon sink " + needs_extra("lakehouse", " (pypaimon)")) from None
         if not pk:
             raise SinkError("the sink table needs a primary key")
         self.warehouse = warehouse
