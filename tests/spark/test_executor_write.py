@@ -168,3 +168,29 @@ def test_on_a_two_worker_cluster_the_table_equals_the_local_run_and_driver_cpu_i
     small_cpu, large_cpu = max(cpu["small"][1:]), max(cpu["large"][1:])
     print(f"driver CPU per batch: small {cpu['small']}, large {cpu['large']}")
     assert large_cpu <= 3 * small_cpu + 0.2, cpu
+
+
+def test_bad_rows_reach_the_driver_from_the_executors(spark: SparkSession, tmp_path: Path) -> None:
+    """The tasks pass bad source rows back to the driver with their file and line: on-error fail
+    commits nothing of the batch (its staged files stay orphans), skip writes them to the dead
+    letters and commits the rest."""
+    from upsertmat.spark.badinput import BadInput
+
+    lines = [
+        {"seq": 0, "op": "+I", "id": 1, "version": 0, "amount": 1.0, "flag": True, "payload": "a"},
+        {"seq": 1, "op": "XX", "id": 2, "version": 0, "amount": 1.0, "flag": True, "payload": "b"},
+        {"seq": 2, "op": "+I", "id": 3, "version": 0, "amount": 2.0, "flag": False, "payload": "c"},
+    ]
+    source = tmp_path / "in"
+    source.mkdir()
+    (source / "a.json").write_text("".join(json.dumps(line) + "\n" for line in lines) + "not json\n")
+    failing = config_for(tmp_path, "fail", source, key_buckets=4)
+    with pytest.raises(BadInput) as failed:
+        run_pipeline(failing, spark)
+    assert [row.line for row in failed.value.rows] == [2, 4]
+    assert paimon_batches(tmp_path / "warehouse-fail", "orders") == []
+    skipping = config_for(tmp_path, "skip", source, key_buckets=4, on_error="skip")
+    result = run_pipeline(skipping, spark)
+    assert result.batches[0].bad_rows == 2 and result.batches[0].upserts == 2
+    assert [row[0] for row in read_table(skipping, spark)] == [1, 3]
+    assert len(list(skipping.dead_letters.glob("*.jsonl"))) == 1

@@ -19,6 +19,15 @@ the row of the highest sequence number wins, and a ``-U``/``-D`` row removes its
 manifest entry gets its true count of ``-U``/``-D`` rows (:func:`retractions`: pypaimon 2.1 writes
 0, which makes readers skip the merge of a one-file bucket).
 
+**Written in the executors.** In the pipeline the data files are written where the rows are:
+:meth:`PaimonSink.task_writer` gives a :class:`PaimonTaskWriter` that each Spark task runs over its
+keys' net changes (every change of a key is in one task), returning its commit messages encoded in
+Paimon's own wire format (:func:`encode_messages`, never pickled); the driver decodes them
+(:func:`decode_messages`) and commits them as the batch's ONE snapshot
+(:meth:`~.base.BatchSink.commit_written`). Two tasks may write files of one bucket: disjoint in
+keys, each numbered above the bucket's committed sequence numbers. :meth:`~.base.BatchSink.apply_batch`
+(the batch on the driver) writes the same files and commit; docs/spark.md, *Where a batch is written*.
+
 **Exactly once.** The batch's commit user is ``upsertmat-<query id>`` and its commit identifier the
 batch id, as Flink's Paimon sink commits a checkpoint. Before a batch is applied, the newest
 snapshot of that commit user is read: a commit identifier at or above the batch id means the

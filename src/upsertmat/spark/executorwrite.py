@@ -147,7 +147,8 @@ def write_in_executors(
     repartition_by: Sequence[str] = (),
 ) -> tuple[list[TaskOutput], int, list[tuple[int, str, Any]]]:
     """Run the batch with its write in the executors: (every task's :class:`TaskOutput`, the
-    batch's change count, its bad rows and misses as ``(arrival, op, row)``, arrival order).
+    batch's change count, its bad rows and misses as ``(arrival, op, row)``, arrival order, rows
+    without an arrival first).
     ``repartition_by``: the sink key columns when the frame is not partitioned by key. The
     driver receives O(tasks + messages + bad rows + misses) rows, none of the batch's changes."""
     if repartition_by:
@@ -175,5 +176,5 @@ def write_in_executors(
             outputs.append(TaskOutput((), upserts[index], deletes[index]))
     if messages:
         outputs.append(TaskOutput(tuple(messages), 0, 0))
-    special.sort(key=itemgetter(0))
+    special.sort(key=lambda change: (change[0] is not None, change[0] or 0))  # a bad row may have none
     return outputs, changes, special
