@@ -108,6 +108,9 @@ def main() -> int:
     parser.add_argument("--keys", type=int, default=100_000)
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--first", choices=("executors", "driver"), default="executors", help="the run made first"
+    )
     args = parser.parse_args()
     from upsertmat.sinks import paimon
 
@@ -115,7 +118,8 @@ def main() -> int:
         directory = Path(temporary)
         write_changelog(directory / "in", args.batches, args.changes, args.keys, args.seed)
         tables = {}
-        for name, driver_path in (("executors", False), ("driver", True)):
+        runs = [("executors", False), ("driver", True)]
+        for name, driver_path in runs if args.first == "executors" else runs[::-1]:
             figures = run(directory, name, directory / "in", args.master, driver_path)
             later_cpu, later_sink = figures["cpu"][1:] or figures["cpu"], figures["sink_seconds"][1:]
             url = f"paimon:///{directory / f'warehouse-{name}'}"
