@@ -18,9 +18,13 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
+from upsertmat.sinks import NetBatch
 from upsertmat.sinks import paimon as paimon_sink
-from upsertmat.sinks.base import TASK_FAILURE_VARIABLE
+from upsertmat.sinks.base import TASK_FAILURE_VARIABLE, TaskOutput, TaskWriter
 from upsertmat.spark import PipelineConfig
+from upsertmat.spark.badinput import BAD_OP
+from upsertmat.spark.executorwrite import write_part
+from upsertmat.spark.misses import MISS_OP
 from upsertmat.spark.pipeline import SINK_WRITE_VARIABLE, read_table, run_pipeline
 from upsertmat.spark.session import LOG_ENV
 
@@ -133,10 +137,6 @@ def test_a_task_that_fails_after_staging_its_files_is_retried_without_a_duplicat
     assert "TaskFailureInjected" in log
 
 
-def big_changelog(batches: int, per_batch: int, keys: int, seed: int) -> list[Any]:
-    return changelog(seed=seed, keys=keys, updates=batches * per_batch)
-
-
 @pytest.mark.slow
 def test_on_a_two_worker_cluster_the_table_equals_the_local_run_and_driver_cpu_is_flat(
     spark: SparkSession, tmp_path: Path
@@ -194,3 +194,34 @@ def test_bad_rows_reach_the_driver_from_the_executors(spark: SparkSession, tmp_p
     assert result.batches[0].bad_rows == 2 and result.batches[0].upserts == 2
     assert [row[0] for row in read_table(skipping, spark)] == [1, 3]
     assert len(list(skipping.dead_letters.glob("*.jsonl"))) == 1
+
+
+class Recording(TaskWriter):
+    """A task writer that keeps what it is given."""
+
+    def __init__(self) -> None:
+        self.batches: list[NetBatch] = []
+
+    def write(self, batch: NetBatch) -> TaskOutput:
+        self.batches.append(batch)
+        return TaskOutput((b"m",), len(batch.upserts), len(batch.deletes))
+
+
+def test_a_part_is_ordered_by_arrival_and_reduced_to_its_last_change_per_key() -> None:
+    """Without Spark: a task's part, out of order, reaches its writer as the last change of each
+    key by arrival; bad rows and misses are kept apart for the driver, untouched."""
+    writer = Recording()
+    changes = [
+        (5, "-D", (1, "x")),
+        (1, "+I", (1, "a")),
+        (2, MISS_OP, ('{"miss": 1}',)),
+        (3, "+U", (2, "b")),
+        (None, BAD_OP + '{"line": 4}', (None, None)),
+        (4, "+U", (1, "c")),
+        (0, "+I", (2, "z")),
+    ]
+    output, count, special = write_part(changes, (0,), writer, "q", 7)
+    [batch] = writer.batches
+    assert (batch.query_id, batch.batch_id, batch.upserts, batch.deletes) == ("q", 7, [(2, "b")], [(1,)])
+    assert count == 5 and (output.upserts, output.deletes) == (1, 1)
+    assert [change[1] for change in special] == [MISS_OP, BAD_OP + '{"line": 4}']
