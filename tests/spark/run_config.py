@@ -2,7 +2,8 @@
 its own, for the tests that SIGKILL a running pipeline (kill campaigns, cluster, lakehouse).
 
 Prints one JSON object per micro-batch (the :class:`BatchProgress` fields) to stdout, flushed,
-then a summary line ``{"done": true, ...}``. Exit status 0 on success, 2 on a bad config. A
+then a summary line ``{"done": true, ...}`` (with ``driver_cpu``: the driver process's CPU
+seconds of each batch's sink step). Exit status 0 on success, 2 on a bad config. A
 user runs a job file with ``upsertmat run`` or a config with
 :func:`upsertmat.spark.pipeline.run_pipeline`; this is the tests' own entry point.
 """
@@ -35,14 +36,16 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, PipelineConfigError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    from upsertmat.spark.pipeline import run_pipeline
+    from upsertmat.spark.pipeline import start_pipeline
 
-    result = run_pipeline(config)
+    run = start_pipeline(config)
+    result = run.wait()
     summary = {
         "done": True,
         "batches": len(result.batches),
         "changes": result.changes,
         "seconds": result.seconds,
+        "driver_cpu": run.driver_cpu,  # the driver process's CPU seconds of each batch's sink step
     }
     print(json.dumps(summary), flush=True)
     return 0

@@ -11,6 +11,15 @@ empty batch where the sink records nothing for one, lets the sink write and comm
 sink library's errors into one :class:`SinkFailure` naming the sink and the batch. A sink supplies
 only :meth:`~BatchSink._begin`, :meth:`~BatchSink._committed` and :meth:`~BatchSink._write` (and
 the readers :meth:`~BatchSink.rows`, :meth:`~BatchSink.committed_batches`). No pyspark import.
+
+**Written where the rows are.** A sink whose format lets many writers stage one commit (Paimon:
+data files from any process, made visible by ONE snapshot) also offers :meth:`BatchSink.task_writer`:
+a picklable :class:`TaskWriter` that the pipeline runs in every Spark task over that task's part
+of the batch (each key in one task), returning the encoded metadata of what it staged (Paimon's
+commit messages); the driver then commits those once with :meth:`BatchSink.commit_written`, the
+same template as :meth:`~BatchSink.apply_batch` (replay check, kill points, one atomic commit,
+error wrapping) without any row passing through it. A retried or speculative task attempt's
+staged files are referenced by no message the driver receives: only the commit makes data visible.
 """
 
 from __future__ import annotations
@@ -32,6 +41,10 @@ every real run. ``before-commit``: the batch is written but not committed (an op
 transaction, Delta/Iceberg/Paimon data files without their log entry / metadata swap / snapshot);
 ``after-commit``: committed, not yet reported to Spark."""
 KILL_POINTS = ("before-commit", "after-commit")
+TASK_FAILURE_VARIABLE = "UPSERTMAT_SINK_TASK_FAILURE"
+"""``BATCH:PARTITION`` (``1:0``): the first attempt of that Spark task of that batch fails after
+its :class:`TaskWriter` has staged its files (the pipeline's executor write reads it). A test hook
+for task retries (tests/spark/test_executor_write.py); unset in every real run."""
 
 
 class SinkError(RuntimeError):
@@ -108,6 +121,27 @@ def kill_point(point: str, batch_id: int) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
+@dataclass(frozen=True)
+class TaskOutput:
+    """What a :class:`TaskWriter` staged for its part of a batch: the encoded commit metadata
+    (``messages``: bytes in the format's own documented encoding, never pickled) and the net
+    changes it covered."""
+
+    messages: tuple[bytes, ...]
+    upserts: int
+    deletes: int
+
+
+class TaskWriter(ABC):
+    """Stages one part of a batch (the net changes of the keys of one Spark task) from an
+    executor, committing nothing (see the module). Picklable: plain data only, the table opened
+    in :meth:`write`. No pyspark import."""
+
+    @abstractmethod
+    def write(self, batch: NetBatch) -> TaskOutput:
+        """Stage ``batch``'s upserts and deletes (``batch`` holds the keys of this part only)."""
+
+
 class BatchSink(ABC):
     """Where the pipeline commits its micro-batches, each exactly once (see the module).
 
@@ -158,6 +192,59 @@ class BatchSink(ABC):
         except self.errors as error:
             raise self.failure(batch_id, error, self.hint) from error
         return BatchOutcome(len(upserts), len(deletes), skipped=False)
+
+    def task_writer(self, query_id: str, batch_id: int) -> TaskWriter | None:
+        """A :class:`TaskWriter` staging parts of batch ``batch_id`` in the executors, or None when
+        the sink's batch is written by the driver (:meth:`apply_batch`): the SQL sinks (one
+        transaction with the batch marker; SQLite is a file on the driver's machine), Delta and
+        Iceberg (their Python writers stage a commit in the process that commits it)."""
+        return None
+
+    def is_committed(self, query_id: str, batch_id: int) -> bool:
+        """True when batch ``batch_id`` of ``query_id`` (or a later one) is committed: checked
+        before the executors write a replayed batch. Errors as :meth:`apply_batch`'s."""
+        try:
+            with self._begin() as transaction:
+                return self._committed(transaction, query_id, batch_id)
+        except SinkError:
+            raise
+        except self.errors as error:
+            raise self.failure(batch_id, error, self.hint) from error
+
+    def commit_written(
+        self,
+        query_id: str,
+        batch_id: int,
+        outputs: Sequence[TaskOutput],
+        misses: Sequence[tuple[int, str]] = (),
+    ) -> BatchOutcome:
+        """Commit what the :meth:`task_writer`'s tasks staged for batch ``batch_id`` (the outputs
+        of the successful task attempts), atomically, with the batch id: the driver's part of a
+        batch written in the executors. A batch already committed is skipped (its staged files
+        stay unreferenced); nothing staged commits nothing. Kill points and errors as
+        :meth:`apply_batch`'s. O(messages): no row of the batch passes here."""
+        upserts = sum(output.upserts for output in outputs)
+        deletes = sum(output.deletes for output in outputs)
+        batch = NetBatch(query_id, batch_id, upserts + deletes, [], [], misses)
+        try:
+            with self._begin() as transaction:
+                if self._committed(transaction, query_id, batch_id):
+                    return BatchOutcome(0, 0, skipped=True)
+                if upserts + deletes == 0 and not self.marks_empty_batches:
+                    return BatchOutcome(0, 0, skipped=False)
+                self._stage_written(transaction, batch, [m for output in outputs for m in output.messages])
+                kill_point("before-commit", batch_id)
+            kill_point("after-commit", batch_id)
+        except SinkError:
+            raise
+        except self.errors as error:
+            raise self.failure(batch_id, error, self.hint) from error
+        return BatchOutcome(upserts, deletes, skipped=False)
+
+    def _stage_written(self, transaction: Any, batch: NetBatch, messages: Sequence[bytes]) -> None:
+        """Stage the executors' encoded ``messages`` of ``batch`` (its id; no rows) in
+        ``transaction``: only sinks with a :meth:`task_writer` implement it."""
+        raise NotImplementedError(f"{self.where} is written by the driver only")
 
     @abstractmethod
     def _begin(self) -> AbstractContextManager[Any]:

@@ -19,6 +19,15 @@ the row of the highest sequence number wins, and a ``-U``/``-D`` row removes its
 manifest entry gets its true count of ``-U``/``-D`` rows (:func:`retractions`: pypaimon 2.1 writes
 0, which makes readers skip the merge of a one-file bucket).
 
+**Written in the executors.** In the pipeline the data files are written where the rows are:
+:meth:`PaimonSink.task_writer` gives a :class:`PaimonTaskWriter` that each Spark task runs over its
+keys' net changes (every change of a key is in one task), returning its commit messages encoded in
+Paimon's own wire format (:func:`encode_messages`, never pickled); the driver decodes them
+(:func:`decode_messages`) and commits them as the batch's ONE snapshot
+(:meth:`~.base.BatchSink.commit_written`). Two tasks may write files of one bucket: disjoint in
+keys, each numbered above the bucket's committed sequence numbers. :meth:`~.base.BatchSink.apply_batch`
+(the batch on the driver) writes the same files and commit; docs/spark.md, *Where a batch is written*.
+
 **Exactly once.** The batch's commit user is ``upsertmat-<query id>`` and its commit identifier the
 batch id, as Flink's Paimon sink commits a checkpoint. Before a batch is applied, the newest
 snapshot of that commit user is read: a commit identifier at or above the batch id means the
@@ -64,7 +73,7 @@ from upsertmat.impls.build import needs_extra
 
 from ..spec.changes import Row
 from .arrow import arrow_schema, sorted_rows
-from .base import BatchSink, Column, NetBatch, SinkError
+from .base import BatchSink, Column, NetBatch, SinkError, TaskOutput, TaskWriter
 from .kind import SinkKind
 from .reading import NO_TABLE, TableChange, TableSnapshot, guarded, position, same_row
 from .urls import absolute, scheme_path
@@ -256,30 +265,26 @@ class PaimonSink(BatchSink):
         return done is not None and done >= batch_id
 
     def _write(self, transaction: _Staged, batch: NetBatch) -> None:
-        import pyarrow as pa
-
-        names, pk = self.names, self.pk
-        columns: list[list[Any]] = [[] for _ in names]
-        for row in batch.upserts:
-            for index, value in enumerate(row):
-                columns[index].append(value)
-        for key in batch.deletes:
-            for index in range(len(names)):
-                columns[index].append(key[pk.index(index)] if index in pk else None)
-        arrays = [
-            pa.array(values, type=field.type) for values, field in zip(columns, self.schema, strict=True)
-        ]
-        kinds = pa.array(["+U"] * len(batch.upserts) + ["-D"] * len(batch.deletes), type=pa.string())
-        data = pa.Table.from_arrays([*arrays, kinds], names=[*names, OP])
-        builder = self.paimon.new_stream_write_builder()
-        builder.commit_user = commit_user(batch.query_id)  # pypaimon draws a random one otherwise
+        data = net_table(self.columns, self.pk, batch)
+        builder = self._builder(batch.query_id)
         transaction.write = builder.new_write()
         transaction.commit = builder.new_commit()
-        transaction.write.write_arrow(data)
-        transaction.messages = transaction.write.prepare_commit(batch.batch_id)  # the data files
-        for message in transaction.messages:
-            for file in message.new_files:
-                file.delete_row_count = retractions(file.file_path)
+        transaction.messages = prepare_files(transaction.write, data, batch.batch_id)
+        transaction.batch = batch
+
+    def _builder(self, query_id: str) -> Any:
+        builder = self.paimon.new_stream_write_builder()
+        builder.commit_user = commit_user(query_id)  # pypaimon draws a random one otherwise
+        return builder
+
+    def task_writer(self, query_id: str, batch_id: int) -> PaimonTaskWriter:
+        """The executors write the batch's data files (each task its keys' files, one per
+        bucket it touches); the driver commits their messages as ONE snapshot."""
+        return PaimonTaskWriter(str(self.warehouse), self.table, self.columns, self.pk, query_id, batch_id)
+
+    def _stage_written(self, transaction: _Staged, batch: NetBatch, messages: Sequence[bytes]) -> None:
+        transaction.commit = self._builder(batch.query_id).new_commit()
+        transaction.messages = decode_messages(self.paimon, messages)
         transaction.batch = batch
 
     def rows(self) -> list[Row]:
@@ -290,6 +295,108 @@ class PaimonSink(BatchSink):
 
     def committed_batches(self) -> int:
         return sum(1 for _ in batch_snapshots(self.paimon))
+
+
+def net_table(columns: Sequence[Column], pk: Sequence[int], batch: NetBatch) -> Any:
+    """The Arrow rows Paimon is given for ``batch``: each upsert a ``+U`` row, each delete a
+    ``-D`` row holding its key (its other columns null), :data:`OP` their row kind. O(rows)."""
+    import pyarrow as pa
+
+    schema = arrow_schema(columns)
+    names = [column.name for column in columns]
+    values: list[list[Any]] = [[] for _ in names]
+    for row in batch.upserts:
+        for index, value in enumerate(row):
+            values[index].append(value)
+    for key in batch.deletes:
+        for index in range(len(names)):
+            values[index].append(key[pk.index(index)] if index in pk else None)
+    arrays = [pa.array(column, type=field.type) for column, field in zip(values, schema, strict=True)]
+    kinds = pa.array(["+U"] * len(batch.upserts) + ["-D"] * len(batch.deletes), type=pa.string())
+    return pa.Table.from_arrays([*arrays, kinds], names=[*names, OP])
+
+
+def prepare_files(write: Any, data: Any, batch_id: int) -> Any:
+    """Write ``data`` with pypaimon's table ``write`` as new level-0 files and return their
+    commit messages (nothing committed), each file's ``-U``/``-D`` count set (:func:`retractions`)."""
+    write.write_arrow(data)
+    messages = write.prepare_commit(batch_id)
+    for message in messages:
+        for file in message.new_files:
+            file.delete_row_count = retractions(file.file_path)
+    return messages
+
+
+def encode_messages(table: Any, messages: Sequence[Any]) -> tuple[bytes, ...]:
+    """Commit messages as bytes in Paimon's own wire format (Java's ``CommitMessageSerializer``
+    v14, pypaimon's :mod:`pypaimon.write.commit_message_serializer`): plain data, decoded by
+    parsing, never by unpickling."""
+    from pypaimon.write.commit_message_serializer import (  # type: ignore[import-untyped]
+        serialize_commit_message,
+    )
+
+    return tuple(serialize_commit_message(message, table.partition_keys_fields) for message in messages)
+
+
+def decode_messages(table: Any, encoded: Sequence[bytes]) -> list[Any]:
+    """The commit messages :func:`encode_messages` encoded, their files' paths resolved in the
+    table's directory (the wire format carries file names; a writer elsewhere wrote into the
+    same warehouse). ValueError for bytes that are not such messages."""
+    from pypaimon.utils.file_store_path_factory import canonical_data_file_path  # type: ignore[import-untyped]
+    from pypaimon.write.commit_message_serializer import deserialize_commit_message
+
+    messages = [
+        deserialize_commit_message(data, table.partition_keys_fields, table.trimmed_primary_keys_fields)
+        for data in encoded
+    ]
+    for message in messages:
+        for file in [*message.new_files, *message.changelog_files]:
+            if file.external_path:
+                raise ValueError(
+                    f"the data file {file.file_name} has an external path: not written by the sink"
+                )
+            file.file_path = canonical_data_file_path(
+                table, message.partition, message.bucket, file.file_name
+            )
+    return messages
+
+
+@dataclass(frozen=True)
+class PaimonTaskWriter(TaskWriter):
+    """Writes one Spark task's part of a batch as Paimon data files in the executor it runs in
+    and returns their encoded commit messages (:func:`encode_messages`); the driver's
+    :meth:`PaimonSink.commit_written` commits every task's as ONE snapshot. A task holds every
+    change of its keys, so no key is in two tasks' files; two tasks may write files of one bucket
+    (disjoint keys, both numbered above the bucket's committed sequence numbers, which each
+    writer reads from the table's latest snapshot: the batch before this one). A failed or
+    duplicate attempt's files are referenced by no message the driver commits: orphans."""
+
+    warehouse: str
+    table: str
+    columns: tuple[Column, ...]
+    pk: tuple[int, ...]
+    query_id: str
+    batch_id: int
+
+    def write(self, batch: NetBatch) -> TaskOutput:
+        if batch.empty:
+            return TaskOutput((), 0, 0)
+        table = open_table(Path(self.warehouse), self.table)
+        if table is None:
+            raise SinkError(f"no Paimon table {_identifier(self.table)} in {self.warehouse}")
+        builder = table.new_stream_write_builder()
+        builder.commit_user = commit_user(self.query_id)
+        write = builder.new_write()
+        try:
+            messages = prepare_files(write, net_table(self.columns, self.pk, batch), self.batch_id)
+            return TaskOutput(encode_messages(table, messages), len(batch.upserts), len(batch.deletes))
+        except BaseException:
+            with contextlib.suppress(Exception):  # orphans at worst: nothing references them
+                write.abort()
+            raise
+        finally:
+            with contextlib.suppress(Exception):
+                write.close()
 
 
 def retractions(path: str) -> int:

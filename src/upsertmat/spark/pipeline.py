@@ -2,8 +2,11 @@
 
 The query: :func:`~.sources.read_changelog` -> ``groupBy(pk).transformWithState(``
 :class:`~.processor.MaterializerProcessor` ``)`` (skipped when ``config.materialize`` is False)
--> ``foreachBatch``: collect the batch on the driver, order it by arrival, and apply it to the
-sink in one transaction together with the batch id (:mod:`upsertmat.sinks`). Checkpointed in
+-> ``foreachBatch``: for a sink written from the executors (Paimon: ``BatchSink.task_writer``)
+the tasks write their keys' files and the driver commits their messages once with the batch id
+(:mod:`.executorwrite`: the driver handles metadata, not rows); for the others, collect the batch
+on the driver, order it by arrival, and apply it to the sink in one transaction together with the
+batch id (:mod:`upsertmat.sinks`). Checkpointed in
 ``config.checkpoint_dir``: offsets, commits and the RocksDB state store. Restarting on the same
 checkpoint continues where the last committed batch ended; a batch re-run after a crash is
 recognised by its id and skipped in the sink, so the table sees every batch exactly once.
@@ -12,6 +15,7 @@ recognised by its id and skipped in the sink, so the table sees every batch exac
 from __future__ import annotations
 
 import json
+import os
 import re
 import time
 from collections.abc import Callable, Sequence
@@ -27,11 +31,13 @@ from ..impls.config import parse_duration_ms
 from ..impls.misses import MissSummary
 from ..impls.settings import Backend, Settings
 from ..sinks import BatchSink, Column, SinkFailure, open_sink
+from ..sinks.base import TaskOutput, TaskWriter
 from ..spec import Keys
 from ..spec.changes import Row
 from .badinput import BAD_OP, BadInput, BadRow, DeadLetters, SourceShape, local_path, locate, split_bad
 from .config import BatchProgress, BatchTiming, PipelineConfig, PipelineConfigError, PipelineResult
 from .conflict import build_conflict_frame
+from .executorwrite import CountOnly, write_in_executors
 from .misses import MISS_OP, short_columns, split_misses, summarize
 from .packing import BUCKET, key_bucket, pack_changes, packable, packed_schema
 from .processor import (
@@ -50,6 +56,11 @@ from .sources import read_changelog
 # than N); with nothing new, Spark sleeps this delay before listing the source again (read when
 # a query starts). So `trigger_interval` is how often an idle query looks for new files.
 POLLING_DELAY_CONF = "spark.sql.streaming.pollingDelay"
+
+SINK_WRITE_VARIABLE = "UPSERTMAT_SINK_WRITE"
+"""``driver``: every batch is collected and applied on the driver, also for a sink that is written
+from the executors by default (Paimon). For comparisons (docs/spark.md, *Where a batch is
+written*); unset, or ``executors``, in a real run."""
 
 
 def interval_ms(text: str) -> int:
@@ -331,6 +342,14 @@ class PipelineRun:
         self.stopped_early = False
         self.stop_requested = False  # request_stop(): no batch may start any more
         self.refused_batch: int | None = None
+        # the driver process's CPU seconds of each batch's sink step (collect or commit), in order
+        self.driver_cpu: list[float] = []
+        # Written from the executors when the sink can be and every key's changes are in one task:
+        # the materializer's output is partitioned by its grouping key, a raw changelog is
+        # repartitioned by the sink key; the ON CONFLICT frames are applied on the driver.
+        self.executor_write = os.environ.get(SINK_WRITE_VARIABLE, "executors") != "driver" and (
+            not config.materialize or not config.conflict.compacting
+        )
         writer = (
             frame.writeStream.foreachBatch(self._apply)
             .option("checkpointLocation", str(config.checkpoint_dir))
@@ -354,8 +373,10 @@ class PipelineRun:
             self.refused_batch = batch_id
             raise StopBeforeBatch(f"batch {batch_id} not started: the query was asked to stop")
         self.in_batch = True
+        cpu = time.process_time()
         try:
             self._apply_batch(batch, batch_id)
+            self.driver_cpu.append(time.process_time() - cpu)
         finally:
             self.in_batch = False
             self.last_batch_at = time.monotonic()
@@ -365,16 +386,29 @@ class PipelineRun:
         begin = time.monotonic()
         if not self.query_ids:
             self.query_ids.append(checkpoint_query_id(config.checkpoint_dir))
-        changes = self.decode(self._collect(batch, batch_id))
-        changes, bad_infos = split_bad(changes)
-        bad_rows = self._bad_rows(batch_id, bad_infos) if bad_infos else []
-        changes, explained_misses = split_misses(changes) if self.explained else (changes, [])
-        changes.sort(key=itemgetter(0))
-        written = time.monotonic()
+        query_id = self.query_ids[0]
+        writer = self.sink.task_writer(query_id, batch_id) if self.executor_write else None
         try:
-            outcome = self.sink.apply_batch(
-                self.query_ids[0], batch_id, [(op, row) for _, op, row in changes], explained_misses
-            )
+            if writer is not None:
+                if self.sink.is_committed(query_id, batch_id):  # a replay: run it, write nothing
+                    writer = CountOnly()
+                outputs, count, special = self._write_in_executors(batch, batch_id, writer)
+                special, bad_infos = split_bad(special)
+                bad_rows = self._bad_rows(batch_id, bad_infos) if bad_infos else []
+                _, explained_misses = split_misses(special) if self.explained else ([], [])
+                written = time.monotonic()
+                outcome = self.sink.commit_written(query_id, batch_id, outputs, explained_misses)
+            else:
+                changes = self.decode(self._collect(batch, batch_id))
+                changes, bad_infos = split_bad(changes)
+                bad_rows = self._bad_rows(batch_id, bad_infos) if bad_infos else []
+                changes, explained_misses = split_misses(changes) if self.explained else (changes, [])
+                changes.sort(key=itemgetter(0))
+                count = len(changes)
+                written = time.monotonic()
+                outcome = self.sink.apply_batch(
+                    query_id, batch_id, [(op, row) for _, op, row in changes], explained_misses
+                )
         except SinkFailure as failure:
             self.failures.append(failure)
             raise
@@ -382,7 +416,7 @@ class PipelineRun:
         state_calls, state_read, state_written, state_seconds = self._state_traffic()
         progress = BatchProgress(
             batch_id=batch_id,
-            changes=len(changes),
+            changes=count,
             upserts=outcome.upserts,
             deletes=outcome.deletes,
             skipped=outcome.skipped,
@@ -411,6 +445,30 @@ class PipelineRun:
         now = self.traffic.values()
         before, self._traffic_seen = self._traffic_seen, now
         return (now[0] - before[0], now[1] - before[1], now[2] - before[2], now[3] - before[3])
+
+    def _write_in_executors(
+        self, batch: DataFrame, batch_id: int, writer: TaskWriter
+    ) -> tuple[list[TaskOutput], int, list[Change]]:
+        """:func:`~.executorwrite.write_in_executors` for this query, with :meth:`_collect`'s
+        handling of a Parquet file of other column types."""
+        config = self.config
+        try:
+            return write_in_executors(
+                batch,
+                self.decode,
+                self.sink.pk,
+                writer,
+                self.query_ids[0],
+                batch_id,
+                repartition_by=() if config.materialize else config.pk,
+            )
+        except Exception as error:
+            found = parquet_mismatch(str(error))
+            if found is None:
+                raise
+            failure = BadInput(batch_id, [BadRow(found[0], None, None, found[1], None)])
+            self.failures.append(failure)
+            raise failure from None
 
     def _collect(self, batch: DataFrame, batch_id: int) -> Any:
         """The batch as Arrow (this runs the batch's source, shuffle and materializer stages). A
