@@ -17,7 +17,7 @@ from upsertmat.sinks import SinkUrlError, resolve_url
 from upsertmat.sinks.delta import delta_location
 from upsertmat.sinks.iceberg import iceberg_warehouse
 from upsertmat.sinks.sqlite import sqlite_path
-from upsertmat.spark.badinput import BadInput, BadRow, DeadLetters, SourceShape, locate, split_bad
+from upsertmat.spark.sources.badinput import BadInput, BadRow, DeadLetters, SourceShape, locate, split_bad
 
 SHAPE = SourceShape(
     "json", {"seq": "bigint", "op": "string", "id": "bigint", "v": "string"}, "op", "seq", ("id",)

@@ -79,8 +79,8 @@ def _execute(job: JobSpec, options: RunOptions, prefix: str, signals: StopSignal
     """:func:`execute` inside its signal frame, which starts ``busy``: signals are looked at once
     the set-up is done; the frame is not busy while Spark starts, busy again while the query runs."""
     from ..sinks import SinkError
-    from ..spark.badinput import BadInput
     from ..spark.config import PipelineConfigError
+    from ..spark.sources.badinput import BadInput
 
     resumed = committed_batches(job.checkpoint)
     follower = None

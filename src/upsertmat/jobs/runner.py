@@ -15,19 +15,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from ..errors import CliError, ExitCode
-from .model import JobSpec, SourceFormat
+from .model import JobSpec
 
 if TYPE_CHECKING:
     from ..spark.config import BatchProgress, PipelineConfig, PipelineResult
 
-_FORMATS = {
-    SourceFormat.JSONL: "json",
-    SourceFormat.PARQUET: "parquet",
-    SourceFormat.CSV: "csv",
-    SourceFormat.DEBEZIUM: "debezium-json",
-    SourceFormat.CANAL: "canal-json",
-    SourceFormat.MAXWELL: "maxwell-json",
-}
 INSTALL_HINT = "the pipeline needs PySpark and Java 17+: pip install 'upsertmat[spark]'"
 
 
@@ -57,7 +49,7 @@ def pipeline_config(
         sink_url=job.sink.url,
         upsert_key=job.upsert_key,
         columns=source.column_names,
-        source_format=_FORMATS[source.format],
+        source_format=source.format.value,
         op_column=source.op_column,
         arrival_column=source.order_column,
         max_files_per_trigger=job.spark.max_files_per_trigger,

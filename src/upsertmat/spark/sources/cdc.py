@@ -28,7 +28,7 @@ the changes of its envelope). That orders the changes of one file; files are ord
 file source (modification time), one file per micro-batch.
 
 Malformed envelopes (not JSON, not an object, an unknown op or type, a missing image, a value of
-the wrong type, a missing key column) become bad rows (:mod:`upsertmat.spark.badinput`) carrying
+the wrong type, a missing key column) become bad rows (:mod:`upsertmat.spark.sources.badinput`) carrying
 their file, line and reason. No pyspark import; :func:`parse_files` runs in ``mapInArrow``.
 """
 
@@ -36,14 +36,14 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from ..impls.documents import json_type_name
+from ...impls.documents import json_type_name
 from .badinput import BAD_OP, ENVELOPE, local_path
+from .formats import SourceFormat, source_format
 
-FORMATS = ("debezium-json", "canal-json", "maxwell-json")
 MAX_INDEX = 1 << 16
 ARROW_TYPES = {"bigint": "int64", "int": "int32", "double": "float64", "boolean": "bool", "string": "string"}
 _RANGES = {"bigint": (-(2**63), 2**63 - 1), "int": (-(2**31), 2**31 - 1)}
@@ -56,7 +56,7 @@ class EnvelopeError(ValueError):
 
 @dataclass(frozen=True)
 class CdcSpec:
-    """What the parser produces: ``format`` (one of :data:`FORMATS`), the row's ``columns`` as
+    """What the parser produces: ``format`` (the name of a CDC format of the table), the row's ``columns`` as
     ``(name, Spark simple type)`` pairs, the op and arrival column names of the output and the
     sink primary key columns (a change without one is bad input)."""
 
@@ -76,13 +76,10 @@ class CdcSpec:
 def envelope_changes(fmt: str, envelope: Any) -> list[tuple[str, dict[str, Any]]]:
     """The changes ``(op, row object)`` of one parsed envelope, in order ([] for a tombstone or
     DDL). EnvelopeError naming the field that is wrong."""
-    if fmt == "debezium-json":
-        return _debezium(envelope)
-    if fmt == "canal-json":
-        return _canal(envelope)
-    if fmt == "maxwell-json":
-        return _maxwell(envelope)
-    raise ValueError(f"unknown CDC format {fmt!r}")
+    mapping = MAPPINGS.get(source_format(fmt))
+    if mapping is None:
+        raise ValueError(f"{fmt!r} is not a CDC format")
+    return mapping(envelope)
 
 
 def _image(envelope: dict[str, Any], name: str, why: str) -> dict[str, Any]:
@@ -165,6 +162,14 @@ def _maxwell(envelope: Any) -> list[tuple[str, dict[str, Any]]]:
     if "type" not in envelope:
         raise EnvelopeError("no 'type' field (a Maxwell message has type insert, update or delete)")
     raise EnvelopeError(f"unknown Maxwell type {kind!r} (expected insert, update or delete)")
+
+
+MAPPINGS: dict[SourceFormat, Callable[[Any], list[tuple[str, dict[str, Any]]]]] = {
+    SourceFormat.DEBEZIUM: _debezium,
+    SourceFormat.CANAL: _canal,
+    SourceFormat.MAXWELL: _maxwell,
+}
+"""Each CDC format of the table -> its envelope mapping."""
 
 
 def convert(kind: str, value: Any) -> Any:

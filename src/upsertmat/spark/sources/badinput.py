@@ -3,7 +3,7 @@
 What is bad (docs/spark.md, "Bad input"): a line that is not JSON or whose values do not have the
 declared types (Spark's corrupt record), a row without an op or with an op other than ``+I -U +U
 -D``, a row without its order column or a sink primary key column, a CDC envelope that cannot be
-mapped (:mod:`upsertmat.spark.cdc`). Each is found before the materializer and travels through
+mapped (:mod:`upsertmat.spark.sources.cdc`). Each is found before the materializer and travels through
 the query as a *marked* row: its op is :data:`BAD_OP` followed by a JSON object saying where it
 came from (``file`` and the raw ``text``, or a Parquet ``row`` index, or the ``line`` a CDC
 parser already knows) and why (``code``). The processor passes such rows through without touching
@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
 
-from ..impls.documents import json_type_name
+from ...impls.documents import json_type_name
+from .formats import Reader, source_format
 
 BAD_OP = "?B"
 """The op of a row that cannot be a change; the rest of the op text (or of the output row) is
@@ -34,7 +35,7 @@ the JSON object describing it."""
 ON_ERROR = ("fail", "skip")
 OPS = ("+I", "-U", "+U", "-D")
 
-# Codes the Spark side (upsertmat.spark.sources) writes; messages are made here.
+# Codes the Spark side (upsertmat.spark.sources.files) writes; messages are made here.
 CORRUPT = "corrupt"
 NO_OP = "no-op"
 UNKNOWN_OP = "unknown-op"
@@ -122,8 +123,8 @@ def local_path(uri: str) -> str:
 
 @dataclass(frozen=True)
 class SourceShape:
-    """What the driver needs to explain bad rows: the format (``json``, ``csv``, ``parquet``, a CDC
-    format), the data columns with their Spark types, the op / order column names and the sink
+    """What the driver needs to explain bad rows: the format (a name of the table of formats,
+    :mod:`.formats`), the data columns with their Spark types, the op / order column names and the sink
     primary key column names."""
 
     format: str
@@ -131,6 +132,11 @@ class SourceShape:
     op_column: str
     order_column: str
     pk: tuple[str, ...]
+
+    @property
+    def reader(self) -> Reader:
+        """How the format's files are read (the table's entry)."""
+        return source_format(self.format).reader
 
     def reason(self, info: dict[str, Any]) -> str:
         """The message for one bad row's ``info``."""
@@ -150,7 +156,7 @@ class SourceShape:
         return str(info.get("reason") or code)
 
     def _corrupt(self, text: str) -> str:
-        if self.format == "csv":
+        if self.reader is Reader.CSV:
             return self._corrupt_csv(text)
         try:
             value = json.loads(text)
@@ -241,7 +247,7 @@ def locate(infos: Iterable[dict[str, Any]], shape: SourceShape) -> list[BadRow]:
         taken: set[int] = set()
         for info in items:
             line = info.get("line")
-            if line is None and "row" not in info and shape.format in ("json", "csv"):
+            if line is None and "row" not in info and shape.reader in (Reader.LINES, Reader.CSV):
                 if lines is None:
                     try:
                         lines = _lines(file) if os.path.exists(file) else []
@@ -271,7 +277,7 @@ def _find_line(lines: list[str], info: dict[str, Any], shape: SourceShape, taken
             continue
         if isinstance(text, str):
             hit = line == text
-        elif shape.format == "csv":
+        elif shape.reader is Reader.CSV:
             hit = _csv_match(line, info, shape)
         else:
             hit = False
