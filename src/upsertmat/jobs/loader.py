@@ -68,7 +68,7 @@ from ..impls.config import (
 from ..impls.settings import Backend, Settings, TimeDomain
 from ..sinks import SinkUrlError, resolve_url
 from ..spark.config import PIPELINE_STRATEGIES, STATE_LAYOUTS
-from ..spark.sources.formats import NAMES
+from ..spark.sources.formats import DEFAULT, NAMES
 from .model import (
     COLUMN_TYPES,
     INTERNAL_URL,
@@ -305,7 +305,7 @@ def job_from_document(
     source_data = _mapping(top["source"], f"{where}: source", _SOURCE)
     if "path" not in source_data or "columns" not in source_data:
         raise JobError(f"{where}: source needs a path and columns")
-    format_text = str(source_data.get("format", SourceFormat.JSONL.value)).strip().lower()
+    format_text = str(source_data.get("format", DEFAULT.value)).strip().lower()
     try:
         source_format = SourceFormat(format_text)  # job files spell each format as the table does
     except ValueError:

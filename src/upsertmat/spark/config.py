@@ -31,7 +31,7 @@ from ..impls.settings import (
     UpdateType,
 )
 from ..sinks import SinkUrlError, check_url
-from .sources.formats import SourceFormat, source_format
+from .sources.formats import DEFAULT, SourceFormat, source_format
 
 ON_ERROR = ("fail", "skip")
 STATE_LAYOUTS = ("log", "blob")
@@ -138,7 +138,7 @@ class PipelineConfig:
     sink_url: str
     upsert_key: tuple[str, ...] = ()
     columns: tuple[str, ...] | None = None
-    source_format: str = SourceFormat.JSONL.value
+    source_format: str = DEFAULT.value
     op_column: str = "op"
     arrival_column: str = "seq"
     ts_column: str | None = None

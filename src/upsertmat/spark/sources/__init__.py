@@ -13,6 +13,7 @@ The package by role:
   bad rows in Spark SQL;
 - :mod:`.jsonlines`: the Java twin of ``from_json`` that reads JSON Lines at the speed of Spark's
   JSON source;
+- :mod:`.csvlines`: the check of a CSV line before Spark parses it (a quote left open);
 - :mod:`.cdc`: Debezium, Canal and Maxwell envelopes mapped to ``+I -U +U -D`` (pure Python, run
   in ``mapInArrow``);
 - :mod:`.badinput`: what a bad row is, its message, the driver's side (locate, fail, dead

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...impls.documents import json_type_name
-from .badinput import BAD_OP, ENVELOPE, local_path
+from .badinput import BAD_OP, ENVELOPE, encoded, local_path, shown, split_lines, utf8_problem
 from .formats import SourceFormat, source_format
 
 MAX_INDEX = 1 << 16
@@ -219,14 +219,6 @@ def convert(kind: str, value: Any) -> Any:
     )
 
 
-def split_lines(data: bytes) -> list[bytes]:
-    """A file's lines as Spark's text reader splits them (LF, CR LF, CR)."""
-    lines = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n").split(b"\n")
-    if lines and lines[-1] == b"":
-        lines.pop()
-    return lines
-
-
 def file_records(spec: CdcSpec, file: str, data: bytes | str) -> list[tuple[Any, ...]]:
     """The parsed records ``(op, arrival, *columns)`` of one file, in line order. A bad line is
     one record whose op is a bad-row marker and whose other values are null. O(file size)."""
@@ -235,23 +227,15 @@ def file_records(spec: CdcSpec, file: str, data: bytes | str) -> list[tuple[Any,
     kinds = [kind for _, kind in spec.columns]
     key_positions = [names.index(name) for name in spec.pk]
     path = local_path(file)
-    if isinstance(data, str):  # Spark's text source decoded it (invalid UTF-8 became U+FFFD)
+    if isinstance(data, str):
         data = data.encode("utf-8", "surrogatepass")
     records: list[tuple[Any, ...]] = []
     for number, raw in enumerate(split_lines(data), start=1):
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError as error:
-            records.append(
-                _bad(
-                    path,
-                    number,
-                    raw.decode("utf-8", "replace"),
-                    f"not valid UTF-8 (byte {error.start + 1})",
-                    width,
-                )
-            )
+        problem = utf8_problem(raw)
+        if problem is not None:  # the rule of every text format: a bad row, its bytes kept
+            records.append(_bad(path, number, shown(raw), problem, width, raw))
             continue
+        text = raw.decode("utf-8")
         if text.startswith("\ufeff"):
             text = text[1:]
         if not text.strip():
@@ -292,8 +276,12 @@ def file_records(spec: CdcSpec, file: str, data: bytes | str) -> list[tuple[Any,
     return records
 
 
-def _bad(file: str, line: int, text: str, reason: str, width: int) -> tuple[Any, ...]:
-    info = {"code": ENVELOPE, "file": file, "line": line, "reason": reason, "text": text}
+def _bad(
+    file: str, line: int, text: str, reason: str, width: int, raw: bytes | None = None
+) -> tuple[Any, ...]:
+    info: dict[str, Any] = {"code": ENVELOPE, "file": file, "line": line, "reason": reason, "text": text}
+    if raw is not None:
+        info["bytes"] = encoded(raw)
     return (
         BAD_OP + json.dumps(info, ensure_ascii=False, separators=(",", ":")),
         line << 16,
@@ -303,8 +291,9 @@ def _bad(file: str, line: int, text: str, reason: str, width: int) -> tuple[Any,
 
 def parse_files(spec: CdcSpec, batches: Iterator[Any]) -> Iterator[Any]:
     """``mapInArrow`` function over whole files (``path``, ``content``: Spark's text source with
-    ``wholetext``): the records of each file (:func:`file_records`) as Arrow batches of the spec's
-    output schema."""
+    ``wholetext``, the content as bytes: Spark's decoding would put U+FFFD for a byte that is not
+    UTF-8, and Arrow's would raise): the records of each file (:func:`file_records`) as Arrow
+    batches of the spec's output schema."""
     import pyarrow as pa  # type: ignore[import-untyped]  # only in the Python workers
 
     schema = pa.schema(
@@ -315,7 +304,7 @@ def parse_files(spec: CdcSpec, batches: Iterator[Any]) -> Iterator[Any]:
         paths = batch.column("path").to_pylist()
         contents = batch.column("content").to_pylist()
         for path, content in zip(paths, contents, strict=True):
-            records = file_records(spec, path, content or "")
+            records = file_records(spec, path, content or b"")
             if not records:
                 continue
             columns = list(zip(*records, strict=True))

@@ -17,14 +17,26 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from pyspark.sql import Column, DataFrame, SparkSession, functions
-from pyspark.sql.streaming import DataStreamReader
+from pyspark.sql.streaming.readwriter import DataStreamReader
 from pyspark.sql.types import StringType, StructField, StructType
 
 from ..config import PipelineConfig, PipelineConfigError
-from .badinput import BAD_OP, CORRUPT, NO_KEY, NO_OP, NO_ORDER, OPS, UNKNOWN_OP
+from .badinput import (
+    BAD_OP,
+    CORRUPT,
+    INVALID_UTF8,
+    NO_KEY,
+    NO_OP,
+    NO_ORDER,
+    OPS,
+    UNBALANCED_QUOTE,
+    UNKNOWN_OP,
+)
 from .cdc import CdcSpec, parse_files
+from .csvlines import BALANCED
 from .formats import Reader
 from .jsonlines import json_line_parser
 
@@ -32,6 +44,9 @@ CORRUPT_COLUMN = "_upsertmat_corrupt"
 FILE_COLUMN = "_upsertmat_file"
 TEXT_COLUMN = "_upsertmat_text"
 ROW_COLUMN = "_upsertmat_row"
+LINE_COLUMN = "_upsertmat_line"
+PROBLEM_COLUMN = "_upsertmat_problem"  # a CSV line's quote left open
+BYTES_COLUMN = "_upsertmat_bytes"
 
 
 def _reader(spark: SparkSession, config: PipelineConfig) -> DataStreamReader:
@@ -50,10 +65,15 @@ def _schema(spark: SparkSession, config: PipelineConfig) -> StructType:
 
 
 def _marked(
-    config: PipelineConfig, schema: StructType, frame: DataFrame, text: Column, row: Column
+    config: PipelineConfig,
+    schema: StructType,
+    frame: DataFrame,
+    text: Column,
+    row: Column,
+    refused: Refused | None = None,
 ) -> DataFrame:
     names = schema.fieldNames()
-    marked = _marked_op(config, names, text, row)
+    marked = _marked_op(config, names, text, row, refused or Refused())
     return frame.select(
         *[marked.alias(name) if name == config.op_column else functions.col(name) for name in names]
     )
@@ -74,26 +94,73 @@ def read_lines(spark: SparkSession, config: PipelineConfig) -> DataFrame:
     else:
         options = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT_COLUMN}
         parsed = functions.from_json(functions.col("value"), corrupt, options)
+    # The text source keeps a line's bytes as they are: one that is not UTF-8 is a bad row with
+    # its bytes (Spark would otherwise read each invalid byte as U+FFFD, silently).
+    invalid = ~functions.is_valid_utf8(functions.col("value"))
     frame = lines.select(
-        functions.col("value").alias(TEXT_COLUMN), functions.col(FILE_COLUMN), parsed.alias("r")
-    ).select(TEXT_COLUMN, FILE_COLUMN, "r.*")
-    return _marked(config, schema, frame, functions.col(TEXT_COLUMN), functions.lit(None).cast("long"))
+        functions.col("value").alias(TEXT_COLUMN),
+        functions.col(FILE_COLUMN),
+        functions.when(invalid, functions.base64(functions.col("value").cast("binary"))).alias(BYTES_COLUMN),
+        parsed.alias("r"),
+    ).select(TEXT_COLUMN, FILE_COLUMN, BYTES_COLUMN, "r.*")
+    refused = Refused(
+        code=functions.when(functions.col(BYTES_COLUMN).isNotNull(), functions.lit(INVALID_UTF8)),
+        raw=functions.col(BYTES_COLUMN),
+    )
+    return _marked(
+        config, schema, frame, functions.col(TEXT_COLUMN), functions.lit(None).cast("long"), refused
+    )
 
 
 def read_csv(spark: SparkSession, config: PipelineConfig) -> DataFrame:
-    """CSV with a header line: Spark's CSV source, a line it cannot read kept as its raw text."""
+    """CSV with a header line: Spark's CSV source hands over each data line whole and as its bytes
+    (one string column, no delimiter or quote, read as ISO-8859-1: one character per byte), so
+    that a line that is not UTF-8 or leaves a quote open (:mod:`.csvlines`) is a bad row; every
+    other line is parsed by Spark's CSV parser (``from_csv``), a line it cannot read kept as its
+    raw text. The header and blank lines are dropped by the source as before."""
     schema = _schema(spark, config)
-    frame = (
+    whole = StructType(
+        [StructField(LINE_COLUMN, StringType(), True), StructField(CORRUPT_COLUMN, StringType(), True)]
+    )
+    lines = (
         _reader(spark, config)
-        .schema(_with_corrupt(schema))
+        .schema(whole)
         .option("header", "true")
         .option("mode", "PERMISSIVE")
         .option("columnNameOfCorruptRecord", CORRUPT_COLUMN)
+        .option("encoding", "ISO-8859-1")
+        .option("sep", "\u0000")
+        .option("quote", "")
         .format("csv")
         .load(str(config.source_path))
     )
-    frame = frame.select("*", functions.col("_metadata.file_path").alias(FILE_COLUMN))
-    return _marked(config, schema, frame, functions.col(CORRUPT_COLUMN), functions.lit(None).cast("long"))
+    raw = functions.encode(
+        functions.coalesce(functions.col(CORRUPT_COLUMN), functions.col(LINE_COLUMN)), "ISO-8859-1"
+    )
+    text = raw.cast("string")  # the bytes as they are (Spark does not check a cast's UTF-8)
+    invalid = ~functions.is_valid_utf8(text)
+    corrupt = _with_corrupt(schema)
+    ddl = ", ".join(f"`{item.name.replace('`', '``')}` {item.dataType.simpleString()}" for item in corrupt)
+    options = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT_COLUMN}
+    frame = lines.select(
+        text.alias(TEXT_COLUMN),
+        functions.col("_metadata.file_path").alias(FILE_COLUMN),
+        functions.when(invalid, functions.base64(raw)).alias(BYTES_COLUMN),
+        functions.when(
+            ~invalid & text.contains('"') & ~text.rlike(BALANCED), functions.lit(UNBALANCED_QUOTE)
+        ).alias(PROBLEM_COLUMN),
+        functions.from_csv(text, ddl, options).alias("r"),
+    ).select(TEXT_COLUMN, FILE_COLUMN, BYTES_COLUMN, PROBLEM_COLUMN, "r.*")
+    bytes_column = functions.col(BYTES_COLUMN)
+    refused = Refused(
+        code=functions.when(bytes_column.isNotNull(), functions.lit(INVALID_UTF8)).otherwise(
+            functions.col(PROBLEM_COLUMN)
+        ),
+        raw=bytes_column,
+    )
+    return _marked(
+        config, schema, frame, functions.col(TEXT_COLUMN), functions.lit(None).cast("long"), refused
+    )
 
 
 def read_parquet(spark: SparkSession, config: PipelineConfig) -> DataFrame:
@@ -108,12 +175,26 @@ def read_parquet(spark: SparkSession, config: PipelineConfig) -> DataFrame:
     return _marked(config, schema, frame, functions.lit(None).cast("string"), functions.col(ROW_COLUMN))
 
 
-def _marked_op(config: PipelineConfig, names: list[str], text: Column, row: Column) -> Column:
+@dataclass(frozen=True)
+class Refused:
+    """What a reader found wrong with a line before parsing it (each a column; null: nothing):
+    ``code`` (:data:`~.badinput.INVALID_UTF8`, :data:`~.badinput.UNBALANCED_QUOTE`) and the
+    line's ``raw`` bytes (base64) when they are not UTF-8."""
+
+    code: Column = field(default_factory=lambda: functions.lit(None).cast("string"))
+    raw: Column = field(default_factory=lambda: functions.lit(None).cast("string"))
+
+
+def _marked_op(
+    config: PipelineConfig, names: list[str], text: Column, row: Column, refused: Refused
+) -> Column:
     """The op column, or for a bad row the marker: ``?B`` + JSON (code, file, text, row, op,
-    order, column). One CASE per row; the JSON is built for bad rows only."""
+    order, column, bytes). One CASE per row; the JSON is built for bad rows only. A line
+    the reader refused (``refused.code``) is bad whatever was parsed from it."""
     op = functions.col(config.op_column)
     order = functions.col(config.arrival_column)
-    code = functions.when(functions.col(CORRUPT_COLUMN).isNotNull(), functions.lit(CORRUPT))
+    code = functions.when(refused.code.isNotNull(), refused.code)
+    code = code.when(functions.col(CORRUPT_COLUMN).isNotNull(), functions.lit(CORRUPT))
     code = code.when(op.isNull(), functions.lit(NO_OP))
     code = code.when(~op.isin(*OPS), functions.lit(UNKNOWN_OP))
     code = code.when(order.isNull(), functions.lit(NO_ORDER))
@@ -130,6 +211,7 @@ def _marked_op(config: PipelineConfig, names: list[str], text: Column, row: Colu
             op.alias("op"),
             order.cast("string").alias("order"),
             column.alias("column"),
+            refused.raw.alias("bytes"),
         )
     )
     return functions.when(code.isNull(), op).otherwise(functions.concat(functions.lit(BAD_OP), info))
@@ -171,7 +253,8 @@ def read_envelopes(spark: SparkSession, config: PipelineConfig) -> DataFrame:
         .load(str(config.source_path))
     )
     files = files.select(
-        functions.col("_metadata.file_path").alias("path"), functions.col("value").alias("content")
+        functions.col("_metadata.file_path").alias("path"),
+        functions.col("value").cast("binary").alias("content"),  # the file's bytes, as they are
     )
     parsed = files.mapInArrow(functools.partial(parse_files, spec), spec.output_ddl())
     return parsed.select(*[functions.col(name) for name in schema.fieldNames()])

@@ -17,6 +17,7 @@ without pyspark installed.
 from __future__ import annotations
 
 import enum
+from typing import TYPE_CHECKING
 
 
 class Reader(enum.Enum):
@@ -47,12 +48,14 @@ class SourceFormat(enum.Enum):
     CANAL = ("canal-json", "Canal JSON", Reader.ENVELOPES)
     MAXWELL = ("maxwell-json", "Maxwell JSON", Reader.ENVELOPES)
 
-    def __new__(cls, name: str, title: str, reader: Reader) -> SourceFormat:
-        member = object.__new__(cls)
-        member._value_ = name
-        member.title = title
-        member.reader = reader
-        return member
+    if not TYPE_CHECKING:  # a member is made from its row; looked up by its name (the value)
+
+        def __new__(cls, name: str, title: str, reader: Reader) -> SourceFormat:
+            member = object.__new__(cls)
+            member._value_ = name
+            member.title = title
+            member.reader = reader
+            return member
 
     @property
     def is_cdc(self) -> bool:
@@ -70,6 +73,8 @@ OLD_NAMES: dict[str, SourceFormat] = {"json": SourceFormat.JSONL}
 Lines until the table named each format once): read as the format they meant."""
 
 NAMES: tuple[str, ...] = tuple(member.value for member in SourceFormat)
+DEFAULT: SourceFormat = SourceFormat.JSONL
+"""The format of a source that names none (job files, PipelineConfig)."""
 
 
 def source_format(name: str | SourceFormat) -> SourceFormat:
