@@ -40,10 +40,7 @@ def pipeline_config(
     source = job.source
     return PipelineConfig(
         source_path=source.path,
-        schema=", ".join(
-            [f"{source.op_column} STRING", f"{source.order_column} BIGINT"]
-            + [f"{column.name} {column.ddl_type}" for column in source.columns]
-        ),
+        schema=source.ddl(),  # the job's one source DDL (jobs/model.py)
         pk=job.primary_key,
         checkpoint_dir=job.checkpoint,
         sink_url=job.sink.url,
