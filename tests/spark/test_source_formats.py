@@ -12,7 +12,7 @@ import pytest
 
 from upsertmat.jobs.model import SourceFormat as JobFormat
 from upsertmat.spark.config import PipelineConfig, PipelineConfigError
-from upsertmat.spark.sources.formats import NAMES, Reader, SourceFormat, source_format
+from upsertmat.spark.sources.formats import NAMES, PIPELINE_NAMES, Reader, SourceFormat, source_format
 
 
 def test_each_format_is_named_once_with_the_job_file_spelling() -> None:
@@ -31,14 +31,15 @@ def test_every_reader_of_the_table_has_its_spark_function() -> None:
     assert set(MAPPINGS) == {member for member in SourceFormat if member.is_cdc}
 
 
-def test_old_spelling_is_read_as_its_format_and_others_refused() -> None:
+def test_the_pipeline_spelling_is_read_as_its_format_and_others_refused() -> None:
+    assert PIPELINE_NAMES == {SourceFormat.JSONL: "json"}  # the one other spelling, in the table
     assert source_format("json") is SourceFormat.JSONL
     assert source_format(SourceFormat.CSV) is SourceFormat.CSV
     with pytest.raises(ValueError, match="unknown source format 'xml'; one of jsonl, parquet, csv"):
         source_format("xml")
 
 
-def test_an_old_serialized_config_is_read_with_the_new_spelling(tmp_path: Path) -> None:
+def test_a_config_spells_each_format_one_way_and_round_trips(tmp_path: Path) -> None:
     fields = {
         "source_path": str(tmp_path / "in"),
         "schema": "seq LONG, op STRING, id LONG",
@@ -47,9 +48,12 @@ def test_an_old_serialized_config_is_read_with_the_new_spelling(tmp_path: Path) 
         "sink_url": f"sqlite:///{tmp_path / 's.db'}",
     }
     old = PipelineConfig.from_json(json.dumps({**fields, "source_format": "json"}))
-    assert old.source_format == "jsonl" and old.format is SourceFormat.JSONL
+    assert old.source_format == "json" and old.format is SourceFormat.JSONL
     assert PipelineConfig.from_json(old.to_json()) == old
-    assert json.loads(old.to_json())["source_format"] == "jsonl"
+    as_job = PipelineConfig.from_json(json.dumps({**fields, "source_format": "jsonl"}))
+    assert as_job == old and json.loads(as_job.to_json())["source_format"] == "json"
+    csv = PipelineConfig.from_json(json.dumps({**fields, "source_format": "csv"}))
+    assert csv.format is SourceFormat.CSV and PipelineConfig.from_json(csv.to_json()) == csv
     with pytest.raises(PipelineConfigError, match="unknown source format 'xml'"):
         PipelineConfig.from_json(json.dumps({**fields, "source_format": "xml"}))
 

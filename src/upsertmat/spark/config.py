@@ -31,7 +31,7 @@ from ..impls.settings import (
     UpdateType,
 )
 from ..sinks import SinkUrlError, check_url
-from .sources.formats import DEFAULT, SourceFormat, source_format
+from .sources.formats import DEFAULT, SourceFormat, pipeline_name, source_format
 
 ON_ERROR = ("fail", "skip")
 STATE_LAYOUTS = ("log", "blob")
@@ -89,9 +89,9 @@ class PipelineConfig:
 
     Source: every file in ``source_path`` (a directory, watched as a stream; new files must
     appear atomically, e.g. written elsewhere then renamed in) in ``source_format``, a name of the
-    table of formats (:mod:`upsertmat.spark.sources.formats`: ``jsonl``, ``parquet``, ``csv`` with a
-    header, ``debezium-json``, ``canal-json``, ``maxwell-json``; the old spelling ``json`` is read
-    as ``jsonl``), read with the DDL ``schema`` (e.g.
+    table of formats (:mod:`upsertmat.spark.sources.formats`: ``json`` = JSON Lines, ``parquet``,
+    ``csv`` with a header, ``debezium-json``, ``canal-json``, ``maxwell-json``; the job file's
+    ``jsonl`` is taken too, and stored as ``json``), read with the DDL ``schema`` (e.g.
     ``"seq LONG, op STRING, id LONG, level LONG, payload STRING"``). ``op_column`` holds
     ``+I -U +U -D``; ``arrival_column`` (integer) gives the arrival order, which is the order the
     materializer applies the events of one key in. ``columns``: the row's columns in order (the
@@ -138,7 +138,7 @@ class PipelineConfig:
     sink_url: str
     upsert_key: tuple[str, ...] = ()
     columns: tuple[str, ...] | None = None
-    source_format: str = DEFAULT.value
+    source_format: str = pipeline_name(DEFAULT)
     op_column: str = "op"
     arrival_column: str = "seq"
     ts_column: str | None = None
@@ -231,8 +231,8 @@ class PipelineConfig:
 
     def __post_init__(self) -> None:
         check_config(self)
-        # One spelling per format: an old config's (or caller's) "json" is stored as "jsonl".
-        object.__setattr__(self, "source_format", self.format.value)
+        # One spelling per format in a config: a job file's "jsonl" is stored as "json".
+        object.__setattr__(self, "source_format", pipeline_name(self.format))
 
     @property
     def format(self) -> SourceFormat:

@@ -68,23 +68,32 @@ class SourceFormat(enum.Enum):
         return self.reader is not Reader.PARQUET
 
 
-OLD_NAMES: dict[str, SourceFormat] = {"json": SourceFormat.JSONL}
-"""Spellings older pipeline configs used (``PipelineConfig.source_format`` was ``json`` for JSON
-Lines until the table named each format once): read as the format they meant."""
+PIPELINE_NAMES: dict[SourceFormat, str] = {SourceFormat.JSONL: "json"}
+"""Where ``PipelineConfig.source_format`` spells a format otherwise than job files: JSON Lines is
+``json`` there, the name of Spark's reader of its records, which configs written so far hold and
+``upsertmat bench --pipeline`` reads the files with. The only other spelling of a format, here
+in the table; :func:`source_format` reads both."""
 
 NAMES: tuple[str, ...] = tuple(member.value for member in SourceFormat)
 DEFAULT: SourceFormat = SourceFormat.JSONL
 """The format of a source that names none (job files, PipelineConfig)."""
+_BY_PIPELINE_NAME = {name: member for member, name in PIPELINE_NAMES.items()}
+
+
+def pipeline_name(member: SourceFormat) -> str:
+    """``member``'s name in ``PipelineConfig.source_format`` (:data:`PIPELINE_NAMES`)."""
+    name = PIPELINE_NAMES.get(member)
+    return member._value_ if name is None else name
 
 
 def source_format(name: str | SourceFormat) -> SourceFormat:
-    """The format called ``name`` (a member passes through; an old spelling, :data:`OLD_NAMES`, is
-    read as its format). ValueError naming the known formats for any other name."""
+    """The format called ``name``, as job files or as pipeline configs spell it (a member passes
+    through). ValueError naming the known formats for any other name."""
     if isinstance(name, SourceFormat):
         return name
     try:
         return SourceFormat(name)
     except ValueError:
-        if name in OLD_NAMES:
-            return OLD_NAMES[name]
+        if name in _BY_PIPELINE_NAME:
+            return _BY_PIPELINE_NAME[name]
         raise ValueError(f"unknown source format {name!r}; one of {', '.join(NAMES)}") from None
