@@ -44,8 +44,9 @@ APPLICATIONS: dict[str, frozenset[str]] = {
     "demo": frozenset({"impls", "interrupt", "jobs", "spark"}),
     "gateway": frozenset({"", "errors", "impls", "jobs", "plan", "sinks", "spark"}),
     "plan": frozenset({"impls", "jobs"}),
-    "jobs": frozenset({"client", "defaults", "errors", "impls", "interrupt", "sinks", "spark", "stdout"}),
-    "client": frozenset({"gateway"}),  # the gateway's typed contract (gateway/contract.py) only
+    "jobs": frozenset({"defaults", "errors", "impls", "interrupt", "sinks", "spark", "stdout"}),
+    # the gateway's typed contract (gateway/contract.py) and the result types (jobs/results.py) only
+    "client": frozenset({"gateway", "jobs"}),
     "keycheck": frozenset({"errors", "replay", "spec"}),
     "replay": frozenset({"errors", "impls", "interrupt", "spec", "stdout"}),
     "spark": frozenset({"impls", "interrupt", "sinks", "spec"}),
@@ -113,6 +114,28 @@ def test_the_applications_import_only_along_the_map() -> None:
                 found.append(f"{path}:{line} imports {module} ({owner} -> {target} is not on the map)")
     assert found == []
     assert units == set(APPLICATIONS), "every application unit is on the map, and only those"
+
+
+NARROW: dict[str, dict[str, frozenset[str]]] = {
+    "client": {
+        "gateway": frozenset({"upsertmat.gateway.contract"}),
+        "jobs": frozenset({"upsertmat.jobs.results"}),
+    },
+}
+"""Arrows of the map that allow some modules of the target only: ``client`` takes the gateway's
+request and response models and the result types, and nothing else of either (the embedded
+client's runs are ``jobs/``'s, which imports nothing of ``client``)."""
+
+
+def test_narrow_arrows_import_only_their_modules() -> None:
+    found = []
+    for path in package_files("upsertmat"):
+        targets = NARROW.get(application_of(module_name(path)) or "", {})
+        for line, module in imported_modules(path):
+            allowed = targets.get(application_of(module) or "")
+            if allowed is not None and module not in allowed:
+                found.append(f"{path}:{line} imports {module}")
+    assert found == []
 
 
 def test_optional_packages_are_imported_only_by_their_extra() -> None:

@@ -15,7 +15,7 @@ import pytest
 from rich.console import Console
 
 from upsertmat.client.render import ChangelogScreen, Tableau, TableScreen, counted
-from upsertmat.client.results import ResultChange, Snapshot
+from upsertmat.jobs.results import ResultChange, Snapshot
 from upsertmat.sinks import Column, open_sink, read_changes, read_snapshot
 
 COLUMNS = (Column("id", "bigint"), Column("v", "string"), Column("x", "double"))

@@ -19,8 +19,8 @@ import pytest
 from pyspark.sql import SparkSession
 
 from upsertmat.spark import PipelineConfig
-from upsertmat.spark.badinput import BadInput
 from upsertmat.spark.pipeline import read_table, run_pipeline
+from upsertmat.spark.sources.badinput import BadInput
 
 from .envelopes import debezium_lines
 

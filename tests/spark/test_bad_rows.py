@@ -17,7 +17,7 @@ from upsertmat.sinks import SinkUrlError, resolve_url
 from upsertmat.sinks.delta import delta_location
 from upsertmat.sinks.iceberg import iceberg_warehouse
 from upsertmat.sinks.sqlite import sqlite_path
-from upsertmat.spark.badinput import BadInput, BadRow, DeadLetters, SourceShape, locate, split_bad
+from upsertmat.spark.sources.badinput import BadInput, BadRow, DeadLetters, SourceShape, locate, split_bad
 
 SHAPE = SourceShape(
     "json", {"seq": "bigint", "op": "string", "id": "bigint", "v": "string"}, "op", "seq", ("id",)
@@ -114,3 +114,23 @@ def test_job_files_take_cdc_formats_on_error_and_lakehouse_sinks(tmp_path: Path)
     source: dict[str, Any] = {**document["source"], "on-error": "ignore"}
     with pytest.raises(JobError, match=r"source\.on-error must be fail or skip, got 'ignore'"):
         job_from_document({**document, "source": source}, base=tmp_path, where="job")
+
+
+def test_an_open_csv_quote_is_found_alike_in_spark_sql_and_in_python() -> None:
+    import random
+    import re
+
+    from upsertmat.spark.sources.csvlines import BALANCED, quote_problem
+
+    assert quote_problem('1,+I,2,"abc') == (
+        "unbalanced quote: the quoted field at column 8 does not end on its line (a CSV record is one line)"
+    )
+    for balanced in ['2,+I,3,"c,d"', '3,+I,4,"say ""hi"""', '4,+I,5,x"y', 'a,"b\\"c"', "plain", ""]:
+        assert quote_problem(balanced) is None, balanced
+    pattern = re.compile(BALANCED)  # the expression rlike runs (Java's syntax: possessive too)
+    chance = random.Random(7)
+    for _ in range(20_000):
+        line = "".join(chance.choice('a,"\\ ') for _ in range(chance.randint(0, 10)))
+        assert (pattern.match(line) is not None) == (quote_problem(line) is None), line
+    for line in ['a,"' + "x" * 10_000, '"' + '""' * 5_000]:  # linear, no backtracking
+        assert pattern.match(line) is None and quote_problem(line) is not None

@@ -1,5 +1,5 @@
 """CDC envelopes to changes, as Flink maps them, and bad envelopes named by line and reason
-(upsertmat.spark.cdc; pure Python, no Spark)."""
+(upsertmat.spark.sources.cdc; pure Python, no Spark)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from upsertmat.spark.badinput import BAD_OP
-from upsertmat.spark.cdc import CdcSpec, EnvelopeError, convert, envelope_changes, file_records
+from upsertmat.spark.sources.badinput import BAD_OP
+from upsertmat.spark.sources.cdc import CdcSpec, EnvelopeError, convert, envelope_changes, file_records
 
 ROW = {"id": 1, "name": "a"}
 NEW = {"id": 1, "name": "b"}

@@ -1,10 +1,10 @@
 """The CDC formats against Apache Flink 2.3's own ``debezium-json``, ``canal-json`` and
 ``maxwell-json`` (the ``flink`` extra; ``tox -e flink``).
 
-The pipeline maps each envelope "as Flink maps it" (upsertmat.spark.cdc). Here every envelope of
+The pipeline maps each envelope "as Flink maps it" (upsertmat.spark.sources.cdc). Here every envelope of
 one corpus (inserts, updates, deletes, nulls, before-less updates, Canal's multi-row ``data``,
 Maxwell's ``old``, tombstones, DDL, op codes, values of every column type, malformed lines) goes
-through both: ours is :func:`upsertmat.spark.cdc.file_records`, what the pipeline's Spark
+through both: ours is :func:`upsertmat.spark.sources.cdc.file_records`, what the pipeline's Spark
 workers run on each file; Flink's is a real job in PyFlink's JVM, a ``filesystem`` source with
 the format (Flink's default options unless a case names one) read into the same columns, each
 change printed as its kind and a ``JSON_ARRAY`` of its values. For each envelope the outcome must
@@ -30,8 +30,8 @@ from typing import Any
 
 import pytest
 
-from upsertmat.spark.badinput import BAD_OP
-from upsertmat.spark.cdc import CdcSpec, file_records
+from upsertmat.spark.sources.badinput import BAD_OP
+from upsertmat.spark.sources.cdc import CdcSpec, file_records
 
 from ..flinkextra import require_pyflink
 

@@ -22,11 +22,11 @@ from upsertmat.sinks import NetBatch
 from upsertmat.sinks import paimon as paimon_sink
 from upsertmat.sinks.base import TASK_FAILURE_VARIABLE, TaskOutput, TaskWriter
 from upsertmat.spark import PipelineConfig
-from upsertmat.spark.badinput import BAD_OP
 from upsertmat.spark.executorwrite import write_part
 from upsertmat.spark.misses import MISS_OP
 from upsertmat.spark.pipeline import SINK_WRITE_VARIABLE, read_table, run_pipeline
 from upsertmat.spark.session import LOG_ENV
+from upsertmat.spark.sources.badinput import BAD_OP
 
 from ..sinks.paimon_reader import paimon_batches, paimon_rows, state
 from .cluster import standalone_cluster
@@ -174,7 +174,7 @@ def test_bad_rows_reach_the_driver_from_the_executors(spark: SparkSession, tmp_p
     """The tasks pass bad source rows back to the driver with their file and line: on-error fail
     commits nothing of the batch (its staged files stay orphans), skip writes them to the dead
     letters and commits the rest."""
-    from upsertmat.spark.badinput import BadInput
+    from upsertmat.spark.sources.badinput import BadInput
 
     lines = [
         {"seq": 0, "op": "+I", "id": 1, "version": 0, "amount": 1.0, "flag": True, "payload": "a"},

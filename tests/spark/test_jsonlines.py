@@ -1,4 +1,4 @@
-"""upsertmat.spark.jsonlines: the JSON line parser gives from_json's row for every line.
+"""upsertmat.spark.sources.jsonlines: the JSON line parser gives from_json's row for every line.
 
 Differential: each line goes through ``from_json`` and through the parser in one Spark query,
 and the collected rows must be equal value for value (``repr``, so that NaN, -0.0 and the types
@@ -35,8 +35,8 @@ from pyspark.sql.types import (
 )
 
 from upsertmat.spark.config import PipelineConfig
-from upsertmat.spark.jsonlines import JSON_LINE_PARSER, json_line_parser, json_line_parser_jar
 from upsertmat.spark.sources import read_changelog
+from upsertmat.spark.sources.jsonlines import JSON_LINE_PARSER, json_line_parser, json_line_parser_jar
 
 from .javac import require_javac
 

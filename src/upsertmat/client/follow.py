@@ -21,9 +21,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
+from ..jobs.results import ResultChange, Snapshot
 from .http import GatewayClient, GatewayError
 from .render import Renderer
-from .results import ResultChange, Snapshot
 
 TERMINAL = ("STOPPED", "FAILED")
 FIRST_BACKOFF = 0.25

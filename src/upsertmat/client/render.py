@@ -26,38 +26,31 @@ import threading
 import tty
 from collections import deque
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol, TextIO
+from contextlib import AbstractContextManager, nullcontext
+from typing import Any, TextIO
 
 from rich.console import Console, Group
 from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
+from ..jobs.results import Renderer, ResultChange, Snapshot
 from .modes import RESULT_MODES, TABLEAU_FORMATS
-from .results import ResultChange, Snapshot
 
 __all__ = [
     "RESULT_MODES",
     "TABLEAU_FORMATS",
     "ChangelogScreen",
     "PageKeys",
+    "Renderer",
     "ResultChange",
     "Snapshot",
     "TableScreen",
     "Tableau",
+    "TerminalViews",
 ]
 
 OP_STYLES = {"+I": "green", "+U": "cyan", "-U": "yellow", "-D": "red"}
-
-
-class Renderer(Protocol):
-    """What a result mode does with committed results."""
-
-    def show_table(self, snapshot: Snapshot, rate: float) -> None: ...
-
-    def add_changes(self, changes: Sequence[ResultChange], rate: float) -> None: ...
-
-    def close(self) -> None: ...
 
 
 def cell(value: Any) -> str:
@@ -278,3 +271,16 @@ class PageKeys:
             self.thread.join(timeout=1)
         if self.saved is not None:
             termios.tcsetattr(sys.stdin.fileno(), termios.TCSADRAIN, self.saved)
+
+
+class TerminalViews:
+    """The result modes of this module as an embedded run's :class:`~upsertmat.jobs.results.Views`
+    (``RunOptions.views``): :func:`make_renderer`, and a table screen paged by ``n``/``p``."""
+
+    def renderer(self, mode: str, title: str, *, max_rows: int, keep: int, format: str) -> Renderer:
+        return make_renderer(mode, title, max_rows=max_rows, keep=keep, format=format)
+
+    def keys(self, renderer: Renderer) -> AbstractContextManager[object]:
+        if isinstance(renderer, TableScreen):
+            return PageKeys(renderer.turn)
+        return nullcontext()

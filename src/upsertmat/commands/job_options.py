@@ -126,6 +126,11 @@ def interval(text: str) -> str:
 def options_of(args: argparse.Namespace) -> RunOptions:
     """The :class:`RunOptions` of a parsed ``run``/``execute-plan`` command line."""
     follow = args.trigger_interval if (args.follow or args.until_idle is not None) else None
+    views = None
+    if args.result_mode is not None:
+        from upsertmat.client.render import TerminalViews  # rich: imported only for a result mode
+
+        views = TerminalViews()
     return RunOptions(
         quiet=args.quiet,
         follow=follow,
@@ -135,6 +140,7 @@ def options_of(args: argparse.Namespace) -> RunOptions:
         max_table_rows=args.max_table_rows,
         max_changelog_rows=args.max_changelog_rows,
         session_dir=args.session_dir,
+        views=views,
     )
 
 

@@ -21,11 +21,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..client.results import ResultChange, Snapshot
 from .model import JobSpec
+from .results import Renderer, ResultChange, Snapshot
 
 if TYPE_CHECKING:
-    from ..client.render import Renderer
     from ..spark.config import BatchProgress
 
 RESULT_DATABASE = "result.db"

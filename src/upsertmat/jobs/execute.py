@@ -24,6 +24,7 @@ from ..interrupt import Interrupted, StopSignals, interrupted
 from ..stdout import silence
 from .embedded import ResultFollower, embedded_session
 from .model import JobSpec
+from .results import Views
 from .runner import (
     announce_spark_log,
     committed_batches,
@@ -51,6 +52,9 @@ class RunOptions:
     max_table_rows: int = 1000
     max_changelog_rows: int = 1000
     session_dir: Path | None = None
+    views: Views | None = None
+    """What draws a result mode (the command line's: :class:`upsertmat.client.render.TerminalViews`);
+    needed when ``result_mode`` is set."""
 
 
 BOUNDARY_NOTICE = "stopping at the next micro-batch boundary (press Ctrl-C again to exit at once)"
@@ -79,8 +83,8 @@ def _execute(job: JobSpec, options: RunOptions, prefix: str, signals: StopSignal
     """:func:`execute` inside its signal frame, which starts ``busy``: signals are looked at once
     the set-up is done; the frame is not busy while Spark starts, busy again while the query runs."""
     from ..sinks import SinkError
-    from ..spark.badinput import BadInput
     from ..spark.config import PipelineConfigError
+    from ..spark.sources.badinput import BadInput
 
     resumed = committed_batches(job.checkpoint)
     follower = None
@@ -98,7 +102,7 @@ def _execute(job: JobSpec, options: RunOptions, prefix: str, signals: StopSignal
             if follower is not None:
                 follower.on_batch(batch)
 
-        with _page_keys(follower):
+        with _page_keys(follower, options.views):
             if follower is not None:
                 follower.show()  # what earlier runs committed, before the first new batch
             if not options.quiet:
@@ -207,10 +211,10 @@ def _run_retrying(
 def _follower(job: JobSpec, options: RunOptions, prefix: str) -> ResultFollower | None:
     if options.result_mode is None:
         return None
-    from ..client.render import make_renderer  # rich: imported only for a result mode
-
+    if options.views is None:
+        raise ValueError("a result mode needs RunOptions.views (what draws it)")
     title = f"{prefix}: job {job.name!r}, table {job.sink.table}"
-    renderer = make_renderer(
+    renderer = options.views.renderer(
         options.result_mode,
         title,
         max_rows=options.max_table_rows,
@@ -222,15 +226,12 @@ def _follower(job: JobSpec, options: RunOptions, prefix: str) -> ResultFollower 
     )
 
 
-def _page_keys(follower: ResultFollower | None) -> contextlib.AbstractContextManager[object]:
-    if follower is None or follower.mode != "table":
+def _page_keys(
+    follower: ResultFollower | None, views: Views | None
+) -> contextlib.AbstractContextManager[object]:
+    if follower is None or follower.mode != "table" or views is None:
         return contextlib.nullcontext()
-    from ..client.render import PageKeys, TableScreen
-
-    renderer = follower.renderer
-    if isinstance(renderer, TableScreen):
-        return PageKeys(renderer.turn)
-    return contextlib.nullcontext()
+    return views.keys(follower.renderer)
 
 
 def _batches(number: int) -> str:

@@ -6,6 +6,7 @@ A job file::
     source:
       path: changes.jsonl          # relative paths are relative to the job file
       format: jsonl                # jsonl (default), parquet, csv, debezium-json, canal-json, maxwell-json
+                                   # (the table of formats: upsertmat/spark/sources/formats.py)
       columns: [{id: long}, {level: long}, {attr: string}]
       op-column: op                # default op
       order-column: seq            # default seq: the arrival order
@@ -67,6 +68,7 @@ from ..impls.config import (
 from ..impls.settings import Backend, Settings, TimeDomain
 from ..sinks import SinkUrlError, resolve_url
 from ..spark.config import PIPELINE_STRATEGIES, STATE_LAYOUTS
+from ..spark.sources.formats import DEFAULT, NAMES
 from .model import (
     COLUMN_TYPES,
     INTERNAL_URL,
@@ -303,11 +305,11 @@ def job_from_document(
     source_data = _mapping(top["source"], f"{where}: source", _SOURCE)
     if "path" not in source_data or "columns" not in source_data:
         raise JobError(f"{where}: source needs a path and columns")
-    format_text = str(source_data.get("format", "jsonl")).strip().lower()
+    format_text = str(source_data.get("format", DEFAULT.value)).strip().lower()
     try:
-        source_format = SourceFormat(format_text)
+        source_format = SourceFormat(format_text)  # job files spell each format as the table does
     except ValueError:
-        known = ", ".join(f.value for f in SourceFormat)
+        known = ", ".join(NAMES)
         raise JobError(f"{where}: source.format {format_text!r} is not one of {known}") from None
     columns = _columns(source_data["columns"], f"{where}: source.columns")
     on_error = source_data.get("on-error", "fail")

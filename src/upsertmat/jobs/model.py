@@ -7,29 +7,15 @@ holds no Spark objects, so loading, validating and compiling a job never starts 
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..impls.settings import Settings
 from ..sinks import SinkKind, kind_of
 from ..sinks.sqlite import sqlite_path
+from ..spark.sources.formats import SourceFormat
 
-
-class SourceFormat(enum.Enum):
-    """File formats of the changelog source."""
-
-    JSONL = "jsonl"
-    PARQUET = "parquet"
-    CSV = "csv"
-    DEBEZIUM = "debezium-json"
-    CANAL = "canal-json"
-    MAXWELL = "maxwell-json"
-
-    @property
-    def is_cdc(self) -> bool:
-        """A CDC envelope format (each line a Debezium, Canal or Maxwell envelope)."""
-        return self in (SourceFormat.DEBEZIUM, SourceFormat.CANAL, SourceFormat.MAXWELL)
+__all__ = ["COLUMN_TYPES", "Column", "JobSpec", "SinkSpec", "SourceFormat", "SourceSpec", "SparkOptions"]
 
 
 # Column types a job may declare, and their Spark SQL DDL spelling.

@@ -16,19 +16,11 @@ from typing import TYPE_CHECKING, TextIO
 
 from ..errors import CliError, ExitCode
 from ..impls.build import needs_extra
-from .model import JobSpec, SourceFormat
+from .model import JobSpec
 
 if TYPE_CHECKING:
     from ..spark.config import BatchProgress, PipelineConfig, PipelineResult
 
-_FORMATS = {
-    SourceFormat.JSONL: "json",
-    SourceFormat.PARQUET: "parquet",
-    SourceFormat.CSV: "csv",
-    SourceFormat.DEBEZIUM: "debezium-json",
-    SourceFormat.CANAL: "canal-json",
-    SourceFormat.MAXWELL: "maxwell-json",
-}
 INSTALL_HINT = f"the pipeline {needs_extra('spark', ' (PySpark) and Java 17+')}"
 
 
@@ -49,16 +41,13 @@ def pipeline_config(
     source = job.source
     return PipelineConfig(
         source_path=source.path,
-        schema=", ".join(
-            [f"{source.op_column} STRING", f"{source.order_column} BIGINT"]
-            + [f"{column.name} {column.ddl_type}" for column in source.columns]
-        ),
+        schema=source.ddl(),  # the job's one source DDL (jobs/model.py)
         pk=job.primary_key,
         checkpoint_dir=job.checkpoint,
         sink_url=job.sink.url,
         upsert_key=job.upsert_key,
         columns=source.column_names,
-        source_format=_FORMATS[source.format],
+        source_format=source.format.value,
         op_column=source.op_column,
         arrival_column=source.order_column,
         max_files_per_trigger=job.spark.max_files_per_trigger,

@@ -3,7 +3,8 @@
 Modules: :mod:`.config` (``PipelineConfig``, ``BatchProgress``, ``PipelineResult``; no pyspark
 import), :mod:`.session` (the SparkSession settings), :mod:`.processor` (the
 ``transformWithState`` processor running a strategy on the ``spark`` state backend),
-:mod:`.sources` (changelog file readers) and :mod:`.pipeline` (``run_pipeline(config) ->
+:mod:`.sources` (changelog file readers, by role: the table of formats, the readers, the CDC
+parser, bad input) and :mod:`.pipeline` (``run_pipeline(config) ->
 PipelineResult``); the sinks it writes are :mod:`upsertmat.sinks` (no pyspark there).
 Run a saved config with ``python -m upsertmat.spark CONFIG.json``. See ``docs/spark.md``.
 """

@@ -31,8 +31,8 @@ from ..impls.settings import (
     UpdateType,
 )
 from ..sinks import SinkUrlError, check_url
+from .sources.formats import DEFAULT, SourceFormat, pipeline_name, source_format
 
-FORMATS = ("json", "parquet", "csv", "debezium-json", "canal-json", "maxwell-json")
 ON_ERROR = ("fail", "skip")
 STATE_LAYOUTS = ("log", "blob")
 PIPELINE_STRATEGIES: tuple[Strategy, ...] = tuple(
@@ -88,8 +88,10 @@ class PipelineConfig:
     """One pipeline: source files -> (materializer) -> upsert sink.
 
     Source: every file in ``source_path`` (a directory, watched as a stream; new files must
-    appear atomically, e.g. written elsewhere then renamed in) in ``source_format`` (``json`` =
-    JSON Lines, ``parquet``, ``csv`` with a header), read with the DDL ``schema`` (e.g.
+    appear atomically, e.g. written elsewhere then renamed in) in ``source_format``, a name of the
+    table of formats (:mod:`upsertmat.spark.sources.formats`: ``json`` = JSON Lines, ``parquet``,
+    ``csv`` with a header, ``debezium-json``, ``canal-json``, ``maxwell-json``; the job file's
+    ``jsonl`` is taken too, and stored as ``json``), read with the DDL ``schema`` (e.g.
     ``"seq LONG, op STRING, id LONG, level LONG, payload STRING"``). ``op_column`` holds
     ``+I -U +U -D``; ``arrival_column`` (integer) gives the arrival order, which is the order the
     materializer applies the events of one key in. ``columns``: the row's columns in order (the
@@ -136,7 +138,7 @@ class PipelineConfig:
     sink_url: str
     upsert_key: tuple[str, ...] = ()
     columns: tuple[str, ...] | None = None
-    source_format: str = "json"
+    source_format: str = pipeline_name(DEFAULT)
     op_column: str = "op"
     arrival_column: str = "seq"
     ts_column: str | None = None
@@ -229,6 +231,13 @@ class PipelineConfig:
 
     def __post_init__(self) -> None:
         check_config(self)
+        # One spelling per format in a config: a job file's "jsonl" is stored as "json".
+        object.__setattr__(self, "source_format", pipeline_name(self.format))
+
+    @property
+    def format(self) -> SourceFormat:
+        """The source format's entry in the table of formats."""
+        return source_format(self.source_format)
 
     @property
     def dead_letters(self) -> Path:
@@ -255,10 +264,10 @@ def check_config(config: PipelineConfig) -> None:
         raise PipelineConfigError(
             f"max_files_per_trigger must be >= 1 (or None), got {config.max_files_per_trigger}"
         )
-    if config.source_format not in FORMATS:
-        raise PipelineConfigError(
-            f"unknown source format {config.source_format!r}; one of {', '.join(FORMATS)}"
-        )
+    try:
+        source_format(config.source_format)
+    except ValueError as error:
+        raise PipelineConfigError(str(error)) from None
     if not config.pk:
         raise PipelineConfigError("the sink primary key (pk) needs at least one column")
     if config.state_layout not in STATE_LAYOUTS:

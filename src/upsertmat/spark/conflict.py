@@ -46,9 +46,9 @@ from ..impls.conflict.materializer import CURRENT, DIRTY, META, PENDING
 from ..impls.settings import Backend, Settings
 from ..impls.state.spark import SparkBackend
 from ..spec import Change, ConflictBehavior, RowKind
-from .badinput import BAD_OP
 from .packing import BUCKET, key_bucket
 from .processor import KEY_STRUCT, OUTPUT_SCHEMA, VALUE_STRUCT, ProcessorSpec, split_bad_records
+from .sources.badinput import BAD_OP
 
 __all__ = ["CONFLICT_OP", "OUTPUT_SCHEMA", "ConflictProcessor", "build_conflict_frame"]
 
@@ -96,7 +96,7 @@ class ConflictProcessor(StatefulProcessor):
 
     def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: Any) -> Iterator[SparkRow]:
         """Buffer the key's rows in arrival order; arm the watermark timer. Emits only the rows
-        that cannot be changes (``BAD_OP``, upsertmat.spark.badinput)."""
+        that cannot be changes (``BAD_OP``, upsertmat.spark.sources.badinput)."""
         records = list(rows)
         reported: list[SparkRow] = []
         if records:

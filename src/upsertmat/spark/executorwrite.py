@@ -32,8 +32,8 @@ from pyspark.sql import DataFrame
 
 from ..sinks import NetBatch, last_per_key
 from ..sinks.base import TASK_FAILURE_VARIABLE, TaskOutput, TaskWriter
-from .badinput import BAD_OP
 from .misses import MISS_OP
+from .sources.badinput import BAD_OP
 
 RESULT_SCHEMA = (
     "kind string, arrival bigint, op string, text string, message binary, upserts bigint, deletes bigint"
@@ -73,12 +73,16 @@ def _inject_failure(batch_id: int) -> None:
 
 
 def write_part(
-    changes: list[tuple[int, str, Any]], pk: Sequence[int], writer: TaskWriter, query_id: str, batch_id: int
-) -> tuple[TaskOutput, int, list[tuple[int, str, Any]]]:
+    changes: Sequence[tuple[int | None, str, Any]],
+    pk: Sequence[int],
+    writer: TaskWriter,
+    query_id: str,
+    batch_id: int,
+) -> tuple[TaskOutput, int, list[tuple[int | None, str, Any]]]:
     """(what ``writer`` staged, the part's change count, its bad rows and misses) for one task's
     decoded part ``changes`` ``(arrival, op, row)``. O(changes) plus the write. No Spark."""
-    kept: list[tuple[int, str, Any]] = []
-    special: list[tuple[int, str, Any]] = []
+    kept: list[tuple[int | None, str, Any]] = []  # every kept change has its arrival
+    special: list[tuple[int | None, str, Any]] = []  # a bad row may have none
     for change in changes:
         op = change[1]
         (special if op == MISS_OP or op.startswith(BAD_OP) else kept).append(change)
@@ -104,7 +108,7 @@ def part_writer(
         _inject_failure(batch_id)
         rows: dict[str, list[Any]] = {name: [] for name in ("kind", "arrival", "op", "text", "message")}
 
-        def add(kind: str, arrival: int, op: str, text: str | None, message: bytes | None) -> None:
+        def add(kind: str, arrival: int | None, op: str, text: str | None, message: bytes | None) -> None:
             for name, value in zip(rows, (kind, arrival, op, text, message), strict=True):
                 rows[name].append(value)
 

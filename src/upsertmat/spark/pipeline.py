@@ -34,7 +34,6 @@ from ..sinks import BatchSink, Column, SinkFailure, open_sink
 from ..sinks.base import TaskOutput, TaskWriter
 from ..spec import Keys
 from ..spec.changes import Row
-from .badinput import BAD_OP, BadInput, BadRow, DeadLetters, SourceShape, local_path, locate, split_bad
 from .config import BatchProgress, BatchTiming, PipelineConfig, PipelineConfigError, PipelineResult
 from .conflict import build_conflict_frame
 from .executorwrite import CountOnly, write_in_executors
@@ -49,6 +48,16 @@ from .processor import (
 )
 from .session import build_session
 from .sources import read_changelog
+from .sources.badinput import (
+    BAD_OP,
+    BadInput,
+    BadRow,
+    DeadLetters,
+    SourceShape,
+    local_path,
+    locate,
+    split_bad,
+)
 
 # A continuous query runs with a zero processing-time trigger, so that a batch starts as soon as
 # the previous one ends while files wait (a processing-time trigger of N ms would start it at

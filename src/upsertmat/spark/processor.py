@@ -40,10 +40,10 @@ from ..impls.strategies.linked_map import MapMaterializer
 from ..impls.strategies.value import ValueMaterializer
 from ..spec import Change, Keys, Materializer, RowKind
 from ..spec.changes import Row
-from .badinput import BAD_OP
 from .config import PIPELINE_STRATEGIES
 from .misses import EXPIRED_STATE, decode_expired, encode_expired, expiry_note_ttl, miss_outputs
 from .packing import PACKED, unpack_records
+from .sources.badinput import BAD_OP
 
 OUTPUT_SCHEMA = "arrival LONG, op STRING, row STRING"
 # ProcessorSpec.batched_output: one row per grouping key and batch, its changes in msgpack.
@@ -196,7 +196,7 @@ def split_bad_records(
 ) -> tuple[list[tuple[Any, ...]], list[tuple[Any, str]]]:
     """(records that are changes, ``(arrival, description JSON)`` of those that are not): a record
     whose op is not ``+I -U +U -D`` is a bad source row (its op is a
-    :data:`~upsertmat.spark.badinput.BAD_OP` marker). One pass when every op is good."""
+    :data:`~upsertmat.spark.sources.badinput.BAD_OP` marker). One pass when every op is good."""
     kinds = _KINDS
     if all(record[op] in kinds for record in records):
         return records, []
@@ -302,7 +302,7 @@ class MaterializerProcessor(StatefulProcessor):
         """Run the key's changes (sorted by arrival) and flush: the output ``(arrival, op, text)``s
         (``(arrival, BATCH_OP, msgpack bytes)`` with ``batched_output``). ``bad``: the key's rows
         that cannot be changes, ``(arrival, description JSON)``, passed through as ``BAD_OP``
-        outputs without touching state (upsertmat.spark.badinput)."""
+        outputs without touching state (upsertmat.spark.sources.badinput)."""
         materializer = self._materializer(now)
         outputs: list[tuple[int, str, Any]] = []
         if changes:

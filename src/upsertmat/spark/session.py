@@ -13,7 +13,7 @@ JVM), so an embedded run opens no port on other interfaces. The UI is off unless
 Java helpers: for such a master, when this call starts the JVM and a JDK's ``javac`` is at hand,
 ``file:`` paths use :data:`~.localfs.NIO_LOCAL_FS`, which sets file permissions with a system
 call instead of forking ``chmod`` for every file Spark creates (:mod:`.localfs`), and JSON Lines
-are parsed by :data:`~.jsonlines.JSON_LINE_PARSER`, ``from_json``'s rows at the speed of Spark's
+are parsed by :data:`~.sources.jsonlines.JSON_LINE_PARSER`, ``from_json``'s rows at the speed of Spark's
 JSON file source (:mod:`.jsonlines`). Both are compiled on first use (:mod:`.javajars`).
 
 Logs: when this call starts the JVM, the JVM's stdout and stderr — Spark's log4j console output
@@ -40,8 +40,8 @@ from pyspark.sql import SparkSession
 
 from ..interrupt import call_interruptibly
 from .javajars import class_path_conf
-from .jsonlines import json_line_parser_jar
 from .localfs import FILE_SYSTEM_CONF, nio_local_fs_conf, nio_local_fs_jar
+from .sources.jsonlines import json_line_parser_jar
 
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 # The serial collector suits a small local heap on few cores. The JIT keeps its C2 tier: stopping

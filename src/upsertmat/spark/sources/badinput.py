@@ -3,7 +3,7 @@
 What is bad (docs/spark.md, "Bad input"): a line that is not JSON or whose values do not have the
 declared types (Spark's corrupt record), a row without an op or with an op other than ``+I -U +U
 -D``, a row without its order column or a sink primary key column, a CDC envelope that cannot be
-mapped (:mod:`upsertmat.spark.cdc`). Each is found before the materializer and travels through
+mapped (:mod:`upsertmat.spark.sources.cdc`). Each is found before the materializer and travels through
 the query as a *marked* row: its op is :data:`BAD_OP` followed by a JSON object saying where it
 came from (``file`` and the raw ``text``, or a Parquet ``row`` index, or the ``line`` a CDC
 parser already knows) and why (``code``). The processor passes such rows through without touching
@@ -16,6 +16,7 @@ bad rows: one read of each such file) and then either fails the batch before the
 
 from __future__ import annotations
 
+import base64
 import csv
 import json
 import os
@@ -25,7 +26,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
 
-from ..impls.documents import json_type_name
+from ...impls.documents import json_type_name
+from .csvlines import quote_problem
+from .formats import Reader, source_format
 
 BAD_OP = "?B"
 """The op of a row that cannot be a change; the rest of the op text (or of the output row) is
@@ -34,13 +37,15 @@ the JSON object describing it."""
 ON_ERROR = ("fail", "skip")
 OPS = ("+I", "-U", "+U", "-D")
 
-# Codes the Spark side (upsertmat.spark.sources) writes; messages are made here.
+# Codes the Spark side (upsertmat.spark.sources.files) writes; messages are made here.
 CORRUPT = "corrupt"
 NO_OP = "no-op"
 UNKNOWN_OP = "unknown-op"
 NO_ORDER = "no-order"
 NO_KEY = "no-key"
 ENVELOPE = "envelope"  # a CDC envelope the parser refused: the reason is in "reason"
+INVALID_UTF8 = "utf8"  # a line (JSON Lines, CSV) that is not UTF-8: its bytes (base64) in "bytes"
+UNBALANCED_QUOTE = "unbalanced-quote"  # a CSV line whose quoted field does not end on it
 SCHEMA = "schema"  # a Parquet file whose column types differ from the job's
 
 
@@ -64,13 +69,15 @@ class BadInput(RuntimeError):
 class BadRow:
     """One bad source row: its ``file`` (a local path when the source is local), its 1-based
     ``line`` (text formats; None if it could not be found again) or 0-based ``row`` index
-    (Parquet), the ``reason`` and the raw ``text`` (None for Parquet)."""
+    (Parquet), the ``reason`` and the raw ``text`` (None for Parquet). ``raw``: the line's exact
+    bytes when they are not UTF-8 (``text`` then shows them escaped, :func:`shown`)."""
 
     file: str
     line: int | None
     row: int | None
     reason: str
     text: str | None
+    raw: bytes | None = None
 
     def where(self) -> str:
         """``FILE line N`` / ``FILE row N`` / ``FILE``."""
@@ -90,6 +97,8 @@ class BadRow:
         found["error"] = self.reason
         if self.text is not None:
             found["text"] = self.text
+        if self.raw is not None:
+            found["bytes"] = encoded(self.raw)
         return found
 
 
@@ -120,10 +129,39 @@ def local_path(uri: str) -> str:
     return uri
 
 
+def utf8_problem(raw: bytes) -> str | None:
+    """Why the line ``raw`` is not text (None: it is valid UTF-8). The one rule of every text
+    format: such a line is a bad row, never a value with U+FFFD in place of its bytes."""
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        return f"not valid UTF-8 (byte {error.start + 1} of the line)"
+    return None
+
+
+def shown(raw: bytes) -> str:
+    """A line's bytes as text for people: invalid bytes as backslash-x escapes (the exact bytes travel
+    beside it, base64, as ``bytes``)."""
+    return raw.decode("utf-8", "backslashreplace")
+
+
+def encoded(raw: bytes) -> str:
+    """``raw`` as base64 text (a bad row's ``bytes``)."""
+    return base64.b64encode(raw).decode("ascii")
+
+
+def split_lines(data: bytes) -> list[bytes]:
+    """A file's lines as Spark's text reader splits them (LF, CR LF, CR)."""
+    lines = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n").split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()
+    return lines
+
+
 @dataclass(frozen=True)
 class SourceShape:
-    """What the driver needs to explain bad rows: the format (``json``, ``csv``, ``parquet``, a CDC
-    format), the data columns with their Spark types, the op / order column names and the sink
+    """What the driver needs to explain bad rows: the format (a name of the table of formats,
+    :mod:`.formats`), the data columns with their Spark types, the op / order column names and the sink
     primary key column names."""
 
     format: str
@@ -132,12 +170,24 @@ class SourceShape:
     order_column: str
     pk: tuple[str, ...]
 
+    @property
+    def reader(self) -> Reader:
+        """How the format's files are read (the table's entry)."""
+        return source_format(self.format).reader
+
     def reason(self, info: dict[str, Any]) -> str:
         """The message for one bad row's ``info``."""
         code = info.get("code")
         if code == CORRUPT:
             text = info.get("text")
             return self._corrupt(text) if isinstance(text, str) else "the row could not be read"
+        if code == INVALID_UTF8:
+            raw = info.get("bytes")
+            problem = utf8_problem(base64.b64decode(raw)) if isinstance(raw, str) else None
+            return problem or "not valid UTF-8"
+        if code == UNBALANCED_QUOTE:
+            text = info.get("text")
+            return (quote_problem(text) if isinstance(text, str) else None) or "unbalanced quote"
         if code == NO_OP:
             return f"no op: the column {self.op_column!r} is missing or null"
         if code == UNKNOWN_OP:
@@ -150,7 +200,7 @@ class SourceShape:
         return str(info.get("reason") or code)
 
     def _corrupt(self, text: str) -> str:
-        if self.format == "csv":
+        if self.reader is Reader.CSV:
             return self._corrupt_csv(text)
         try:
             value = json.loads(text)
@@ -218,14 +268,10 @@ def text_problem(kind: str, text: str) -> str | None:
     return None
 
 
-def _lines(path: str) -> list[str]:
-    """The lines of a text file as Spark's text reader splits them (LF, CR LF, CR)."""
-    with open(path, encoding="utf-8", errors="replace", newline="") as handle:
-        data = handle.read()
-    lines = data.replace("\r\n", "\n").replace("\r", "\n").split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    return lines
+def _lines(path: str) -> list[bytes]:
+    """The lines of a text file as Spark's text reader splits them (LF, CR LF, CR), as bytes."""
+    with open(path, "rb") as handle:
+        return split_lines(handle.read())
 
 
 def locate(infos: Iterable[dict[str, Any]], shape: SourceShape) -> list[BadRow]:
@@ -237,11 +283,11 @@ def locate(infos: Iterable[dict[str, Any]], shape: SourceShape) -> list[BadRow]:
         by_file.setdefault(local_path(str(info.get("file", "?"))), []).append(info)
     found: list[BadRow] = []
     for file, items in sorted(by_file.items()):
-        lines: list[str] | None = None
+        lines: list[bytes] | None = None
         taken: set[int] = set()
         for info in items:
             line = info.get("line")
-            if line is None and "row" not in info and shape.format in ("json", "csv"):
+            if line is None and "row" not in info and shape.reader in (Reader.LINES, Reader.CSV):
                 if lines is None:
                     try:
                         lines = _lines(file) if os.path.exists(file) else []
@@ -249,30 +295,35 @@ def locate(infos: Iterable[dict[str, Any]], shape: SourceShape) -> list[BadRow]:
                         lines = []
                 line = _find_line(lines, info, shape, taken)
             text = info.get("text")
+            raw = base64.b64decode(info["bytes"]) if isinstance(info.get("bytes"), str) else None
             found.append(
                 BadRow(
                     file=file,
                     line=None if line is None else int(line),
                     row=None if info.get("row") is None else int(info["row"]),
                     reason=shape.reason(info),
-                    text=None if text is None else str(text),
+                    text=shown(raw) if raw is not None else None if text is None else str(text),
+                    raw=raw if raw is not None and utf8_problem(raw) else None,
                 )
             )
     found.sort(key=lambda bad: (bad.file, bad.line or 0, bad.row or 0))
     return found
 
 
-def _find_line(lines: list[str], info: dict[str, Any], shape: SourceShape, taken: set[int]) -> int | None:
-    """The first line not yet taken that holds the bad row (by its raw text, or for a CSV row
-    read without a raw text by its op and order fields); 1-based."""
+def _find_line(lines: list[bytes], info: dict[str, Any], shape: SourceShape, taken: set[int]) -> int | None:
+    """The first line not yet taken that holds the bad row (by its bytes, or its raw text, or
+    for a CSV row read without a raw text by its op and order fields); 1-based."""
     text = info.get("text")
+    raw = base64.b64decode(info["bytes"]) if isinstance(info.get("bytes"), str) else None
     for index, line in enumerate(lines):
         if index in taken:
             continue
-        if isinstance(text, str):
-            hit = line == text
-        elif shape.format == "csv":
-            hit = _csv_match(line, info, shape)
+        if raw is not None:
+            hit = line == raw
+        elif isinstance(text, str):
+            hit = line.decode("utf-8", "replace") == text
+        elif shape.reader is Reader.CSV:
+            hit = _csv_match(line.decode("utf-8", "replace"), info, shape)
         else:
             hit = False
         if hit:

@@ -29,7 +29,7 @@ from typing import Any
 from pyspark.sql import Column, SparkSession, functions
 from pyspark.sql.types import StructType
 
-from .javajars import compiled_jar, java_sources, pyspark_jars
+from ..javajars import compiled_jar, java_sources, pyspark_jars
 
 JSON_LINE_PARSER = "upsertmat.json.JsonLineParser"
 PACKAGE = "upsertmat.json"

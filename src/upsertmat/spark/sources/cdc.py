@@ -28,7 +28,7 @@ the changes of its envelope). That orders the changes of one file; files are ord
 file source (modification time), one file per micro-batch.
 
 Malformed envelopes (not JSON, not an object, an unknown op or type, a missing image, a value of
-the wrong type, a missing key column) become bad rows (:mod:`upsertmat.spark.badinput`) carrying
+the wrong type, a missing key column) become bad rows (:mod:`upsertmat.spark.sources.badinput`) carrying
 their file, line and reason. No pyspark import; :func:`parse_files` runs in ``mapInArrow``.
 """
 
@@ -36,14 +36,14 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from ..impls.documents import json_type_name
-from .badinput import BAD_OP, ENVELOPE, local_path
+from ...impls.documents import json_type_name
+from .badinput import BAD_OP, ENVELOPE, encoded, local_path, shown, split_lines, utf8_problem
+from .formats import SourceFormat, source_format
 
-FORMATS = ("debezium-json", "canal-json", "maxwell-json")
 MAX_INDEX = 1 << 16
 ARROW_TYPES = {"bigint": "int64", "int": "int32", "double": "float64", "boolean": "bool", "string": "string"}
 _RANGES = {"bigint": (-(2**63), 2**63 - 1), "int": (-(2**31), 2**31 - 1)}
@@ -56,7 +56,7 @@ class EnvelopeError(ValueError):
 
 @dataclass(frozen=True)
 class CdcSpec:
-    """What the parser produces: ``format`` (one of :data:`FORMATS`), the row's ``columns`` as
+    """What the parser produces: ``format`` (the name of a CDC format of the table), the row's ``columns`` as
     ``(name, Spark simple type)`` pairs, the op and arrival column names of the output and the
     sink primary key columns (a change without one is bad input)."""
 
@@ -76,13 +76,10 @@ class CdcSpec:
 def envelope_changes(fmt: str, envelope: Any) -> list[tuple[str, dict[str, Any]]]:
     """The changes ``(op, row object)`` of one parsed envelope, in order ([] for a tombstone or
     DDL). EnvelopeError naming the field that is wrong."""
-    if fmt == "debezium-json":
-        return _debezium(envelope)
-    if fmt == "canal-json":
-        return _canal(envelope)
-    if fmt == "maxwell-json":
-        return _maxwell(envelope)
-    raise ValueError(f"unknown CDC format {fmt!r}")
+    mapping = MAPPINGS.get(source_format(fmt))
+    if mapping is None:
+        raise ValueError(f"{fmt!r} is not a CDC format")
+    return mapping(envelope)
 
 
 def _image(envelope: dict[str, Any], name: str, why: str) -> dict[str, Any]:
@@ -167,6 +164,14 @@ def _maxwell(envelope: Any) -> list[tuple[str, dict[str, Any]]]:
     raise EnvelopeError(f"unknown Maxwell type {kind!r} (expected insert, update or delete)")
 
 
+MAPPINGS: dict[SourceFormat, Callable[[Any], list[tuple[str, dict[str, Any]]]]] = {
+    SourceFormat.DEBEZIUM: _debezium,
+    SourceFormat.CANAL: _canal,
+    SourceFormat.MAXWELL: _maxwell,
+}
+"""Each CDC format of the table -> its envelope mapping."""
+
+
 def convert(kind: str, value: Any) -> Any:
     """``value`` (a JSON value) as a column of Spark type ``kind``; EnvelopeError if it cannot be."""
     if value is None:
@@ -214,14 +219,6 @@ def convert(kind: str, value: Any) -> Any:
     )
 
 
-def split_lines(data: bytes) -> list[bytes]:
-    """A file's lines as Spark's text reader splits them (LF, CR LF, CR)."""
-    lines = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n").split(b"\n")
-    if lines and lines[-1] == b"":
-        lines.pop()
-    return lines
-
-
 def file_records(spec: CdcSpec, file: str, data: bytes | str) -> list[tuple[Any, ...]]:
     """The parsed records ``(op, arrival, *columns)`` of one file, in line order. A bad line is
     one record whose op is a bad-row marker and whose other values are null. O(file size)."""
@@ -230,23 +227,15 @@ def file_records(spec: CdcSpec, file: str, data: bytes | str) -> list[tuple[Any,
     kinds = [kind for _, kind in spec.columns]
     key_positions = [names.index(name) for name in spec.pk]
     path = local_path(file)
-    if isinstance(data, str):  # Spark's text source decoded it (invalid UTF-8 became U+FFFD)
+    if isinstance(data, str):
         data = data.encode("utf-8", "surrogatepass")
     records: list[tuple[Any, ...]] = []
     for number, raw in enumerate(split_lines(data), start=1):
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError as error:
-            records.append(
-                _bad(
-                    path,
-                    number,
-                    raw.decode("utf-8", "replace"),
-                    f"not valid UTF-8 (byte {error.start + 1})",
-                    width,
-                )
-            )
+        problem = utf8_problem(raw)
+        if problem is not None:  # the rule of every text format: a bad row, its bytes kept
+            records.append(_bad(path, number, shown(raw), problem, width, raw))
             continue
+        text = raw.decode("utf-8")
         if text.startswith("\ufeff"):
             text = text[1:]
         if not text.strip():
@@ -287,8 +276,12 @@ def file_records(spec: CdcSpec, file: str, data: bytes | str) -> list[tuple[Any,
     return records
 
 
-def _bad(file: str, line: int, text: str, reason: str, width: int) -> tuple[Any, ...]:
-    info = {"code": ENVELOPE, "file": file, "line": line, "reason": reason, "text": text}
+def _bad(
+    file: str, line: int, text: str, reason: str, width: int, raw: bytes | None = None
+) -> tuple[Any, ...]:
+    info: dict[str, Any] = {"code": ENVELOPE, "file": file, "line": line, "reason": reason, "text": text}
+    if raw is not None:
+        info["bytes"] = encoded(raw)
     return (
         BAD_OP + json.dumps(info, ensure_ascii=False, separators=(",", ":")),
         line << 16,
@@ -298,8 +291,9 @@ def _bad(file: str, line: int, text: str, reason: str, width: int) -> tuple[Any,
 
 def parse_files(spec: CdcSpec, batches: Iterator[Any]) -> Iterator[Any]:
     """``mapInArrow`` function over whole files (``path``, ``content``: Spark's text source with
-    ``wholetext``): the records of each file (:func:`file_records`) as Arrow batches of the spec's
-    output schema."""
+    ``wholetext``, the content as bytes: Spark's decoding would put U+FFFD for a byte that is not
+    UTF-8, and Arrow's would raise): the records of each file (:func:`file_records`) as Arrow
+    batches of the spec's output schema."""
     import pyarrow as pa  # type: ignore[import-untyped]  # only in the Python workers
 
     schema = pa.schema(
@@ -310,7 +304,7 @@ def parse_files(spec: CdcSpec, batches: Iterator[Any]) -> Iterator[Any]:
         paths = batch.column("path").to_pylist()
         contents = batch.column("content").to_pylist()
         for path, content in zip(paths, contents, strict=True):
-            records = file_records(spec, path, content or "")
+            records = file_records(spec, path, content or b"")
             if not records:
                 continue
             columns = list(zip(*records, strict=True))

@@ -1,0 +1,80 @@
+"""The table of source formats (upsertmat.spark.sources.formats): each format named once, every
+reader there, old spellings read, and the names usable without pyspark (no Spark started)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from upsertmat.jobs.model import SourceFormat as JobFormat
+from upsertmat.spark.config import PipelineConfig, PipelineConfigError
+from upsertmat.spark.sources.formats import NAMES, PIPELINE_NAMES, Reader, SourceFormat, source_format
+
+
+def test_each_format_is_named_once_with_the_job_file_spelling() -> None:
+    assert NAMES == ("jsonl", "parquet", "csv", "debezium-json", "canal-json", "maxwell-json")
+    assert JobFormat is SourceFormat  # jobs/ names the table's formats, not a copy
+    assert [member.value for member in SourceFormat if member.is_cdc] == list(NAMES[3:])
+    assert [member for member in SourceFormat if not member.is_text] == [SourceFormat.PARQUET]
+    assert {member.title for member in SourceFormat} >= {"JSON Lines", "CSV", "Debezium JSON"}
+
+
+def test_every_reader_of_the_table_has_its_spark_function() -> None:
+    from upsertmat.spark.sources.cdc import MAPPINGS
+    from upsertmat.spark.sources.files import READERS
+
+    assert set(READERS) == set(Reader)
+    assert set(MAPPINGS) == {member for member in SourceFormat if member.is_cdc}
+
+
+def test_the_pipeline_spelling_is_read_as_its_format_and_others_refused() -> None:
+    assert PIPELINE_NAMES == {SourceFormat.JSONL: "json"}  # the one other spelling, in the table
+    assert source_format("json") is SourceFormat.JSONL
+    assert source_format(SourceFormat.CSV) is SourceFormat.CSV
+    with pytest.raises(ValueError, match="unknown source format 'xml'; one of jsonl, parquet, csv"):
+        source_format("xml")
+
+
+def test_a_config_spells_each_format_one_way_and_round_trips(tmp_path: Path) -> None:
+    fields = {
+        "source_path": str(tmp_path / "in"),
+        "schema": "seq LONG, op STRING, id LONG",
+        "pk": ["id"],
+        "checkpoint_dir": str(tmp_path / "cp"),
+        "sink_url": f"sqlite:///{tmp_path / 's.db'}",
+    }
+    old = PipelineConfig.from_json(json.dumps({**fields, "source_format": "json"}))
+    assert old.source_format == "json" and old.format is SourceFormat.JSONL
+    assert PipelineConfig.from_json(old.to_json()) == old
+    as_job = PipelineConfig.from_json(json.dumps({**fields, "source_format": "jsonl"}))
+    assert as_job == old and json.loads(as_job.to_json())["source_format"] == "json"
+    csv = PipelineConfig.from_json(json.dumps({**fields, "source_format": "csv"}))
+    assert csv.format is SourceFormat.CSV and PipelineConfig.from_json(csv.to_json()) == csv
+    with pytest.raises(PipelineConfigError, match="unknown source format 'xml'"):
+        PipelineConfig.from_json(json.dumps({**fields, "source_format": "xml"}))
+
+
+def test_jobs_name_the_formats_without_pyspark(tmp_path: Path) -> None:
+    job = tmp_path / "job.yaml"
+    job.write_text(
+        "source: {path: in, format: canal-json, columns: [{id: long}]}\nkeys: {primary-key: [id]}\n"
+    )
+    script = (
+        "import sys\n"
+        "class Block:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == 'pyspark' or name.startswith('pyspark.'):\n"
+        "            raise ImportError('no pyspark here')\n"
+        "sys.meta_path.insert(0, Block())\n"
+        "from pathlib import Path\n"
+        "from upsertmat.jobs.loader import load_job\n"
+        f"job = load_job(Path({str(job)!r}))\n"
+        "print(job.source.format.value, job.source.format.is_cdc)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["canal-json", "True"]
