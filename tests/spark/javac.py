@@ -1,8 +1,8 @@
-"""The Spark tests of the Java helpers (:mod:`upsertmat.spark.javajars`) need a JDK's javac."""
+"""The Spark tests of the Java helpers (:mod:`upsertmat.spark.jvm.jars`) need a JDK's javac."""
 
 from __future__ import annotations
 
-from upsertmat.spark.javajars import find_javac
+from upsertmat.spark.jvm.jars import find_javac
 
 from ..prerequisites import require
 

@@ -1,4 +1,4 @@
-"""upsertmat.spark.localfs: the Hadoop local file system that sets permissions by system call."""
+"""upsertmat.spark.jvm.localfs: the Hadoop local file system that sets permissions by system call."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
-from upsertmat.spark.javajars import CACHE_ENV, find_javac
-from upsertmat.spark.localfs import FILE_SYSTEM_CONF, NIO_LOCAL_FS, nio_local_fs_conf, nio_local_fs_jar
+from upsertmat.spark.jvm.jars import CACHE_ENV, find_javac
+from upsertmat.spark.jvm.localfs import FILE_SYSTEM_CONF, NIO_LOCAL_FS, nio_local_fs_conf, nio_local_fs_jar
 
 from .javac import require_javac
 

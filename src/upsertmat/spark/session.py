@@ -11,10 +11,10 @@ a loopback address, the driver, its block manager and (when asked for) the UI bi
 JVM), so an embedded run opens no port on other interfaces. The UI is off unless ``ui=True``.
 
 Java helpers: for such a master, when this call starts the JVM and a JDK's ``javac`` is at hand,
-``file:`` paths use :data:`~.localfs.NIO_LOCAL_FS`, which sets file permissions with a system
-call instead of forking ``chmod`` for every file Spark creates (:mod:`.localfs`), and JSON Lines
+``file:`` paths use :data:`~.jvm.localfs.NIO_LOCAL_FS`, which sets file permissions with a system
+call instead of forking ``chmod`` for every file Spark creates (:mod:`.jvm.localfs`), and JSON Lines
 are parsed by :data:`~.sources.jsonlines.JSON_LINE_PARSER`, ``from_json``'s rows at the speed of Spark's
-JSON file source (:mod:`.jsonlines`). Both are compiled on first use (:mod:`.javajars`).
+JSON file source (:mod:`.sources.jsonlines`). Both are compiled on first use (:mod:`.jvm.jars`).
 
 Logs: when this call starts the JVM, the JVM's stdout and stderr — Spark's log4j console output
 and the output of every Python worker it starts (e.g. "Streaming TransformWithStateInPandas
@@ -39,8 +39,8 @@ from pyspark.java_gateway import launch_gateway
 from pyspark.sql import SparkSession
 
 from ..interrupt import call_interruptibly
-from .javajars import class_path_conf
-from .localfs import FILE_SYSTEM_CONF, nio_local_fs_conf, nio_local_fs_jar
+from .jvm.jars import class_path_conf
+from .jvm.localfs import FILE_SYSTEM_CONF, nio_local_fs_conf, nio_local_fs_jar
 from .sources.jsonlines import json_line_parser_jar
 
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
@@ -169,7 +169,7 @@ def build_session(
     ``SPARK_LOCAL_IP=127.0.0.1``; ``ui=True`` turns the Spark UI on (on loopback for such a
     master). When no JVM runs yet, this starts one whose stdout and stderr go to ``log_file``
     (default :func:`default_log_file`; see :func:`session_log`), and, for such a master, with
-    :func:`~.localfs.nio_local_fs_conf` unless ``conf`` names ``spark.hadoop.fs.file.impl`` or
+    :func:`~.jvm.localfs.nio_local_fs_conf` unless ``conf`` names ``spark.hadoop.fs.file.impl`` or
     no ``javac`` is found, and with :func:`~.jsonlines.json_line_parser_jar` on its class paths
     when it compiles. Sets ``PYSPARK_PYTHON`` to this interpreter (workers otherwise run
     ``python3`` from PATH, which may lack upsertmat). JVM options, the class path and the log

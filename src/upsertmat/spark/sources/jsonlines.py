@@ -29,7 +29,7 @@ from typing import Any
 from pyspark.sql import Column, SparkSession, functions
 from pyspark.sql.types import StructType
 
-from ..javajars import compiled_jar, java_sources, pyspark_jars
+from ..jvm.jars import compiled_jar, java_sources, pyspark_jars
 
 JSON_LINE_PARSER = "upsertmat.json.JsonLineParser"
 PACKAGE = "upsertmat.json"
@@ -40,7 +40,7 @@ _LOCAL_MASTER = re.compile(r"local(\[[^\]]*\])?")
 def json_line_parser_jar(directory: Path | None = None) -> Path | None:
     """The jar holding :data:`JSON_LINE_PARSER`, compiled on first use against pyspark's jars;
     None without a usable ``javac`` or when it does not compile against this pyspark (it uses
-    Spark's internal JSON parser classes). See :func:`~.javajars.compiled_jar`."""
+    Spark's internal JSON parser classes). See :func:`~upsertmat.spark.jvm.jars.compiled_jar`."""
     return compiled_jar(JAR_STEM, java_sources(PACKAGE), pyspark_jars(), directory)
 
 

@@ -9,7 +9,7 @@ most of them on the batch's critical path. :data:`NIO_LOCAL_FS` (Java source bes
 a ``chmod(2)`` system call through ``java.nio``: the same files, the same permission bits.
 
 :func:`nio_local_fs_jar` compiles it once with the JDK's ``javac`` into a small jar in the user's
-cache directory (:func:`~.javajars.compiled_jar`: keyed by the sources and the Hadoop jars they
+cache directory (:func:`~.jars.compiled_jar`: keyed by the sources and the Hadoop jars they
 compile against) and returns None when no ``javac`` is found or compiling fails;
 :func:`nio_local_fs_conf` gives the Spark settings that use it. Only a JVM this process starts
 can take it (the jar must be on the class path at start), and only where executors see the same
@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from .javajars import class_path_conf, compiled_jar, java_sources, pyspark_jars
+from .jars import class_path_conf, compiled_jar, java_sources, pyspark_jars
 
 NIO_LOCAL_FS = "upsertmat.hadoop.NioLocalFileSystem"
 FILE_SYSTEM_CONF = "spark.hadoop.fs.file.impl"
@@ -31,7 +31,7 @@ PACKAGE = "upsertmat.hadoop"
 
 def nio_local_fs_jar(directory: Path | None = None) -> Path | None:
     """The jar holding :data:`NIO_LOCAL_FS`, compiled on first use against pyspark's Hadoop client
-    jars; None without a usable ``javac`` (see :func:`~.javajars.compiled_jar`, ``directory``)."""
+    jars; None without a usable ``javac`` (see :func:`~.jars.compiled_jar`, ``directory``)."""
     hadoop = pyspark_jars("hadoop-client-*.jar")
     return compiled_jar("upsertmat-localfs", java_sources(PACKAGE), hadoop, directory)
 
