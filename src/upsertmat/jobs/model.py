@@ -82,7 +82,7 @@ INTERNAL_URL = "internal:"
 class SinkSpec:
     """An upsert sink: a sink URL (any kind of :data:`upsertmat.sinks.KINDS`: a SQLite path or
     ``sqlite:///…``, ``postgresql://…``, ``delta:///…``, ``iceberg:///…``,
-    ``iceberg+catalog:NAME``) and a table.
+    ``iceberg+catalog:NAME``, ``paimon:///…``) and a table.
 
     ``internal``: the result is kept inside the client (an embedded SQLite database in its
     session directory, or under the gateway's data root) instead of a user's database.

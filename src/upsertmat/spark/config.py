@@ -106,9 +106,12 @@ class PipelineConfig:
     (``+I``/``+U`` upsert, ``-U``/``-D`` delete), which shows the wrong result of a sink without
     a materializer. ``ttl`` is passed to the strategy.
 
-    Sink: ``sink_url`` is ``sqlite:///path/to.db`` (or a plain file path) or
-    ``postgresql://user@host:port/db``; ``table`` is created if missing with the PK as primary key.
-    Batch ids are committed in ``_upsertmat_batches`` of the same database, keyed by ``table``.
+    Sink: ``sink_url`` is a URL of a kind in the table of sinks (:data:`upsertmat.sinks.KINDS`:
+    ``sqlite:///path/to.db`` or a plain file path, ``postgresql://user@host:port/db``,
+    ``delta:///dir``, ``iceberg:///dir``, ``paimon:///dir``); ``table`` is created if missing with
+    the PK as primary key. Each sink records the batch ids it committed in the same transaction
+    as the rows (the SQL sinks in ``_upsertmat_batches``, keyed by ``table``; the lakehouse sinks
+    in their commit metadata), so a replayed batch is skipped.
 
     Spark: ``checkpoint_dir`` holds offsets, commits and state (restart on the same directory to
     continue); ``available_now=True`` processes what is there and stops, otherwise the query runs
@@ -118,7 +121,9 @@ class PipelineConfig:
     groups by ``pmod(xxhash64(pk), n)`` instead — state stays keyed by the sink PK inside each
     bucket, events of each key still apply in arrival order, outputs are identical, but Spark's
     per-grouping-key cost (about 0.3 ms per key per batch, the dominant cost) is paid per bucket;
-    buckets also keep each state as one blob per bucket (one read, one write per batch), emit
+    a bucket's state is laid out as ``state_layout`` says (``log``: appended changes read through
+    a machine-local copy, so a batch costs what it touches; ``blob``: one blob per bucket, read
+    and rewritten whole by each batch touching it); buckets also emit
     only the last change per sink key of a batch
     (what the sink keeps, as one msgpack output row per bucket), and, when every column is an
     integer, double, boolean or string, pack each source Arrow batch's changes per bucket
