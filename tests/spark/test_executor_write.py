@@ -28,12 +28,13 @@ from upsertmat.spark.pipeline import SINK_WRITE_VARIABLE, read_table, run_pipeli
 from upsertmat.spark.session import LOG_ENV
 from upsertmat.spark.sources.badinput import BAD_OP
 
+from ..prerequisites import require_module
 from ..sinks.paimon_reader import paimon_batches, paimon_rows, state
 from .cluster import standalone_cluster
 from .run_config import SCRIPT as RUN_CONFIG
 from .workload import SCHEMA, changelog, model_table, normalized, records, write_files
 
-pytest.importorskip("pypaimon")
+require_module("pypaimon", "pypaimon (the 'lakehouse' extra)")
 pytestmark = [pytest.mark.spark]
 
 FILES = 4
