@@ -27,8 +27,8 @@ from __future__ import annotations
 import os
 import signal
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
-from contextlib import AbstractContextManager
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -178,7 +178,7 @@ class BatchSink(ABC):
         """
         upserts, deletes = last_per_key(changes, self.pk)
         batch = NetBatch(query_id, batch_id, len(changes), upserts, deletes, misses)
-        try:
+        with self._failures_wrapped(batch_id):
             with self._begin() as transaction:
                 if self._committed(transaction, query_id, batch_id):
                     return BatchOutcome(0, 0, skipped=True)
@@ -187,11 +187,18 @@ class BatchSink(ABC):
                 self._write(transaction, batch)
                 kill_point("before-commit", batch_id)
             kill_point("after-commit", batch_id)
+        return BatchOutcome(len(upserts), len(deletes), skipped=False)
+
+    @contextmanager
+    def _failures_wrapped(self, batch_id: int) -> Iterator[None]:
+        """The sink's own errors (:attr:`errors`) raised as :meth:`failure` of ``batch_id``; a
+        :class:`SinkError` as it is; anything else (a bug) unchanged."""
+        try:
+            yield
         except SinkError:
             raise
         except self.errors as error:
             raise self.failure(batch_id, error, self.hint) from error
-        return BatchOutcome(len(upserts), len(deletes), skipped=False)
 
     def task_writer(self, query_id: str, batch_id: int) -> TaskWriter | None:
         """A :class:`TaskWriter` staging parts of batch ``batch_id`` in the executors, or None when
@@ -203,13 +210,8 @@ class BatchSink(ABC):
     def is_committed(self, query_id: str, batch_id: int) -> bool:
         """True when batch ``batch_id`` of ``query_id`` (or a later one) is committed: checked
         before the executors write a replayed batch. Errors as :meth:`apply_batch`'s."""
-        try:
-            with self._begin() as transaction:
-                return self._committed(transaction, query_id, batch_id)
-        except SinkError:
-            raise
-        except self.errors as error:
-            raise self.failure(batch_id, error, self.hint) from error
+        with self._failures_wrapped(batch_id), self._begin() as transaction:
+            return self._committed(transaction, query_id, batch_id)
 
     def commit_written(
         self,
@@ -226,7 +228,7 @@ class BatchSink(ABC):
         upserts = sum(output.upserts for output in outputs)
         deletes = sum(output.deletes for output in outputs)
         batch = NetBatch(query_id, batch_id, upserts + deletes, [], [], misses)
-        try:
+        with self._failures_wrapped(batch_id):
             with self._begin() as transaction:
                 if self._committed(transaction, query_id, batch_id):
                     return BatchOutcome(0, 0, skipped=True)
@@ -235,10 +237,6 @@ class BatchSink(ABC):
                 self._stage_written(transaction, batch, [m for output in outputs for m in output.messages])
                 kill_point("before-commit", batch_id)
             kill_point("after-commit", batch_id)
-        except SinkError:
-            raise
-        except self.errors as error:
-            raise self.failure(batch_id, error, self.hint) from error
         return BatchOutcome(upserts, deletes, skipped=False)
 
     def _stage_written(self, transaction: Any, batch: NetBatch, messages: Sequence[bytes]) -> None:

@@ -18,7 +18,8 @@ import json
 import os
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from operator import itemgetter
 from pathlib import Path
@@ -461,7 +462,7 @@ class PipelineRun:
         """:func:`~.executorwrite.write_in_executors` for this query, with :meth:`_collect`'s
         handling of a Parquet file of other column types."""
         config = self.config
-        try:
+        with self._parquet_mismatch_is_bad_input(batch_id):
             return write_in_executors(
                 batch,
                 self.decode,
@@ -471,20 +472,19 @@ class PipelineRun:
                 batch_id,
                 repartition_by=() if config.materialize else config.pk,
             )
-        except Exception as error:
-            found = parquet_mismatch(str(error))
-            if found is None:
-                raise
-            failure = BadInput(batch_id, [BadRow(found[0], None, None, found[1], None)])
-            self.failures.append(failure)
-            raise failure from None
 
     def _collect(self, batch: DataFrame, batch_id: int) -> Any:
-        """The batch as Arrow (this runs the batch's source, shuffle and materializer stages). A
-        Parquet file whose column types differ from the declared ones fails the read: that is bad
-        input naming the file and the column, not an internal error."""
-        try:
+        """The batch as Arrow (this runs the batch's source, shuffle and materializer stages)."""
+        with self._parquet_mismatch_is_bad_input(batch_id):
             return batch.toArrow()
+
+    @contextmanager
+    def _parquet_mismatch_is_bad_input(self, batch_id: int) -> Iterator[None]:
+        """Running a batch's stages: a Parquet file whose column types differ from the declared
+        ones fails the read, which is bad input naming the file and the column, not an internal
+        error."""
+        try:
+            yield
         except Exception as error:
             found = parquet_mismatch(str(error))
             if found is None:
