@@ -26,8 +26,8 @@ class Reader(enum.Enum):
     LINES = "lines"
     """JSON Lines: the text source, one line per row, parsed with ``from_json`` (or its Java twin)."""
     CSV = "csv"
-    """CSV with a header line: each file read whole, split into lines and checked in Python, each
-    line parsed with ``from_csv``."""
+    """CSV with a header line: Spark's CSV source hands over each data line whole, as its bytes;
+    each line is checked (UTF-8, an open quote) and parsed with ``from_csv``."""
     PARQUET = "parquet"
     """Spark's Parquet source with the job's schema."""
     ENVELOPES = "envelopes"
