@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..spec.changes import Row
-from .base import Column, SinkError
+from .base import Column, NetBatch, SinkError
 
 ARROW_TYPES = {"bigint": "int64", "int": "int64", "double": "float64", "boolean": "bool", "string": "string"}
 """Spark column type -> Arrow type of the table (integers 64 bits, as the SQL sinks store them)."""
@@ -49,3 +49,19 @@ def columns_of(rows: Sequence[Row], schema: Any) -> Any:
         [pa.array(values, type=field.type) for values, field in zip(columns, schema, strict=True)],
         schema=schema,
     )
+
+
+def net_arrays(schema: Any, pk: Sequence[int], batch: NetBatch) -> list[Any]:
+    """The Arrow arrays (one per column of ``schema``) of ``batch``'s upserts, then of its deletes:
+    each delete a row holding its key (``pk``: the key columns' indexes), its other columns null.
+    The sink adds its own op column. O(rows)."""
+    import pyarrow as pa
+
+    columns: list[list[Any]] = [[] for _ in schema]
+    for row in batch.upserts:
+        for index, value in enumerate(row):
+            columns[index].append(value)
+    for key in batch.deletes:
+        for index in range(len(columns)):
+            columns[index].append(key[pk.index(index)] if index in pk else None)
+    return [pa.array(values, type=field.type) for values, field in zip(columns, schema, strict=True)]

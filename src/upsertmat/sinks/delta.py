@@ -36,7 +36,7 @@ from typing import Any
 from upsertmat.impls.build import needs_extra
 
 from ..spec.changes import Row
-from .arrow import arrow_schema, sorted_rows
+from .arrow import arrow_schema, net_arrays, sorted_rows
 from .base import BatchSink, Column, NetBatch, SinkError
 from .kind import SinkKind, SinkUrlError
 from .reading import NO_TABLE, TableChange, TableSnapshot, guarded, position
@@ -149,17 +149,8 @@ class DeltaSink(BatchSink):
     def _write(self, transaction: _Staged, batch: NetBatch) -> None:
         import pyarrow as pa  # type: ignore[import-untyped]
 
-        names, pk = self.names, self.pk
-        columns: list[list[Any]] = [[] for _ in names]
-        for row in batch.upserts:
-            for index, value in enumerate(row):
-                columns[index].append(value)
-        for key in batch.deletes:
-            for index in range(len(names)):
-                columns[index].append(key[pk.index(index)] if index in pk else None)
-        arrays = [
-            pa.array(values, type=field.type) for values, field in zip(columns, self.schema, strict=True)
-        ]
+        names = self.names
+        arrays = net_arrays(self.schema, self.pk, batch)
         ops = pa.array(["U"] * len(batch.upserts) + ["D"] * len(batch.deletes), type=pa.string())
         source = pa.Table.from_arrays([*arrays, ops], names=[*names, OP])
         deltalake = self.deltalake

@@ -72,7 +72,7 @@ from typing import Any
 from upsertmat.impls.build import needs_extra
 
 from ..spec.changes import Row
-from .arrow import arrow_schema, sorted_rows
+from .arrow import arrow_schema, net_arrays, sorted_rows
 from .base import BatchSink, Column, NetBatch, SinkError, TaskOutput, TaskWriter
 from .kind import SinkKind
 from .reading import NO_TABLE, TableChange, TableSnapshot, guarded, position, same_row
@@ -302,16 +302,8 @@ def net_table(columns: Sequence[Column], pk: Sequence[int], batch: NetBatch) -> 
     ``-D`` row holding its key (its other columns null), :data:`OP` their row kind. O(rows)."""
     import pyarrow as pa
 
-    schema = arrow_schema(columns)
     names = [column.name for column in columns]
-    values: list[list[Any]] = [[] for _ in names]
-    for row in batch.upserts:
-        for index, value in enumerate(row):
-            values[index].append(value)
-    for key in batch.deletes:
-        for index in range(len(names)):
-            values[index].append(key[pk.index(index)] if index in pk else None)
-    arrays = [pa.array(column, type=field.type) for column, field in zip(values, schema, strict=True)]
+    arrays = net_arrays(arrow_schema(columns), pk, batch)
     kinds = pa.array(["+U"] * len(batch.upserts) + ["-D"] * len(batch.deletes), type=pa.string())
     return pa.Table.from_arrays([*arrays, kinds], names=[*names, OP])
 
