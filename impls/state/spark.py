@@ -335,10 +335,6 @@ LOG_CHUNK = 16384
 """Entries per element of a compacted log (an element is one value through Spark's state server)."""
 COMPACT_MIN = 1024
 """A log is compacted once it holds more logged entries than twice the live ones plus this."""
-PENDING_MAX = 32768
-"""Changed entries are carried in the head while their element (:func:`_chunk`) stays within this
-many bytes; a write that would pass it appends them to the log. About what a bucket of 400 sink
-keys holds as a blob: carrying that through the head is cheaper than a third state call."""
 
 
 def _chunk(entries: list[Any]) -> bytes:
@@ -353,24 +349,19 @@ class LogSparkMap(CachedSparkMap):
     copy (:mod:`.spark_cache`): what a batch reads and writes follows the entries it touches,
     not the entries the grouping key holds.
 
-    In Spark, per grouping key: a ``ListState`` ``NAME~log`` whose elements are changed entries
-    (:func:`_chunk`, appended with ONE ``appendList`` call), and a ``ValueState`` ``NAME~head``
-    holding ``[token, logged, live, pending]``: the random token of the version, the entries the
-    log holds, the live ones, and the newest changed entries not yet in the log (one element,
-    :func:`_chunk`, or nil). Heads of earlier builds, ``[token, logged, live]``, have no pending
-    entries. The state is the log's elements applied in order, then ``pending``. When ``logged``
-    passes ``2 * live + COMPACT_MIN`` the log is rewritten as the live entries (``put``), so a
-    log is O(live) and the writes amortised O(changed entries) per batch.
+    In Spark, per grouping key: a ``ListState`` ``NAME~log`` whose elements are the changed
+    entries of one write each (:func:`_chunk`, appended with ONE ``appendList`` call), and a
+    ``ValueState`` ``NAME~head`` holding ``[token, logged, live]``: the random token of the
+    version, the entries the log holds and the live ones. When ``logged`` passes
+    ``2 * live + COMPACT_MIN`` the log is rewritten as the live entries (``put``), so a log is
+    O(live) and the writes amortised O(changed entries) per batch.
 
     Reads: the head (one call), then each touched entry from the local copy if it holds the
     head's token (no Spark call, no decoding of others), else the whole log is read once and the
     copy rebuilt (the first batch on a machine, after a failed task, after the copy was lost).
-    Writes (:meth:`flush`): the batch's changed entries join ``pending``; while that stays
-    within :data:`PENDING_MAX` bytes the head update is the only write, else ``pending`` is
-    appended to the log (one ``appendList``, or a compaction's ``put``) first. Then the copy
-    moves to the new token. Per grouping key and batch on a warm copy: two Spark calls (three
-    when pending spills, once per ~PENDING_MAX bytes of changes) and O(touched entries +
-    PENDING_MAX) bytes.
+    Writes (:meth:`flush`): one ``appendList`` (or ``put``), one head update, then the copy
+    moved to the new token. Per grouping key and batch: three Spark calls and O(touched
+    entries) bytes on a warm copy.
 
     Migration: a grouping key whose head is absent but whose blob of the ``blob`` layout
     (:class:`BlobSparkMap`, ValueState ``NAME``) exists is read from the blob once; its first
@@ -408,8 +399,6 @@ class LogSparkMap(CachedSparkMap):
         self._token: bytes | None = None
         self._logged = 0
         self._live = 0
-        self._pending: dict[bytes, bytes | None] = {}  # the head's changes not yet in the log
-        self.pending_max = PENDING_MAX
         self._reader: Any = None
         self._entries: dict[bytes, bytes] | None = None  # the whole state when not read from the copy
         self._migrated = False
@@ -425,12 +414,7 @@ class LogSparkMap(CachedSparkMap):
         if stored is not None:
             self.bytes_read += len(stored[0])
             try:
-                head = msgpack.unpackb(stored[0], raw=False)
-                token, logged, live = head[:3]
-                if len(head) > 4:
-                    raise ValueError(f"{len(head)} fields, not 3 or 4")
-                pending = head[3] if len(head) == 4 else None
-                self._pending = {} if pending is None else _element_changes(pending)
+                token, logged, live = msgpack.unpackb(stored[0], raw=False)
             except Exception as error:
                 raise CorruptStateError(
                     f"state {self.name!r}: cannot decode the log's head: {error}"
@@ -438,7 +422,7 @@ class LogSparkMap(CachedSparkMap):
             self._token, self._logged, self._live = bytes(token), int(logged), int(live)
             self._reader = self._local.begin(self._space, self._token)
             if self._reader is None:
-                self._entries = _applied(self._read_log(), self._pending)
+                self._entries = self._read_log()
                 self.rebuilds += 1
                 self._local.replace(self._space, self._token, self._entries)
         else:
@@ -461,16 +445,17 @@ class LogSparkMap(CachedSparkMap):
         for (element,) in self._log.get():
             self.bytes_read += len(element)
             try:
-                changes = _element_changes(element)
+                flat = msgpack.unpackb(decode_blob(element), raw=False)
             except Exception as error:
                 raise CorruptStateError(
                     f"state {self.name!r}: cannot decode a log element: {error}"
                 ) from error
-            for key, value in changes.items():
+            for index in range(0, len(flat), 2):
+                value = flat[index + 1]
                 if value is None:
-                    entries.pop(key, None)
+                    entries.pop(flat[index], None)
                 else:
-                    entries[key] = value
+                    entries[flat[index]] = value
         return entries
 
     def _stored(self, storage: bytes) -> bytes | None:
@@ -501,8 +486,7 @@ class LogSparkMap(CachedSparkMap):
         return _scanned(self._cache, self._all(), self._codec, self.name)
 
     def flush(self) -> None:
-        """Carry the changed entries in the head (one call), appending them to the log first
-        (one more call) once they pass :data:`PENDING_MAX` bytes; move the local copy."""
+        """Log the changed entries (one call), write the head (one call), move the local copy."""
         if self._dirty:
             if not self._loaded:
                 self._load()
@@ -520,6 +504,7 @@ class LogSparkMap(CachedSparkMap):
                     changes[key] = pack(value)
                     live += not before
             token = os.urandom(16)
+            logged = self._logged + len(changes)
             if live == 0:
                 self.round_trips += 2
                 self._log.clear()
@@ -529,11 +514,7 @@ class LogSparkMap(CachedSparkMap):
                     self._legacy.clear()
                 self._local.drop(self._space)
             else:
-                pending = dict(self._pending)
-                pending.update(changes)
-                logged = self._logged
-                carried: bytes | None = None  # the head's pending element
-                if self._migrated or logged + len(pending) > 2 * live + COMPACT_MIN:
+                if self._migrated or logged > 2 * live + COMPACT_MIN:
                     entries = _applied(self._all(), changes)
                     flat = [item for pair in sorted(entries.items()) for item in pair]
                     elements = [
@@ -543,15 +524,11 @@ class LogSparkMap(CachedSparkMap):
                     self._log.put(elements)
                     logged = live
                 else:
-                    carried = _chunk([item for pair in sorted(pending.items()) for item in pair])
-                    elements = []
-                    if len(carried) > self.pending_max:
-                        elements = [(carried,)]
-                        self._log.appendList(elements)
-                        logged, carried = logged + len(pending), None
-                head = msgpack.packb([token, logged, live, carried], use_bin_type=True)
+                    elements = [(_chunk([item for pair in sorted(changes.items()) for item in pair]),)]
+                    self._log.appendList(elements)
+                head = msgpack.packb([token, logged, live], use_bin_type=True)
                 self._head.update((head,))
-                self.round_trips += 2 if elements else 1
+                self.round_trips += 2
                 self.bytes_written += sum(len(element[0]) for element in elements) + len(head)
                 if self._migrated:
                     self.round_trips += 1
@@ -571,18 +548,11 @@ class LogSparkMap(CachedSparkMap):
         self._reader = None
         self._entries = None
         self._token = None
-        self._pending = {}
         self._migrated = False
         self._cache.clear()
         self._dirty.clear()
         self._loaded = False
         self.bulk = False
-
-
-def _element_changes(element: bytes) -> dict[bytes, bytes | None]:
-    """The changed entries of a log element (:func:`_chunk`; None: deleted)."""
-    flat = msgpack.unpackb(decode_blob(element), raw=False)
-    return dict(zip(flat[::2], flat[1::2], strict=True))
 
 
 def _applied(entries: dict[bytes, bytes], changes: dict[bytes, bytes | None]) -> dict[bytes, bytes]:

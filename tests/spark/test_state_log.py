@@ -3,11 +3,10 @@
 the test's directory.
 
 What must hold: every strategy's outputs equal the model's, batch by batch, whether the local copy
-is warm, lost or stale; a warm batch costs two state calls per state and grouping key (three when
-its pending changes spill into the log) and reads only the head; a task whose state Spark did not
-commit (its copy moved on anyway) is never read back from the copy (the retry of the batch
-rebuilds it from Spark's log); a grouping key written by the blob layout, or a head of an earlier
-build, continues on the log layout; the log is compacted and stays O(live entries).
+is warm, lost or stale; a warm batch costs three state calls per state and grouping key and reads
+only the head; a task whose state Spark did not commit (its copy moved on anyway) is never read
+back from the copy (the retry of the batch rebuilds it from Spark's log); a grouping key written
+by the blob layout continues on the log layout; the log is compacted and stays O(live entries).
 """
 
 from __future__ import annotations
@@ -18,7 +17,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import msgpack
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -26,8 +24,6 @@ from pyspark.sql import Row as SparkRow
 from pyspark.sql.streaming.tws_tester import TwsTester
 
 from upsertmat.impls.settings import Settings, Strategy
-from upsertmat.impls.state import spark as spark_state
-from upsertmat.impls.state.errors import CorruptStateError
 from upsertmat.impls.state.spark import COMPACT_MIN, HEAD_SUFFIX, LOG_SUFFIX, SparkBackend
 from upsertmat.impls.state.spark_cache import DIRECTORY_VARIABLE
 from upsertmat.spark.misses import MISS_OP
@@ -103,14 +99,6 @@ def state_of(tester: TwsTester, name: str) -> tuple[Any, list[Any]]:
     return tester.peekValueState(name + HEAD_SUFFIX, GROUP), tester.peekListState(name + LOG_SUFFIX, GROUP)
 
 
-def head_fields(tester: TwsTester, name: str) -> list[Any]:
-    """The fields of state ``name``'s head: ``[token, logged, live, pending]``."""
-    head = tester.peekValueState(name + HEAD_SUFFIX, GROUP)
-    assert head is not None
-    fields: list[Any] = msgpack.unpackb(head[0])
-    return fields
-
-
 def backend_of(tester_processor: MaterializerProcessor) -> SparkBackend:
     backend = tester_processor._backend
     assert isinstance(backend, SparkBackend)
@@ -140,7 +128,7 @@ def test_every_strategy_on_the_log_layout_equals_the_model_batch_by_batch(strate
     assert backend_of(tested).rebuilds == 0  # the copy was warm from the first write on
 
 
-def test_a_warm_batch_reads_the_head_only_and_makes_two_calls_per_state() -> None:
+def test_a_warm_batch_reads_the_head_only_and_makes_three_calls_per_state() -> None:
     tested = processor(Strategy.VALUE)
     tester = TwsTester(tested)
     feed(tester, BATCHES[0], 0)
@@ -149,71 +137,11 @@ def test_a_warm_batch_reads_the_head_only_and_makes_two_calls_per_state() -> Non
     feed(tester, BATCHES[1], len(BATCHES[0]))
     calls, read, written, _ = (now - then for now, then in zip(backend.traffic(), before, strict=True))
     states = len(backend._stores)
-    assert calls == 2 * states  # head read, head write: the changes are carried in the head
-    assert read < 40 * 64 * states  # the heads and their pending changes, not the bucket
-    name = next(iter(backend._stores))
-    assert tester.peekListState(name + LOG_SUFFIX, GROUP) == []  # nothing spilled yet
-    _, logged, live, pending = head_fields(tester, name)
-    assert (logged, live) == (0, 40) and pending is not None  # 40 sink keys
-    assert 0 < written < 2 * 40 * 64  # what changed, and what was pending
-
-
-def test_pending_changes_spill_into_the_log_past_their_bound(monkeypatch: pytest.MonkeyPatch) -> None:
-    """With a bound of 0 bytes every write appends its changes to the log: three calls per state,
-    one log element per batch, and the head carries nothing."""
-    monkeypatch.setattr(spark_state, "PENDING_MAX", 0)
-    tested = processor(Strategy.VALUE)
-    tester = TwsTester(tested)
-    expected = expected_outputs(BATCHES)
-    assert feed(tester, BATCHES[0], 0) == expected[0]
-    backend = backend_of(tested)
-    before = backend.traffic()
-    assert feed(tester, BATCHES[1], len(BATCHES[0])) == expected[1]
-    calls = backend.traffic()[0] - before[0]
-    assert calls == 3 * len(backend._stores)  # head read, appendList, head write
-    name = next(iter(backend._stores))
-    assert len(tester.peekListState(name + LOG_SUFFIX, GROUP)) == 2
-    head = head_fields(tester, name)
-    assert head[3] is None
-
-
-def test_a_head_of_an_earlier_build_without_pending_changes_continues() -> None:
-    """Earlier builds wrote ``[token, logged, live]`` heads and every change into the log: such a
-    state, moved to a machine without the copy, is rebuilt from its log and continues exactly."""
-    from upsertmat.impls.state import spark_cache
-
-    first = processor(Strategy.MAP)
-    first_tester = TwsTester(first)
-    expected = expected_outputs(BATCHES)
-    assert feed(first_tester, BATCHES[0], 0) == expected[0]
-    spark_cache._CACHES.clear()
-    second = processor(Strategy.MAP, scope="query-2")  # no copy of this scope anywhere
-    tester = TwsTester(second)
-    for name in backend_of(first)._stores:
-        head, log = state_of(first_tester, name)
-        if head is None:
-            continue
-        token, logged, live, pending = msgpack.unpackb(head[0])
-        old_log = list(log) + ([] if pending is None else [(pending,)])
-        old_head = msgpack.packb([token, logged + 1, live], use_bin_type=True)
-        tester.updateValueState(name + HEAD_SUFFIX, GROUP, (old_head,))
-        tester.updateListState(name + LOG_SUFFIX, GROUP, old_log)
-    start = len(BATCHES[0])
-    for batch, outs in zip(BATCHES[1:], expected[1:], strict=True):
-        assert feed(tester, batch, start) == outs
-        start += len(batch)
-
-
-def test_a_head_of_an_unknown_shape_is_refused_as_corrupt_state() -> None:
-    tested = processor(Strategy.VALUE)
-    tester = TwsTester(tested)
-    feed(tester, BATCHES[0], 0)
-    name = next(iter(backend_of(tested)._stores))
-    token, logged, live, pending = head_fields(tester, name)
-    future = msgpack.packb([token, logged, live, pending, "a field of a later build"], use_bin_type=True)
-    tester.updateValueState(name + HEAD_SUFFIX, GROUP, (future,))
-    with pytest.raises(CorruptStateError, match="cannot decode the log's head: 5 fields"):
-        feed(tester, BATCHES[1], len(BATCHES[0]))
+    assert calls == 3 * states  # head read, appendList, head write
+    assert read < 60 * states  # the heads: [token, logged, live], nothing of the entries
+    log = tester.peekListState(next(iter(backend._stores)) + LOG_SUFFIX, GROUP)
+    assert len(log) == 2  # the first write, then this batch's changed entries appended
+    assert 0 < written < 40 * 64  # what changed, not the bucket
 
 
 def test_a_task_on_a_machine_without_the_copy_rebuilds_it_from_the_log(
@@ -293,13 +221,7 @@ def test_a_bucket_written_by_the_blob_layout_continues_on_the_log_layout(strateg
         assert tester.peekValueState(name, GROUP) is None  # the blob was cleared once logged
 
 
-@pytest.mark.parametrize("pending_max", [spark_state.PENDING_MAX, 0])
-def test_the_log_is_compacted_and_stays_proportional_to_the_live_entries(
-    pending_max: int, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """With every write spilling (bound 0) the log grows by 50 entries a batch until compacted;
-    with the default bound the 50 rewritten entries stay in the head and the log stays empty."""
-    monkeypatch.setattr(spark_state, "PENDING_MAX", pending_max)
+def test_the_log_is_compacted_and_stays_proportional_to_the_live_entries() -> None:
     tested = processor(Strategy.VALUE)
     tester = TwsTester(tested)
     model = ModelMaterializer(KEYS)
@@ -317,12 +239,7 @@ def test_the_log_is_compacted_and_stays_proportional_to_the_live_entries(
         start += len(batch)
     name = next(iter(backend_of(tested)._stores))
     log = tester.peekListState(name + LOG_SUFFIX, GROUP)
-    if pending_max == 0:
-        assert 1 <= len(log) <= (2 * 50 + COMPACT_MIN) // 50 + 2
-    else:
-        assert log == []
-        head = head_fields(tester, name)
-        assert len(msgpack.unpackb(spark_state.decode_blob(head[3]))) == 2 * 50
+    assert 1 <= len(log) <= (2 * 50 + COMPACT_MIN) // 50 + 2
 
 
 def test_every_key_deleted_clears_the_log_and_the_head() -> None:
@@ -336,7 +253,6 @@ def test_every_key_deleted_clears_the_log_and_the_head() -> None:
     assert feed(tester, [insert(1, 1, "c")], 4) == [(4, insert(1, 1, "c"))]
 
 
-@pytest.mark.parametrize("pending_max", [spark_state.PENDING_MAX, 0])
 @settings(max_examples=40, deadline=None)
 @given(
     st.lists(
@@ -353,18 +269,16 @@ def test_every_key_deleted_clears_the_log_and_the_head() -> None:
     )
 )
 def test_generated_batches_equal_the_model_whatever_happens_to_the_copy(
-    pending_max: int, steps: list[tuple[list[tuple[str, int, int]], str]]
+    steps: list[tuple[list[tuple[str, int, int]], str]],
 ) -> None:
     """Random batches (adds and retractions of few keys and values), each after one of: a warm
-    copy, a lost copy, or a retry of the previous batch whose state Spark did not commit; with
-    changes carried in the head, and with every write spilling into the log."""
+    copy, a lost copy, or a retry of the previous batch whose state Spark did not commit."""
     import tempfile
 
     from upsertmat.impls.state import spark_cache
 
     with tempfile.TemporaryDirectory() as scratch, pytest.MonkeyPatch.context() as patch:
         patch.setenv(DIRECTORY_VARIABLE, scratch)
-        patch.setattr(spark_state, "PENDING_MAX", pending_max)
         spark_cache._CACHES.clear()
         tested = processor(Strategy.ADAPTIVE)
         tester = TwsTester(tested)
