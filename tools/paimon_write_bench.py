@@ -26,8 +26,6 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-SCHEMA = "seq LONG, op STRING, id LONG, version LONG, payload STRING"
-
 
 def write_changelog(directory: Path, batches: int, changes: int, keys: int, seed: int) -> None:
     """``batches`` files of ``changes`` changes each, modification times 1 s apart."""
@@ -75,18 +73,16 @@ def run(directory: Path, name: str, source: Path, master: str, driver_path: bool
     """One pipeline run into the Paimon table ``name`` in a driver process of its own: its
     per-batch driver CPU, sink seconds and changes."""
     from upsertmat.spark import PipelineConfig
+    from upsertmat.spark.parts import Column, SinkSpec, SourceSpec, SparkOptions
+    from upsertmat.spark.sources.formats import SourceFormat
 
+    columns = (Column("id", "long"), Column("version", "long"), Column("payload", "string"))
     config = PipelineConfig(
-        source_path=source,
-        schema=SCHEMA,
-        pk=("id",),
-        columns=("id", "version", "payload"),
-        checkpoint_dir=directory / f"checkpoint-{name}",
-        sink_url=f"paimon:///{directory / f'warehouse-{name}'}",
-        table="bench",
-        max_files_per_trigger=1,
-        key_buckets=256,
-        master=master,
+        source=SourceSpec(source, SourceFormat.JSONL, columns),
+        sink=SinkSpec(f"paimon:///{directory / f'warehouse-{name}'}", "bench"),
+        primary_key=("id",),
+        checkpoint=directory / f"checkpoint-{name}",
+        spark=SparkOptions(master=master, max_files_per_trigger=1, key_buckets=256),
     )
     path = directory / f"config-{name}.json"
     path.write_text(config.to_json())

@@ -27,9 +27,11 @@ from pyspark.sql import DataFrame, SparkSession, functions
 from upsertmat.impls.settings import Backend, Settings
 from upsertmat.spark.config import PipelineConfig, PipelineConfigError
 from upsertmat.spark.conflict import OUTPUT_SCHEMA, ConflictProcessor
+from upsertmat.spark.parts import Column, SinkSpec, SourceSpec, SparkOptions
 from upsertmat.spark.pipeline import read_table, run_pipeline
 from upsertmat.spark.processor import ProcessorSpec
 from upsertmat.spark.session import build_session
+from upsertmat.spark.sources.formats import SourceFormat
 from upsertmat.spec import ConflictBehavior, Keys
 
 from ..spark.harness import kill_after_batches
@@ -159,7 +161,12 @@ def test_an_error_conflict_fails_the_query_naming_the_key_and_rows(
         run_query(spark, inputs, tmp_path / "checkpoint", ConflictBehavior.ERROR)
 
 
-PIPELINE_SCHEMA = "seq LONG, op STRING, id LONG, level LONG, name STRING, ts LONG"
+PIPELINE_COLUMNS = (Column("id", "long"), Column("level", "long"), Column("name", "string"))
+"""The row's columns; the source's records also hold ``op``, ``seq`` and ``ts`` (its event time)."""
+
+
+def pipeline_source(inputs: Path) -> SourceSpec:
+    return SourceSpec(inputs, SourceFormat.JSONL, PIPELINE_COLUMNS, ts_column="ts")
 
 
 @pytest.mark.parametrize("buckets", [None, 4], ids=["per-key", "buckets"])
@@ -179,15 +186,12 @@ def test_the_pipeline_runs_the_compacting_behaviour_into_the_sink(
             seq += 1
         stage_batch(inputs, number, lines, start)
     config = PipelineConfig(
-        source_path=inputs,
-        schema=PIPELINE_SCHEMA,
-        pk=("id",),
-        checkpoint_dir=tmp_path / "checkpoint",
-        sink_url=f"sqlite:///{tmp_path / 'sink.db'}",
-        max_files_per_trigger=1,
-        ts_column="ts",
+        source=pipeline_source(inputs),
+        sink=SinkSpec(f"sqlite:///{tmp_path / 'sink.db'}", "sink"),
+        primary_key=("id",),
+        checkpoint=tmp_path / "checkpoint",
+        spark=SparkOptions(max_files_per_trigger=1, key_buckets=buckets),
         conflict=ConflictBehavior.NOTHING,
-        key_buckets=buckets,
     )
     assert PipelineConfig.from_json(config.to_json()) == config
     run_pipeline(config, spark)
@@ -199,8 +203,8 @@ def test_the_pipeline_runs_the_compacting_behaviour_into_the_sink(
         # in the last batch if it shares a bucket with a key whose timer fires there.
         assert [row for row in table if row[0] != 4] == [(1, 20, "b"), (3, 1, "x")]
         assert [row for row in table if row[0] == 4] in ([], [(4, 1, "y")])
-    with pytest.raises(PipelineConfigError, match="set ts_column"):
-        run_pipeline(replace(config, ts_column=None, checkpoint_dir=tmp_path / "other"), spark)
+    with pytest.raises(PipelineConfigError, match=r"set source\.ts_column"):
+        replace(config, source=replace(config.source, ts_column=None), checkpoint=tmp_path / "other")
 
 
 def test_a_pipeline_killed_mid_stream_ends_with_the_uninterrupted_table(
@@ -247,23 +251,19 @@ def test_a_pipeline_killed_mid_stream_ends_with_the_uninterrupted_table(
             live[key] = row
         stage_batch(inputs, number, lines, start)
     config = PipelineConfig(
-        source_path=inputs,
-        schema=PIPELINE_SCHEMA,
-        pk=("id",),
-        checkpoint_dir=tmp_path / "checkpoint",
-        sink_url=f"sqlite:///{tmp_path / 'sink.db'}",
-        table="killed",
-        max_files_per_trigger=1,
-        ts_column="ts",
+        source=pipeline_source(inputs),
+        sink=SinkSpec(f"sqlite:///{tmp_path / 'sink.db'}", "killed"),
+        primary_key=("id",),
+        checkpoint=tmp_path / "checkpoint",
+        spark=SparkOptions(max_files_per_trigger=1),
         conflict=ConflictBehavior.NOTHING,
     )
     assert kill_after_batches(config, tmp_path, 3) == 3
     run_pipeline(config, spark)
     whole = replace(
         config,
-        checkpoint_dir=tmp_path / "checkpoint2",
-        sink_url=f"sqlite:///{tmp_path / 'ref.db'}",
-        table="whole",
+        checkpoint=tmp_path / "checkpoint2",
+        sink=SinkSpec(f"sqlite:///{tmp_path / 'ref.db'}", "whole"),
     )
     run_pipeline(whole, spark)
     table = [tuple(row) for row in read_table(config, spark)]

@@ -301,45 +301,84 @@ def test_pipeline_commands_offer_only_what_they_accept(
     assert text.count("Layers, lowest first") == 1 and "configuration layers" not in text
 
 
+def a_config(**parts: Any) -> Any:
+    """A good pipeline config, with ``parts`` (``"sink.url"``: a field of a part) replaced."""
+    from upsertmat.spark.config import PIPELINE_SETTINGS, PipelineConfig
+    from upsertmat.spark.parts import Column, SinkSpec, SourceSpec, SparkOptions
+
+    fields: dict[str, Any] = {
+        "source": SourceSpec(Path("in"), SourceFormat.JSONL, (Column("id", "long"),)),
+        "sink": SinkSpec("sqlite:///sink.db", "sink"),
+        "primary_key": ("id",),
+        "checkpoint": Path("ck"),
+        "settings": PIPELINE_SETTINGS,
+        "spark": SparkOptions(),
+    }
+    for name, value in parts.items():
+        part, _, field = name.partition(".")
+        fields[part] = replace(fields[part], **{field: value}) if field else value
+    return PipelineConfig(**fields)
+
+
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
-        ({"strategy": Strategy.SORTED}, "strategy SORTED does not run on the pipeline"),
-        ({"sink_url": "sqlite://two.db"}, "sink_url: unsupported SQLite URL 'sqlite://two.db'"),
-        ({"sink_url": "mysql://db"}, "sink_url: unsupported database URL"),
-        ({"sink_url": "delta://t"}, "sink_url: unsupported Delta Lake URL 'delta://t'"),
-        ({"sink_url": "iceberg:///"}, "sink_url: unsupported Iceberg URL 'iceberg:///'"),
-        ({"sink_url": "iceberg+catalog: "}, "names no catalog"),
-        ({"on_error": "ignore"}, "on_error must be one of fail, skip"),
-        ({"source_format": "xml"}, "unknown source format 'xml'"),
-        ({"pk": ()}, "pk) needs at least one column"),
+        ({"settings.strategy": Strategy.SORTED}, "strategy SORTED does not run on the pipeline"),
+        ({"sink.url": "sqlite://two.db"}, "sink.url: unsupported SQLite URL 'sqlite://two.db'"),
+        ({"sink.url": "mysql://db"}, "sink.url: unsupported database URL"),
+        ({"sink.url": "delta://t"}, "sink.url: unsupported Delta Lake URL 'delta://t'"),
+        ({"sink.url": "iceberg:///"}, "sink.url: unsupported Iceberg URL 'iceberg:///'"),
+        ({"sink.url": "iceberg+catalog: "}, "names no catalog"),
+        ({"source.on_error": "ignore"}, "source.on_error must be one of fail, skip"),
+        ({"primary_key": ()}, "primary key (primary_key) needs at least one column"),
+        ({"primary_key": ("nope",)}, "key column 'nope' is not one of the row columns ['id']"),
+        ({"upsert_key": ("nope",)}, "key column 'nope' is not one of the row columns ['id']"),
         ({"trigger_interval": "soon"}, "trigger_interval: not a duration: 'soon'"),
-        ({"ttl": TtlSettings(ttl_ms=5, time_domain=TimeDomain.EVENT_TIME)}, "processing-time state TTL only"),
-        ({"conflict": ConflictBehavior.ERROR}, "set ts_column"),
-        ({"shuffle_partitions": 0}, "shuffle_partitions must be >= 1"),
-        ({"key_buckets": 0}, "key_buckets must be >= 1"),
-        ({"max_files_per_trigger": 0}, "max_files_per_trigger must be >= 1"),
+        (
+            {"settings.ttl": TtlSettings(ttl_ms=5, time_domain=TimeDomain.EVENT_TIME)},
+            "processing-time state TTL only",
+        ),
+        ({"conflict": ConflictBehavior.ERROR}, "set source.ts_column"),
+        ({"spark.shuffle_partitions": 0}, "spark.shuffle_partitions must be >= 1"),
+        ({"spark.key_buckets": 0}, "spark.key_buckets must be >= 1"),
+        ({"spark.max_files_per_trigger": 0}, "spark.max_files_per_trigger must be >= 1"),
+        ({"spark.state_layout": "tree"}, "spark.state_layout must be one of log, blob"),
     ],
 )
 def test_a_pipeline_config_is_checked_when_made(overrides: dict[str, Any], message: str) -> None:
     from upsertmat.spark.config import PipelineConfig, PipelineConfigError
 
-    fields: dict[str, Any] = {
-        "source_path": Path("in"),
-        "schema": "seq LONG, op STRING, id LONG",
-        "pk": ("id",),
-        "checkpoint_dir": Path("ck"),
-        "sink_url": "sqlite:///sink.db",
-    }
-    good = PipelineConfig(**fields)
+    good = a_config()
     with pytest.raises(PipelineConfigError, match=re.escape(message)):
-        PipelineConfig(**{**fields, **overrides})
-    with pytest.raises(PipelineConfigError, match=re.escape(message)):
-        replace(good, **overrides)
-    if "sink_url" in overrides:  # and a config read back from JSON
-        data = {**json.loads(good.to_json()), "sink_url": overrides["sink_url"]}
+        a_config(**overrides)
+    if "sink.url" in overrides:  # and a config read back from JSON
+        data = json.loads(good.to_json())
+        data["sink"]["url"] = overrides["sink.url"]
         with pytest.raises(PipelineConfigError, match=re.escape(message)):
             PipelineConfig.from_json(json.dumps(data))
+    with pytest.raises(PipelineConfigError, match="unknown source format 'xml'"):
+        PipelineConfig.from_json(good.to_json().replace('"jsonl"', '"xml"'))
+
+
+def test_a_jobs_run_holds_the_jobs_own_parts(tmp_path: Path) -> None:
+    from upsertmat.jobs.runner import pipeline_config
+
+    job = load_job(EXAMPLE, output_base=tmp_path)
+    config = pipeline_config(job, follow="2 seconds", changelog=True, query_name="q")
+    assert config.source is job.source and config.sink is job.sink and config.spark is job.spark
+    assert config.settings is job.settings and config.checkpoint is job.checkpoint
+    assert (config.primary_key, config.upsert_key, config.materialize) == (
+        job.primary_key,
+        job.upsert_key,
+        job.materialize,
+    )
+    assert (config.available_now, config.trigger_interval, config.changelog, config.query_name) == (
+        False,
+        "2 seconds",
+        True,
+        "q",
+    )
+    assert pipeline_config(job).available_now
 
 
 @pytest.mark.parametrize(
@@ -355,16 +394,7 @@ def test_a_pipeline_config_is_checked_when_made(overrides: dict[str, Any], messa
     ],
 )
 def test_every_kind_of_sink_url_is_accepted_when_made(url: str) -> None:
-    from upsertmat.spark.config import PipelineConfig
-
-    config = PipelineConfig(
-        source_path=Path("in"),
-        schema="seq LONG, op STRING, id LONG",
-        pk=("id",),
-        checkpoint_dir=Path("ck"),
-        sink_url=url,
-    )
-    assert config.sink_url == url
+    assert a_config(**{"sink.url": url}).sink.url == url
 
 
 @pytest.mark.parametrize(

@@ -27,11 +27,11 @@ from pyspark.sql import SparkSession
 
 from upsertmat.sinks import kind_named, last_batch
 from upsertmat.sinks.base import KILL_POINT_VARIABLE
-from upsertmat.spark import PipelineConfig
+from upsertmat.spark.parts import SparkOptions
 from upsertmat.spark.pipeline import read_table, run_pipeline
 
 from .run_config import SCRIPT as RUN_CONFIG
-from .workload import SCHEMA, changelog, model_table, normalized, records, write_files
+from .workload import changelog, model_table, normalized, records, workload_config, write_files
 
 FILES = 4
 KILLED = 2  # the batch whose commit is cut
@@ -52,16 +52,9 @@ def kill_inside_the_commit(
     changes = changelog(seed=23, keys=30, updates=45 * FILES)
     write_files(tmp_path / "in", records(changes), files=FILES)
     table = f"killed_{point.replace('-', '_')}_{kind}"
-    config = PipelineConfig(
-        source_path=tmp_path / "in",
-        schema=SCHEMA,
-        pk=("id",),
-        checkpoint_dir=tmp_path / "checkpoint",
-        sink_url=sink_url(kind, tmp_path, postgres),
-        table=table,
-        max_files_per_trigger=1,
-        key_buckets=4,
-    )
+    url = sink_url(kind, tmp_path, postgres)
+    spark_options = SparkOptions(max_files_per_trigger=1, key_buckets=4)
+    config = workload_config(tmp_path / "in", tmp_path / "checkpoint", url, table, spark=spark_options)
     path = tmp_path / "config.json"
     path.write_text(config.to_json())
     killed = subprocess.run(
@@ -74,10 +67,10 @@ def kill_inside_the_commit(
     assert killed.returncode == -9, killed.stderr[-3000:]
     reported = [json.loads(line)["batch_id"] for line in killed.stdout.splitlines() if '"batch_id"' in line]
     assert reported == list(range(KILLED))  # killed inside batch KILLED's commit, not elsewhere
-    assert last_batch(config.sink_url, table) == (KILLED - 1 if point == "before-commit" else KILLED)
+    assert last_batch(config.sink.url, table) == (KILLED - 1 if point == "before-commit" else KILLED)
 
     result = run_pipeline(config, spark)  # the restart on the same checkpoint
     rerun = [batch for batch in result.batches if batch.batch_id == KILLED]
     assert len(rerun) == 1 and rerun[0].skipped == (point == "after-commit")
     assert normalized(read_table(config, spark)) == normalized(model_table(changes))
-    assert last_batch(config.sink_url, table) == FILES - 1
+    assert last_batch(config.sink.url, table) == FILES - 1

@@ -19,14 +19,17 @@ import pytest
 from pyspark.sql import SparkSession
 
 from upsertmat.spark import PipelineConfig
+from upsertmat.spark.parts import Column, SinkSpec, SourceSpec, SparkOptions
 from upsertmat.spark.pipeline import read_table, run_pipeline
 from upsertmat.spark.sources.badinput import BadInput
+from upsertmat.spark.sources.formats import source_format
 
 from .envelopes import debezium_lines
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
-SCHEMA = "seq LONG, op STRING, id LONG, v STRING"
+COLUMNS = (Column("id", "long"), Column("v", "string"))
+"""The row's columns (the source's DDL: ``op``, ``seq``, then these; a CSV line in that order)."""
 GOOD = [{"seq": 0, "op": "+I", "id": 1, "v": "a"}, {"seq": 1, "op": "+I", "id": 2, "v": "b"}]
 AFTER = [{"seq": 10, "op": "+I", "id": 3, "v": "c"}, {"seq": 11, "op": "-D", "id": 1, "v": "a"}]
 
@@ -47,17 +50,13 @@ def jsonl(rows: list[dict[str, Any]]) -> bytes:
     return "".join(json.dumps(row) + "\n" for row in rows).encode()
 
 
-def config_of(tmp_path: Path, fmt: str, on_error: str = "fail", schema: str = SCHEMA) -> PipelineConfig:
+def config_of(tmp_path: Path, fmt: str, on_error: str = "fail") -> PipelineConfig:
     return PipelineConfig(
-        source_path=tmp_path / "in",
-        schema=schema,
-        pk=("id",),
-        checkpoint_dir=tmp_path / "checkpoint",
-        sink_url=f"sqlite:///{tmp_path / 'sink.db'}",
-        table="t",
-        source_format=fmt,
-        max_files_per_trigger=1,
-        on_error=on_error,
+        source=SourceSpec(tmp_path / "in", source_format(fmt), COLUMNS, on_error=on_error),
+        sink=SinkSpec(f"sqlite:///{tmp_path / 'sink.db'}", "t"),
+        primary_key=("id",),
+        checkpoint=tmp_path / "checkpoint",
+        spark=SparkOptions(max_files_per_trigger=1),
     )
 
 
@@ -96,7 +95,7 @@ def test_jsonl_fails_before_the_batch_commits_and_a_fixed_file_continues_once(
 
 
 def test_csv_and_parquet_rows_are_skipped_into_dead_letters(spark: SparkSession, tmp_path: Path) -> None:
-    csv_text = "seq,op,id,v\n0,+I,1,a\n1,+I,x,b\n2,+I,2,c,extra\n3,+U,,d\n4,+I,3,e\n"
+    csv_text = "op,seq,id,v\n+I,0,1,a\n+I,1,x,b\n+I,2,2,c,extra\n+U,3,,d\n+I,4,3,e\n"
     csv_path = place(tmp_path / "in", "a.csv", csv_text.encode(), 0)
     config = config_of(tmp_path, "csv", "skip")
     result = run_pipeline(config, spark)
@@ -109,9 +108,9 @@ def test_csv_and_parquet_rows_are_skipped_into_dead_letters(spark: SparkSession,
         (str(csv_path), 5),
     ]
     assert letters[0]["error"] == "column 'id' must be a long, got 'x'"
-    assert letters[1]["error"] == "5 field(s), expected 4 (seq, op, id, v)"
+    assert letters[1]["error"] == "5 field(s), expected 4 (op, seq, id, v)"
     assert letters[2]["error"] == "no key: the sink primary key column 'id' is missing or null"
-    assert letters[0]["text"] == "1,+I,x,b" and letters[0]["batch"] == 0
+    assert letters[0]["text"] == "+I,1,x,b" and letters[0]["batch"] == 0
 
     parquet = tmp_path / "p"
     rows = [
@@ -144,10 +143,10 @@ def test_cdc_envelopes_fail_with_their_line(spark: SparkSession, tmp_path: Path)
     lines = debezium_lines([("+I", {"id": 1, "v": "a"}), ("+I", {"id": 2, "v": "b"})])
     lines.insert(1, json.dumps({"op": "x", "after": {"id": 9}}))
     path = place(tmp_path / "in", "a.json", "".join(line + "\n" for line in lines).encode(), 0)
-    config = config_of(tmp_path, "debezium-json", schema="op STRING, seq LONG, id LONG, v STRING")
+    config = config_of(tmp_path, "debezium-json")
     with pytest.raises(BadInput, match=f"micro-batch 0: {path} line 2: unknown Debezium op 'x'"):
         run_pipeline(config, spark)
-    skipping = config_of(tmp_path, "debezium-json", "skip", schema="op STRING, seq LONG, id LONG, v STRING")
+    skipping = config_of(tmp_path, "debezium-json", "skip")
     assert run_pipeline(skipping, spark).bad_rows == 1
     assert read_table(skipping, spark) == [(1, "a"), (2, "b")]
 

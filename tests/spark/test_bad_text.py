@@ -28,21 +28,18 @@ pytestmark = [pytest.mark.spark, pytest.mark.slow]
 ROWS = [("+I", {"id": 1, "v": "a"}), ("+I", {"id": 2, "v": "BAD"}), ("+I", {"id": 3, "v": "c\ufffd"})]
 """Three inserts; the second one's value gets a byte that is not UTF-8 (``\\xff``) in place of
 ``BAD``; the third holds a real U+FFFD (valid UTF-8: it stays)."""
-CDC_SCHEMA = "op STRING, seq LONG, id LONG, v STRING"
 
 
-def plain_lines(fmt: str) -> tuple[list[str], str]:
+def plain_lines(fmt: str) -> list[str]:
     if fmt == "jsonl":
         return [
             json.dumps({"seq": seq, "op": op, **row}, ensure_ascii=False)
             for seq, (op, row) in enumerate(ROWS)
-        ], "seq LONG, op STRING, id LONG, v STRING"
-    if fmt == "csv":
-        return ["seq,op,id,v"] + [
-            f"{seq},{op},{row['id']},{row['v']}" for seq, (op, row) in enumerate(ROWS)
-        ], "seq LONG, op STRING, id LONG, v STRING"
+        ]
+    if fmt == "csv":  # in the order of the source's DDL: op, seq, then the row
+        return ["op,seq,id,v"] + [f"{op},{seq},{row['id']},{row['v']}" for seq, (op, row) in enumerate(ROWS)]
     # one envelope per change (Canal would put the three inserts in one message)
-    return [line for change in ROWS for line in WRITERS[fmt]([change])], CDC_SCHEMA
+    return [line for change in ROWS for line in WRITERS[fmt]([change])]
 
 
 def with_bad_byte(lines: list[str]) -> tuple[bytes, int, bytes]:
@@ -60,12 +57,12 @@ FORMATS = ["jsonl", "csv", "debezium-json", "canal-json", "maxwell-json"]
 def test_invalid_utf8_is_a_bad_row_named_by_file_and_line(
     spark: SparkSession, tmp_path: Path, fmt: str
 ) -> None:
-    lines, schema = plain_lines(fmt)
+    lines = plain_lines(fmt)
     data, number, bad_line = with_bad_byte(lines)
     path = place(tmp_path / "in", f"a.{fmt}", data, 0)
     byte = bad_line.index(b"\xff") + 1
     with pytest.raises(BadInput) as failed:
-        run_pipeline(config_of(tmp_path, fmt, schema=schema), spark)
+        run_pipeline(config_of(tmp_path, fmt), spark)
     message = str(failed.value)
     assert "\n" not in message
     assert (
@@ -79,7 +76,7 @@ def test_invalid_utf8_is_a_bad_row_named_by_file_and_line(
         f"not valid UTF-8 (byte {byte} of the line)",
     )
 
-    skipping = config_of(tmp_path, fmt, "skip", schema=schema)
+    skipping = config_of(tmp_path, fmt, "skip")
     result = run_pipeline(skipping, spark)
     assert result.bad_rows == 1
     assert read_table(skipping, spark) == [(1, "a"), (3, "c\ufffd")]  # the real U+FFFD kept
@@ -90,7 +87,7 @@ def test_invalid_utf8_is_a_bad_row_named_by_file_and_line(
 
 
 def test_an_unbalanced_csv_quote_is_a_bad_row(spark: SparkSession, tmp_path: Path) -> None:
-    text = 'seq,op,id,v\n0,+I,1,a\n1,+I,2,"abc\n2,+I,3,"c,d"\n3,+I,4,"say ""hi"""\n4,+I,5,x"y\n'
+    text = 'op,seq,id,v\n+I,0,1,a\n+I,1,2,"abc\n+I,2,3,"c,d"\n+I,3,4,"say ""hi"""\n+I,4,5,x"y\n'
     path = place(tmp_path / "in", "a.csv", text.encode(), 0)
     with pytest.raises(BadInput, match=f"micro-batch 0: {path} line 3: unbalanced quote"):
         run_pipeline(config_of(tmp_path, "csv"), spark)
@@ -99,7 +96,7 @@ def test_an_unbalanced_csv_quote_is_a_bad_row(spark: SparkSession, tmp_path: Pat
     # quotes that pair up are read as Spark's CSV parser reads them (escape: backslash)
     assert read_table(skipping, spark) == [(1, "a"), (3, "c,d"), (4, '"say ""hi"""'), (5, 'x"y')]
     [letter] = dead_letters(skipping)
-    assert (letter["line"], letter["text"]) == (3, '1,+I,2,"abc')
+    assert (letter["line"], letter["text"]) == (3, '+I,1,2,"abc')
     assert letter["error"].startswith("unbalanced quote: the quoted field at column 8 does not end")
 
 

@@ -14,14 +14,16 @@ from pyspark.sql import SparkSession
 from upsertmat.demo.tables import expected_table
 from upsertmat.demo.workload import DemoShape, generate
 from upsertmat.spark import PipelineConfig
+from upsertmat.spark.parts import Column, SinkSpec, SourceSpec, SparkOptions
 from upsertmat.spark.pipeline import read_table, run_pipeline
+from upsertmat.spark.sources.formats import source_format
 
 from ..sinks.lakereaders import delta_rows, iceberg_rows
 from .envelopes import WRITERS
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
-SCHEMA = "op STRING, seq LONG, id LONG, level LONG, badge STRING"
+COLUMNS = (Column("id", "long"), Column("level", "long"), Column("badge", "string"))
 FILES = 3
 
 
@@ -49,14 +51,11 @@ def test_cdc_envelopes_give_the_jsonl_table(spark: SparkSession, tmp_path: Path)
 
     def config(name: str, fmt: str, url: str) -> PipelineConfig:
         return PipelineConfig(
-            source_path=tmp_path / name,
-            schema=SCHEMA,
-            pk=("id",),
-            checkpoint_dir=tmp_path / f"checkpoint-{name}",
-            sink_url=url,
-            table=name.replace("-", "_"),
-            source_format=fmt,
-            max_files_per_trigger=1,
+            source=SourceSpec(tmp_path / name, source_format(fmt), COLUMNS),
+            sink=SinkSpec(url, name.replace("-", "_")),
+            primary_key=("id",),
+            checkpoint=tmp_path / f"checkpoint-{name}",
+            spark=SparkOptions(max_files_per_trigger=1),
         )
 
     reference = config("jsonl", "json", f"sqlite:///{tmp_path / 'ref.db'}")

@@ -18,6 +18,7 @@ from pyspark.sql import SparkSession
 
 from upsertmat.jobs.runner import committed_batches
 from upsertmat.spark import PipelineConfig
+from upsertmat.spark.parts import SinkSpec
 from upsertmat.spark.pipeline import read_table, run_pipeline
 from upsertmat.spark.session import LOG_ENV
 
@@ -25,7 +26,7 @@ from .cluster import standalone_cluster
 from .run_config import SCRIPT as RUN_CONFIG
 from .sockets import descendants
 from .test_recovery import count_batches, kill_mid_stream
-from .workload import SCHEMA, changelog, model_table, normalized, records, write_files
+from .workload import ONE_FILE, changelog, model_table, normalized, records, workload_config, write_files
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -63,18 +64,14 @@ def test_driver_killed_on_a_standalone_cluster_restarts_to_the_same_table(
     changes = changelog(seed=13, keys=25, updates=400)
     write_files(tmp_path / "in", records(changes), files=FILES)
     with standalone_cluster(tmp_path / "cluster", workers=1, cores=2) as (master, web_port):
-        config = PipelineConfig(
-            source_path=tmp_path / "in",
-            schema=SCHEMA,
-            pk=("id",),
-            checkpoint_dir=tmp_path / "checkpoint",
-            sink_url=f"sqlite:///{tmp_path / 'sink.db'}",
-            table="cluster",
-            max_files_per_trigger=1,
+        on_cluster = replace(
+            ONE_FILE,
             key_buckets=4,
             master=master,
-            spark_conf={"spark.executor.memory": "512m", "spark.cores.max": "2"},
+            conf={"spark.executor.memory": "512m", "spark.cores.max": "2"},
         )
+        url = f"sqlite:///{tmp_path / 'sink.db'}"
+        config = workload_config(tmp_path / "in", tmp_path / "checkpoint", url, "cluster", spark=on_cluster)
         os.environ[LOG_ENV] = str(tmp_path / "driver-killed.log")
         try:
             assert kill_mid_stream(config, tmp_path) == KILL_AFTER
@@ -92,11 +89,9 @@ def test_driver_killed_on_a_standalone_cluster_restarts_to_the_same_table(
         assert count_batches(config, spark) == batches  # each of them applied once
     local = replace(
         config,
-        checkpoint_dir=tmp_path / "checkpoint-local",
-        sink_url=f"sqlite:///{tmp_path / 'local.db'}",
-        table="local",
-        master="local[2]",
-        spark_conf={},
+        checkpoint=tmp_path / "checkpoint-local",
+        sink=SinkSpec(f"sqlite:///{tmp_path / 'local.db'}", "local"),
+        spark=replace(config.spark, master="local[2]", conf={}),
     )
     run_pipeline(local, spark)
     table = normalized(read_table(config, spark))

@@ -24,6 +24,7 @@ from upsertmat.sinks.base import TASK_FAILURE_VARIABLE, TaskOutput, TaskWriter
 from upsertmat.spark import PipelineConfig
 from upsertmat.spark.executorwrite import write_part
 from upsertmat.spark.misses import MISS_OP
+from upsertmat.spark.parts import SparkOptions
 from upsertmat.spark.pipeline import SINK_WRITE_VARIABLE, read_table, run_pipeline
 from upsertmat.spark.session import LOG_ENV
 from upsertmat.spark.sources.badinput import BAD_OP
@@ -32,7 +33,7 @@ from ..prerequisites import require_module
 from ..sinks.paimon_reader import paimon_batches, paimon_rows, state
 from .cluster import standalone_cluster
 from .run_config import SCRIPT as RUN_CONFIG
-from .workload import SCHEMA, changelog, model_table, normalized, records, write_files
+from .workload import changelog, model_table, normalized, records, workload_config, write_files
 
 require_module("pypaimon", "pypaimon (the 'lakehouse' extra)")
 pytestmark = [pytest.mark.spark]
@@ -40,17 +41,20 @@ pytestmark = [pytest.mark.spark]
 FILES = 4
 
 
-def config_for(tmp_path: Path, name: str, source: Path, **changes: Any) -> PipelineConfig:
-    config = PipelineConfig(
-        source_path=source,
-        schema=SCHEMA,
-        pk=("id",),
-        checkpoint_dir=tmp_path / f"checkpoint-{name}",
-        sink_url=f"paimon:///{tmp_path / f'warehouse-{name}'}",
-        table="orders",
-        max_files_per_trigger=1,
-    )
-    return replace(config, **changes)
+def config_for(
+    tmp_path: Path,
+    name: str,
+    source: Path,
+    key_buckets: int | None = None,
+    master: str = "local[2]",
+    conf: dict[str, str] | None = None,
+    on_error: str = "fail",
+    **changes: Any,
+) -> PipelineConfig:
+    spark = SparkOptions(max_files_per_trigger=1, key_buckets=key_buckets, master=master, conf=conf or {})
+    url = f"paimon:///{tmp_path / f'warehouse-{name}'}"
+    config = workload_config(source, tmp_path / f"checkpoint-{name}", url, "orders", spark=spark)
+    return replace(config, source=replace(config.source, on_error=on_error), **changes)
 
 
 def data_files_on_disk(warehouse: Path, table: str) -> set[str]:
@@ -154,7 +158,7 @@ def test_on_a_two_worker_cluster_the_table_equals_the_local_run_and_driver_cpu_i
     cpu: dict[str, list[float]] = {}
     with standalone_cluster(tmp_path / "cluster", workers=2, cores=1) as (master, _):
         for name, source in (("small", tmp_path / "small"), ("large", tmp_path / "large")):
-            config = config_for(tmp_path, name, source, key_buckets=8, master=master, spark_conf=conf)
+            config = config_for(tmp_path, name, source, key_buckets=8, master=master, conf=conf)
             summary = run_in_subprocess(config, tmp_path, name)
             assert summary["batches"] == batches
             cpu[name] = summary["driver_cpu"]

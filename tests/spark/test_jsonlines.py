@@ -35,7 +35,9 @@ from pyspark.sql.types import (
 )
 
 from upsertmat.spark.config import PipelineConfig
+from upsertmat.spark.parts import Column, SinkSpec, SourceSpec
 from upsertmat.spark.sources import read_changelog
+from upsertmat.spark.sources.formats import SourceFormat
 from upsertmat.spark.sources.jsonlines import JSON_LINE_PARSER, json_line_parser, json_line_parser_jar
 
 from .javac import require_javac
@@ -277,15 +279,15 @@ def test_the_pipeline_source_uses_it(spark: SparkSession, tmp_path: Path) -> Non
     source = tmp_path / "source"
     source.mkdir()
     config = PipelineConfig(
-        source_path=source,
-        schema="seq BIGINT, op STRING, id BIGINT, v STRING",
-        pk=("id",),
-        checkpoint_dir=tmp_path / "checkpoint",
-        sink_url=f"sqlite:///{tmp_path / 'sink.db'}",
+        source=SourceSpec(source, SourceFormat.JSONL, (Column("id", "long"), Column("v", "string"))),
+        sink=SinkSpec(f"sqlite:///{tmp_path / 'sink.db'}", "sink"),
+        primary_key=("id",),
+        checkpoint=tmp_path / "checkpoint",
     )
     assert "upsertmat_json_" in plan(read_changelog(spark, config))
     assert "from_json" not in plan(read_changelog(spark, config))
-    timed = dataclasses.replace(config, schema="seq BIGINT, op STRING, id BIGINT, at TIMESTAMP")
+    at = (Column("id", "long"), Column("at", "timestamp"))  # a type the Java parser leaves to from_json
+    timed = dataclasses.replace(config, source=dataclasses.replace(config.source, columns=at))
     assert "from_json" in plan(read_changelog(spark, timed))
 
 

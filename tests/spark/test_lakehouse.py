@@ -6,6 +6,7 @@ maintenance keeps the table and its exactly-once record."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -16,13 +17,12 @@ from upsertmat.sinks import Column, last_batch, open_sink, read_changes, read_sn
 from upsertmat.sinks import delta as delta_sink
 from upsertmat.sinks import iceberg as iceberg_sink
 from upsertmat.sinks import paimon as paimon_sink
-from upsertmat.spark import PipelineConfig
 from upsertmat.spark.pipeline import read_table, run_pipeline
 
 from ..sinks.lakereaders import delta_rows, iceberg_rows, iceberg_state, replay_delta
 from ..sinks.paimon_reader import paimon_batches, paimon_rows
 from ..sinks.paimon_reader import state as paimon_state
-from .workload import SCHEMA, changelog, model_table, normalized, records, write_files
+from .workload import ONE_FILE, changelog, model_table, normalized, records, workload_config, write_files
 
 pytestmark = [pytest.mark.spark]
 
@@ -45,17 +45,10 @@ def independent_rows(kind: str, tmp_path: Path, table: str) -> list[tuple[Any, .
 def test_pipeline_into_a_lakehouse_table(spark: SparkSession, tmp_path: Path, kind: str) -> None:
     changes = changelog(seed=5, keys=30, updates=300)
     write_files(tmp_path / "in", records(changes), files=FILES)
-    config = PipelineConfig(
-        source_path=tmp_path / "in",
-        schema=SCHEMA,
-        pk=("id",),
-        checkpoint_dir=tmp_path / "checkpoint",
-        sink_url=sink_url(kind, tmp_path),
-        table="orders",
-        max_files_per_trigger=1,
-        key_buckets=8,
-        changelog=True,
-    )
+    bucketed = replace(ONE_FILE, key_buckets=8)
+    url = sink_url(kind, tmp_path)
+    config = workload_config(tmp_path / "in", tmp_path / "checkpoint", url, "orders", spark=bucketed)
+    config = replace(config, changelog=True)
     result = run_pipeline(config, spark)
     assert [batch.batch_id for batch in result.batches] == list(range(FILES))
     expected = normalized(model_table(changes))
@@ -63,11 +56,11 @@ def test_pipeline_into_a_lakehouse_table(spark: SparkSession, tmp_path: Path, ki
     assert normalized(independent_rows(kind, tmp_path, "orders")) == expected
 
     # the results module: a pinned snapshot and the changelog, which replays to the table
-    snapshot = read_snapshot(config.sink_url, "orders", ["id"])
-    assert snapshot.batch_id == FILES - 1 == last_batch(config.sink_url, "orders")
+    snapshot = read_snapshot(config.sink.url, "orders", ["id"])
+    assert snapshot.batch_id == FILES - 1 == last_batch(config.sink.url, "orders")
     assert normalized(list(snapshot.rows)) == expected and snapshot.total == len(expected)
     replayed: dict[Any, tuple[Any, ...]] = {}
-    found = read_changes(config.sink_url, "orders", 0, 100_000)
+    found = read_changes(config.sink.url, "orders", 0, 100_000)
     assert [change.pos for change in found] == sorted({change.pos for change in found})
     assert found[-1].pos == snapshot.changes_pos
     for change in found:
@@ -76,7 +69,7 @@ def test_pipeline_into_a_lakehouse_table(spark: SparkSession, tmp_path: Path, ki
         else:
             assert replayed.pop(change.row[0]) == change.row  # a retraction names the row it removes
     assert normalized(replayed) == expected
-    page = read_changes(config.sink_url, "orders", found[9].pos, 5)
+    page = read_changes(config.sink.url, "orders", found[9].pos, 5)
     assert page == found[10:15]
 
     # every batch is recorded once, and a replayed batch is a no-op
@@ -95,7 +88,7 @@ def test_pipeline_into_a_lakehouse_table(spark: SparkSession, tmp_path: Path, ki
         assert not state.delete_files  # copy-on-write: no delete files to merge on read
     columns = [Column("id", "bigint"), Column("version", "bigint"), Column("amount", "double"),
                Column("flag", "boolean"), Column("payload", "string")]  # fmt: skip
-    sink = open_sink(config.sink_url, "orders", columns, (0,))
+    sink = open_sink(config.sink.url, "orders", columns, (0,))
     assert sink.apply_batch(query, FILES - 1, [("-D", (0, 0, 0.0, False, "x"))]).skipped
     assert sink.committed_batches() == FILES
     sink.close()
@@ -109,12 +102,12 @@ def test_pipeline_into_a_lakehouse_table(spark: SparkSession, tmp_path: Path, ki
         rewritten = paimon_state(tmp_path / "warehouse", "orders")
         assert rewritten is not None and rewritten.snapshot["commitKind"] == "OVERWRITE"
         assert len(rewritten.files) <= paimon_sink.DEFAULT_BUCKETS  # one file per bucket
-        assert read_changes(config.sink_url, "orders", 0, 100_000) == found  # the changes stay
+        assert read_changes(config.sink.url, "orders", 0, 100_000) == found  # the changes stay
     else:
-        iceberg_sink.maintain(config.sink_url, "orders")
+        iceberg_sink.maintain(config.sink.url, "orders")
         assert len(iceberg_state(tmp_path / "warehouse", "orders").data_files) == 1
     assert normalized(independent_rows(kind, tmp_path, "orders")) == expected
-    sink = open_sink(config.sink_url, "orders", columns, (0,))
+    sink = open_sink(config.sink.url, "orders", columns, (0,))
     assert sink.apply_batch(query, FILES - 1, [("-D", (0, 0, 0.0, False, "x"))]).skipped
     sink.close()
-    assert read_snapshot(config.sink_url, "orders", ["id"]).batch_id == FILES - 1
+    assert read_snapshot(config.sink.url, "orders", ["id"]).batch_id == FILES - 1

@@ -24,13 +24,14 @@ from pyspark.sql import SparkSession
 
 from upsertmat.jobs.runner import committed_batches
 from upsertmat.spark import PipelineConfig
+from upsertmat.spark.parts import SinkSpec
 from upsertmat.spark.pipeline import read_table, run_pipeline
 
 from ..sinks.lakereaders import delta_rows, iceberg_commits, iceberg_rows, replay_delta
 from ..sinks.paimon_reader import paimon_batches, paimon_rows
 from .cluster import kill_tree
 from .run_config import SCRIPT as RUN_CONFIG
-from .workload import SCHEMA, changelog, model_table, normalized, records, write_files
+from .workload import changelog, model_table, normalized, records, workload_config, write_files
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -80,15 +81,7 @@ def test_lakehouse_sink_survives_random_kills(spark: SparkSession, tmp_path: Pat
     changes = changelog(seed=17, keys=40, updates=60 * files)
     write_files(tmp_path / "in", records(changes), files=files)
     url = f"delta:///{tmp_path / 'table'}" if kind == "delta" else f"{kind}:///{tmp_path / 'warehouse'}"
-    config = PipelineConfig(
-        source_path=tmp_path / "in",
-        schema=SCHEMA,
-        pk=("id",),
-        checkpoint_dir=tmp_path / "checkpoint",
-        sink_url=url,
-        table="killed",
-        max_files_per_trigger=1,
-    )
+    config = workload_config(tmp_path / "in", tmp_path / "checkpoint", url, "killed")
     rng = random.Random(int(os.environ.get("UPSERTMAT_KILL_SEED", "32")))
     kills = 0
     while kills < KILLS and run_until_killed(config, tmp_path, rng):
@@ -97,9 +90,8 @@ def test_lakehouse_sink_survives_random_kills(spark: SparkSession, tmp_path: Pat
     run_pipeline(config, spark)
     reference = replace(
         config,
-        checkpoint_dir=tmp_path / "checkpoint2",
-        sink_url=f"sqlite:///{tmp_path / 'ref.db'}",
-        table="whole",
+        checkpoint=tmp_path / "checkpoint2",
+        sink=SinkSpec(f"sqlite:///{tmp_path / 'ref.db'}", "whole"),
     )
     run_pipeline(reference, spark)
     expected = normalized(read_table(reference, spark))

@@ -18,7 +18,7 @@ from upsertmat.spark.misses import MISSES_TABLE
 from upsertmat.spark.pipeline import read_table, run_pipeline
 from upsertmat.spec import Change, MissCause, RowKind
 
-from .test_pipeline import config_for
+from .test_pipeline import buckets, config_for, with_strategy
 from .workload import model_table, normalized, records, write_files
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -37,7 +37,7 @@ def nondeterministic(keys: int) -> list[Change]:
 
 
 def side_table(config: PipelineConfig) -> list[tuple[Any, ...]]:
-    path = config.sink_url.removeprefix("sqlite://")
+    path = config.sink.url.removeprefix("sqlite://")
     with sqlite3.connect(path) as db:
         tables = {name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         if MISSES_TABLE not in tables:  # created by the first batch with a miss
@@ -46,13 +46,13 @@ def side_table(config: PipelineConfig) -> list[tuple[Any, ...]]:
         return list(db.execute(query))
 
 
-@pytest.mark.parametrize(("strategy", "buckets"), [(Strategy.VALUE, None), (Strategy.MAP, 3)])
+@pytest.mark.parametrize(("strategy", "count"), [(Strategy.VALUE, None), (Strategy.MAP, 3)])
 def test_planted_misses_are_counted_named_and_recorded(
-    spark: SparkSession, tmp_path: Path, strategy: Strategy, buckets: int | None
+    spark: SparkSession, tmp_path: Path, strategy: Strategy, count: int | None
 ) -> None:
     changes = nondeterministic(6)
     write_files(tmp_path / "in", records(changes), files=2)
-    config = config_for(tmp_path, strategy=strategy, key_buckets=buckets)
+    config = config_for(tmp_path, settings=with_strategy(strategy), spark=buckets(count))
     result = run_pipeline(config, spark)
     assert sum(batch.misses for batch in result.batches) == 6
     assert all("payload 3" in b.miss_columns for b in result.batches if b.misses)
@@ -71,8 +71,10 @@ def test_planted_misses_are_counted_named_and_recorded(
         {"column": 4, "stored": "uuid-0-a", "retracted": "uuid-0-b"}
     ]
     assert normalized(read_table(config, spark)) == normalized(model_table(changes))  # outputs unchanged
-    quiet = config_for(tmp_path / "quiet", strategy=strategy, key_buckets=buckets, miss_rows=0)
-    write_files(quiet.source_path, records(changes), files=2)
+    quiet = config_for(
+        tmp_path / "quiet", settings=with_strategy(strategy, miss_rows=0), spark=buckets(count)
+    )
+    write_files(quiet.source.path, records(changes), files=2)
     silent = run_pipeline(quiet, spark)
     assert silent.misses.misses == 0 and not side_table(quiet)
     assert normalized(read_table(quiet, spark)) == normalized(read_table(config, spark))
@@ -103,7 +105,7 @@ def test_ttl_expiry_is_told_from_a_missing_add_across_batches(spark: SparkSessio
         [Change(RowKind.DELETE, (0, 1, 0.5, True, "a")), Change(RowKind.DELETE, (5, 1, 0.5, True, "z"))],
     ]
     rows = records([change for run in runs for change in run])
-    config = config_for(tmp_path, strategy=Strategy.VALUE, ttl=TtlSettings(ttl_ms=ttl))
+    config = config_for(tmp_path, settings=with_strategy(Strategy.VALUE, ttl=TtlSettings(ttl_ms=ttl)))
     write_files(tmp_path / "in", rows[:2], files=1)
     run_pipeline(config, spark)
     time.sleep(ttl / 1000 + 1)

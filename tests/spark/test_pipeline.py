@@ -10,29 +10,46 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
-from upsertmat.impls.settings import Strategy, TtlSettings
+from upsertmat.impls.settings import ConflictBehavior, Settings, Strategy, TtlSettings
 from upsertmat.spark import BatchProgress, PipelineConfig, PipelineConfigError
+from upsertmat.spark.config import PIPELINE_SETTINGS
 from upsertmat.spark.packing import packable
+from upsertmat.spark.parts import SparkOptions
 from upsertmat.spark.pipeline import column_types, read_table, run_pipeline
 from upsertmat.spark.session import CHECKPOINT_MANAGER_CONF
 from upsertmat.spec import Change, ModelMaterializer, RowKind
 from upsertmat.spec.changes import Row
 
-from .workload import KEYS, SCHEMA, changelog, model_table, normalized, raw_table, records, write_files
+from .workload import (
+    KEYS,
+    ONE_FILE,
+    changelog,
+    model_table,
+    normalized,
+    raw_table,
+    records,
+    workload_config,
+    write_files,
+)
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 
-def config_for(tmp_path: Path, **overrides: Any) -> PipelineConfig:
-    base = PipelineConfig(
-        source_path=tmp_path / "in",
-        schema=SCHEMA,
-        pk=("id",),
-        checkpoint_dir=tmp_path / "checkpoint",
-        sink_url=f"sqlite:///{tmp_path / 'sink.db'}",
-        max_files_per_trigger=1,
+def config_for(tmp_path: Path, fmt: str = "jsonl", **overrides: Any) -> PipelineConfig:
+    base = workload_config(
+        tmp_path / "in", tmp_path / "checkpoint", f"sqlite:///{tmp_path / 'sink.db'}", fmt=fmt
     )
     return replace(base, **overrides)
+
+
+def with_strategy(strategy: Strategy, **settings: Any) -> Settings:
+    """The pipeline's default settings with ``strategy`` (and more ``settings``)."""
+    return replace(PIPELINE_SETTINGS, strategy=strategy, **settings)
+
+
+def buckets(count: int | None, **spark: Any) -> SparkOptions:
+    """The tests' Spark options with ``count`` key buckets (and more ``spark`` options)."""
+    return replace(ONE_FILE, key_buckets=count, **spark)
 
 
 def test_packed_bucketed_rows_keep_nulls_booleans_floats_and_text_exact(
@@ -41,7 +58,6 @@ def test_packed_bucketed_rows_keep_nulls_booleans_floats_and_text_exact(
     """Key buckets over msgpack-exact columns ship a bucket's changes packed (mapInArrow):
     nulls, booleans, doubles (1.0 stays a float), non-ASCII text and integers come back with
     their types; the table equals the model's."""
-    schema = "seq LONG, op STRING, id LONG, version LONG, amount DOUBLE, flag BOOLEAN, payload STRING"
     # Null some payloads, the same way on every copy of a row.
     changes = [
         Change(c.kind, (*c.row[:4], None if c.row[1] % 3 == 0 else c.row[4]))  # type: ignore[operator]
@@ -53,7 +69,8 @@ def test_packed_bucketed_rows_keep_nulls_booleans_floats_and_text_exact(
         for seq, c in enumerate(changes)
     ]
     write_files(tmp_path / "in", rows, files=2)
-    config = config_for(tmp_path, schema=schema, key_buckets=4, strategy=Strategy.VALUE)
+    config = config_for(tmp_path, spark=buckets(4), settings=with_strategy(Strategy.VALUE))
+    schema = config.source.ddl()
     source = spark.read.schema(schema).json(str(tmp_path / "in"))
     assert packable(column_types(source), ["seq", "op", *names])
     assert not packable({"when": "timestamp"}, ["when"])
@@ -63,7 +80,7 @@ def test_packed_bucketed_rows_keep_nulls_booleans_floats_and_text_exact(
 
 
 @pytest.mark.parametrize(
-    ("fmt", "strategy", "buckets"),
+    ("fmt", "strategy", "count"),
     [
         ("json", Strategy.VALUE, None),
         ("parquet", Strategy.MAP, 3),
@@ -72,7 +89,7 @@ def test_packed_bucketed_rows_keep_nulls_booleans_floats_and_text_exact(
     ],
 )
 def test_materialized_table_equals_the_model(
-    spark: SparkSession, tmp_path: Path, fmt: str, strategy: Strategy, buckets: int | None
+    spark: SparkSession, tmp_path: Path, fmt: str, strategy: Strategy, count: int | None
 ) -> None:
     """Bucketed grouping (many sink keys per Spark grouping key) gives the same table."""
     changes = changelog(seed=3, keys=20, updates=200)
@@ -80,12 +97,10 @@ def test_materialized_table_equals_the_model(
     seen: list[BatchProgress] = []
     config = config_for(
         tmp_path,
-        source_format=fmt,
-        strategy=strategy,
+        fmt,
+        settings=with_strategy(strategy, threshold_high=4, threshold_low=2),
         progress=seen.append,
-        key_buckets=buckets,
-        threshold_high=4,
-        threshold_low=2,
+        spark=buckets(count),
     )
     result = run_pipeline(config, spark)
     assert [batch.batch_id for batch in seen] == [0, 1, 2]
@@ -128,26 +143,36 @@ def test_restart_on_the_checkpoint_continues_and_new_files_are_picked_up(
     assert normalized(read_table(config, spark)) == normalized(model_table(changes))
 
 
-def test_columns_not_in_the_schema_fail_before_starting(spark: SparkSession, tmp_path: Path) -> None:
+def test_key_columns_not_in_the_row_fail_before_starting(tmp_path: Path) -> None:
     # What needs no Spark is refused when the config is made (tests/jobs/test_job_files.py).
-    (tmp_path / "in").mkdir()
-    with pytest.raises(PipelineConfigError, match="'nope' is not in the source schema"):
-        run_pipeline(config_for(tmp_path, pk=("nope",)), spark)
-    assert not (tmp_path / "checkpoint").exists() and not (tmp_path / "sink.db").exists()
+    with pytest.raises(PipelineConfigError, match="key column 'nope' is not one of the row columns"):
+        config_for(tmp_path, primary_key=("nope",))
+    with pytest.raises(PipelineConfigError, match="key column 'nope' is not one of the row columns"):
+        config_for(tmp_path, upsert_key=("nope",))
 
 
 def test_config_round_trips_through_json(tmp_path: Path) -> None:
-    config = config_for(tmp_path, upsert_key=("version",), ttl=TtlSettings(ttl_ms=5), strategy=Strategy.MAP)
+    config = config_for(
+        tmp_path,
+        "parquet",
+        upsert_key=("version",),
+        settings=with_strategy(Strategy.MAP, ttl=TtlSettings(ttl_ms=5)),
+        spark=buckets(4, conf={"spark.executor.memory": "1g"}),
+        conflict=ConflictBehavior.NOTHING,
+        source=replace(workload_config(tmp_path, tmp_path, "s.db").source, ts_column="ts"),
+    )
     assert PipelineConfig.from_json(config.to_json()) == config
-    with pytest.raises(PipelineConfigError, match="unknown pipeline config fields"):
-        PipelineConfig.from_json('{"source_pathh": "x"}')
+    with pytest.raises(PipelineConfigError, match="unknown PipelineConfig fields"):
+        PipelineConfig.from_json('{"sourcee": "x"}')
+    with pytest.raises(PipelineConfigError, match="unknown SinkSpec fields"):
+        PipelineConfig.from_json(config.to_json().replace('"table"', '"tabel"'))
 
 
 @pytest.mark.parametrize(
-    ("strategy", "buckets"), [(Strategy.VALUE, 3), (Strategy.MAP, None), (Strategy.LEGACY, 2)]
+    ("strategy", "count"), [(Strategy.VALUE, 3), (Strategy.MAP, None), (Strategy.LEGACY, 2)]
 )
 def test_processing_time_ttl_expires_state_between_runs(
-    spark: SparkSession, tmp_path: Path, strategy: Strategy, buckets: int | None
+    spark: SparkSession, tmp_path: Path, strategy: Strategy, count: int | None
 ) -> None:
     """Run 1 inserts; after more than the TTL, run 2 retracts (rule 7: ignored) and re-inserts
     (+I, not +U); the model with the clock advanced past the TTL agrees."""
@@ -160,7 +185,9 @@ def test_processing_time_ttl_expires_state_between_runs(
     ]
     rows = records([*first, *second])
     write_files(tmp_path / "in", rows[: len(first)], files=1)
-    config = config_for(tmp_path, strategy=strategy, ttl=TtlSettings(ttl_ms=ttl), key_buckets=buckets)
+    config = config_for(
+        tmp_path, settings=with_strategy(strategy, ttl=TtlSettings(ttl_ms=ttl)), spark=buckets(count)
+    )
     run_pipeline(config, spark)
     time.sleep(ttl / 1000 + 1)
     arrive_later(tmp_path, rows[len(first) :], files=1)
@@ -193,7 +220,7 @@ def test_a_checkpoint_written_through_sparks_default_file_manager_continues(
     rows = records(changes)
     half = len(rows) // 2
     write_files(tmp_path / "in", rows[:half], files=2)
-    config = config_for(tmp_path, key_buckets=8, strategy=Strategy.VALUE)
+    config = config_for(tmp_path, spark=buckets(8), settings=with_strategy(Strategy.VALUE))
     spark.conf.set(CHECKPOINT_MANAGER_CONF, ours.replace("FileSystemBased", "FileContextBased"))
     try:
         first = run_pipeline(config, spark)
@@ -208,7 +235,12 @@ def test_a_checkpoint_written_through_sparks_default_file_manager_continues(
     whole = tmp_path / "whole"
     write_files(whole / "in", rows, files=4)
     assert (
-        normalized(read_table(_run(config_for(whole, key_buckets=8, strategy=Strategy.VALUE), spark), spark))
+        normalized(
+            read_table(
+                _run(config_for(whole, spark=buckets(8), settings=with_strategy(Strategy.VALUE)), spark),
+                spark,
+            )
+        )
         == continued
     )
 
@@ -238,10 +270,10 @@ def test_a_checkpoint_of_the_blob_layout_continues_on_the_log_layout_and_batches
     half = len(rows) // 2
     write_files(tmp_path / "in", rows[:half], files=2)
     blob: list[BatchProgress] = []
-    run_pipeline(config_for(tmp_path, key_buckets=4, state_layout="blob", progress=blob.append), spark)
+    run_pipeline(config_for(tmp_path, spark=buckets(4, state_layout="blob"), progress=blob.append), spark)
     arrive_later(tmp_path, rows[half:], files=3)
     logged: list[BatchProgress] = []
-    config = config_for(tmp_path, key_buckets=4, state_layout="log", progress=logged.append)
+    config = config_for(tmp_path, spark=buckets(4, state_layout="log"), progress=logged.append)
     run_pipeline(config, spark)
     assert normalized(read_table(config, spark)) == normalized(model_table(changes))
     assert [batch.batch_id for batch in blob + logged] == [0, 1, 2, 3, 4]
@@ -254,4 +286,4 @@ def test_a_checkpoint_of_the_blob_layout_continues_on_the_log_layout_and_batches
         assert batch.state_bytes_written < blob[1].state_bytes_written
     # and back is refused, in one line, before anything runs (the blob layout reads no logs)
     with pytest.raises(PipelineConfigError, match="holds its state in the log layout"):
-        run_pipeline(replace(config, state_layout="blob"), spark)
+        run_pipeline(replace(config, spark=replace(config.spark, state_layout="blob")), spark)

@@ -12,10 +12,11 @@ from pyspark.sql import SparkSession
 from upsertmat.jobs.runner import committed_batches
 from upsertmat.sinks.sql import BATCHES_TABLE
 from upsertmat.spark import PipelineConfig
+from upsertmat.spark.parts import SinkSpec
 from upsertmat.spark.pipeline import read_table, run_pipeline
 
 from .harness import kill_after_batches
-from .workload import SCHEMA, changelog, model_table, normalized, records, write_files
+from .workload import changelog, model_table, normalized, records, workload_config, write_files
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -29,20 +30,20 @@ def kill_mid_stream(config: PipelineConfig, workdir: Path) -> int:
 
 
 def count_batches(config: PipelineConfig, spark: SparkSession) -> int:
-    if config.sink_url.startswith("postgresql"):
+    if config.sink.url.startswith("postgresql"):
         import psycopg
 
-        with psycopg.connect(config.sink_url) as db:
+        with psycopg.connect(config.sink.url) as db:
             row = db.execute(
-                f"SELECT count(*) FROM {BATCHES_TABLE} WHERE sink_table = %s", (config.table,)
+                f"SELECT count(*) FROM {BATCHES_TABLE} WHERE sink_table = %s", (config.sink.table,)
             ).fetchone()
             return 0 if row is None else int(row[0])
     import sqlite3
 
-    with sqlite3.connect(config.sink_url.removeprefix("sqlite:///")) as db:
+    with sqlite3.connect(config.sink.url.removeprefix("sqlite:///")) as db:
         return int(
             db.execute(
-                f"SELECT count(*) FROM {BATCHES_TABLE} WHERE sink_table = ?", (config.table,)
+                f"SELECT count(*) FROM {BATCHES_TABLE} WHERE sink_table = ?", (config.sink.table,)
             ).fetchone()[0]
         )
 
@@ -50,15 +51,7 @@ def count_batches(config: PipelineConfig, spark: SparkSession) -> int:
 def check_kill_and_restart(spark: SparkSession, tmp_path: Path, sink_url: str, reference_url: str) -> None:
     changes = changelog(seed=11, keys=25, updates=400)
     write_files(tmp_path / "in", records(changes), files=FILES)
-    config = PipelineConfig(
-        source_path=tmp_path / "in",
-        schema=SCHEMA,
-        pk=("id",),
-        checkpoint_dir=tmp_path / "checkpoint",
-        sink_url=sink_url,
-        table="killed",
-        max_files_per_trigger=1,
-    )
+    config = workload_config(tmp_path / "in", tmp_path / "checkpoint", sink_url, "killed")
     reports = kill_mid_stream(config, tmp_path)
     assert reports == KILL_AFTER
     committed = count_batches(config, spark)
@@ -71,7 +64,7 @@ def check_kill_and_restart(spark: SparkSession, tmp_path: Path, sink_url: str, r
     assert count_batches(config, spark) == batches  # each of them applied once
     assert restarted.batches[-1].batch_id == batches - 1
     uninterrupted = replace(
-        config, checkpoint_dir=tmp_path / "checkpoint2", sink_url=reference_url, table="whole"
+        config, checkpoint=tmp_path / "checkpoint2", sink=SinkSpec(reference_url, "whole")
     )
     run_pipeline(uninterrupted, spark)
     table = normalized(read_table(config, spark))

@@ -106,12 +106,12 @@ def test_job_files_choose_key_buckets(tmp_path: Path) -> None:
     from upsertmat.jobs.runner import pipeline_config
 
     text = EXAMPLE.read_text(encoding="utf-8")
-    assert pipeline_config(load_job(EXAMPLE)).key_buckets is None
+    assert pipeline_config(load_job(EXAMPLE)).spark.key_buckets is None
     bucketed = tmp_path / "bucketed.yaml"
     bucketed.write_text(
         text.replace("  shuffle-partitions: 2\n", "  shuffle-partitions: 2\n  key-buckets: 16\n")
     )
-    assert pipeline_config(load_job(bucketed)).key_buckets == 16
+    assert pipeline_config(load_job(bucketed)).spark.key_buckets == 16
     bucketed.write_text(
         text.replace("  shuffle-partitions: 2\n", "  shuffle-partitions: 2\n  key-buckets: 0\n")
     )

@@ -23,7 +23,7 @@ from upsertmat.spec import Change
 from ..prerequisites import require
 from .postgres import PostgresServer, server_binaries
 from .test_recovery import count_batches
-from .workload import SCHEMA, changelog, model_table, normalized, records, write_files
+from .workload import changelog, model_table, normalized, records, workload_config, write_files
 
 if TYPE_CHECKING:
     from ..conftest import Tmpfs  # the fixture's type (tests/conftest.py)
@@ -35,15 +35,7 @@ FAIL_AFTER = 2
 
 
 def config_for(tmp_path: Path, sink_url: str, table: str) -> PipelineConfig:
-    return PipelineConfig(
-        source_path=tmp_path / "in",
-        schema=SCHEMA,
-        pk=("id",),
-        checkpoint_dir=tmp_path / f"checkpoint-{table}",
-        sink_url=sink_url,
-        table=table,
-        max_files_per_trigger=1,
-    )
+    return workload_config(tmp_path / "in", tmp_path / f"checkpoint-{table}", sink_url, table)
 
 
 def check_restart(
@@ -53,7 +45,9 @@ def check_restart(
     assert restarted.batches, "the restart applied the failed batch and the rest"
     assert count_batches(config, spark) == FILES  # each batch recorded once
     whole = replace(
-        config, checkpoint_dir=reference / "checkpoint", sink_url=f"sqlite:///{reference / 'ref.db'}"
+        config,
+        checkpoint=reference / "checkpoint",
+        sink=replace(config.sink, url=f"sqlite:///{reference / 'ref.db'}"),
     )
     run_pipeline(whole, spark)
     table = normalized(read_table(config, spark))

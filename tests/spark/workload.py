@@ -13,12 +13,43 @@ import random
 from pathlib import Path
 from typing import Any
 
+from upsertmat.spark.config import PipelineConfig
+from upsertmat.spark.parts import Column, SinkSpec, SourceSpec, SparkOptions
+from upsertmat.spark.sources.formats import source_format
 from upsertmat.spec import Change, Keys, ModelMaterializer, RowKind
 from upsertmat.spec.changes import Row
 
-SCHEMA = "seq LONG, op STRING, id LONG, version LONG, amount DOUBLE, flag BOOLEAN, payload STRING"
 COLUMNS = ("id", "version", "amount", "flag", "payload")
+SOURCE_COLUMNS = (
+    Column("id", "long"),
+    Column("version", "long"),
+    Column("amount", "double"),
+    Column("flag", "boolean"),
+    Column("payload", "string"),
+)
+"""The row's columns with their types (the source's DDL: ``op``, ``seq``, then these)."""
 KEYS = Keys(pk=(0,))
+ONE_FILE = SparkOptions(max_files_per_trigger=1)
+"""The tests' Spark options: one source file per micro-batch."""
+
+
+def workload_config(
+    source: Path,
+    checkpoint: Path,
+    sink_url: str,
+    table: str = "sink",
+    fmt: str = "jsonl",
+    spark: SparkOptions = ONE_FILE,
+) -> PipelineConfig:
+    """The pipeline of this changelog: ``source``'s files (``fmt``), materialized by id into
+    ``table`` of ``sink_url``, on ``spark`` (``dataclasses.replace`` changes the rest)."""
+    return PipelineConfig(
+        source=SourceSpec(source, source_format(fmt), SOURCE_COLUMNS),
+        sink=SinkSpec(sink_url, table),
+        primary_key=("id",),
+        checkpoint=checkpoint,
+        spark=spark,
+    )
 
 
 def changelog(seed: int, keys: int, updates: int) -> list[Change]:
@@ -97,7 +128,8 @@ def write_files(directory: Path, rows: list[dict[str, Any]], files: int, fmt: st
             pq.write_table(pa.Table.from_pylist(chunk), staged)
         else:
             with staged.open("w", newline="") as handle:
-                writer = csv.DictWriter(handle, fieldnames=["seq", "op", *COLUMNS])
+                # by position, in the order of the source's DDL (SourceSpec.ddl)
+                writer = csv.DictWriter(handle, fieldnames=["op", "seq", *COLUMNS])
                 writer.writeheader()
                 writer.writerows(chunk)
         os.utime(staged, (start + number, start + number))

@@ -50,6 +50,7 @@ from typing import Any
 from ..impls.settings import Backend, Settings, Strategy
 from ..jobs.model import Column, JobSpec, SinkSpec, SourceFormat, SourceSpec, SparkOptions
 from ..sinks import KINDS, kind_named
+from ..spark.sources.formats import pipeline_name
 from .footprint import RssSampler
 
 COLUMNS = (Column("id", "long"), Column("version", "long"), Column("payload", "string"))
@@ -302,14 +303,17 @@ def run_pipeline_bench(
         job = bench_job(directory, bench, source)
         config = pipeline_config(job)
 
-        fmt = config.source_format
+        fmt, schema = (
+            pipeline_name(config.source.format),
+            config.source.ddl(),
+        )  # Spark's reader: json, parquet
 
         def read_source(path: Path) -> None:
-            spark.read.schema(config.schema).format(fmt).load(str(path)).selectExpr("sum(hash(*))").collect()
+            spark.read.schema(schema).format(fmt).load(str(path)).selectExpr("sum(hash(*))").collect()
 
         def noop_run(path: Path, checkpoint: Path) -> None:
             """The pipeline's query (grouping, processor, time mode) into Spark's noop sink."""
-            stream = read_changelog(spark, replace(config, source_path=path))
+            stream = read_changelog(spark, replace(config, source=replace(config.source, path=path)))
             layout = resolve_layout(config, column_types(stream))
             out, _decode, _time_mode = build_query_frame(config, stream, layout)
             writer = out.writeStream.format("noop").option("checkpointLocation", str(checkpoint))

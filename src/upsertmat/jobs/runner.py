@@ -1,6 +1,6 @@
 """Running a resolved job on the PySpark pipeline, with a progress line per micro-batch.
 
-:func:`pipeline_config` maps a :class:`~upsertmat.jobs.model.JobSpec` to the pipeline's
+:func:`pipeline_config` hands a :class:`~upsertmat.jobs.model.JobSpec`'s parts to the pipeline's
 :class:`~upsertmat.spark.config.PipelineConfig`; :func:`run_job` runs it. PySpark is imported
 only when a job runs, so loading, compiling and explaining jobs works without the ``spark``
 extra. A missing PySpark is a :class:`~upsertmat.errors.CliError` telling how to install it.
@@ -33,41 +33,25 @@ def require_pyspark() -> None:
 def pipeline_config(
     job: JobSpec, *, follow: str | None = None, changelog: bool = False, query_name: str | None = None
 ) -> PipelineConfig:
-    """The pipeline configuration of a job: available-now (process what is there, then stop), or
-    with ``follow`` (a trigger interval such as ``"1 second"``) a continuous query taking new
+    """The pipeline configuration of a job: the job's own parts (source, sink, keys, checkpoint,
+    settings, Spark options), run available-now (process what is there, then stop), or with
+    ``follow`` (a trigger interval such as ``"1 second"``) as a continuous query taking new
     files as they appear. ``changelog``: the sink records each batch's table changes."""
     from ..spark.config import PipelineConfig
 
-    source = job.source
     return PipelineConfig(
-        source_path=source.path,
-        schema=source.ddl(),  # the job's one source DDL (jobs/model.py)
-        pk=job.primary_key,
-        checkpoint_dir=job.checkpoint,
-        sink_url=job.sink.url,
+        source=job.source,
+        sink=job.sink,
+        primary_key=job.primary_key,
+        checkpoint=job.checkpoint,
         upsert_key=job.upsert_key,
-        columns=source.column_names,
-        source_format=source.format.value,
-        op_column=source.op_column,
-        arrival_column=source.order_column,
-        max_files_per_trigger=job.spark.max_files_per_trigger,
-        table=job.sink.table,
+        settings=job.settings,
         materialize=job.materialize,
-        strategy=job.settings.strategy,
-        threshold_high=job.settings.threshold_high,
-        threshold_low=job.settings.threshold_low,
-        ttl=job.settings.ttl,
-        miss_rows=job.settings.miss_rows,
+        spark=job.spark,
         available_now=follow is None,
         trigger_interval=follow or "1 second",
-        shuffle_partitions=job.spark.shuffle_partitions,
-        key_buckets=job.spark.key_buckets,
-        state_layout=job.spark.state_layout,
-        master=job.spark.master,
         changelog=changelog,
         query_name=query_name,
-        on_error=source.on_error,
-        dead_letter_dir=source.dead_letter,
     )
 
 

@@ -4,34 +4,31 @@
 The pipeline (:func:`upsertmat.spark.pipeline.run_pipeline`) reads a changelog from files, runs the
 materializer keyed by the sink primary key on Spark's state store, and upserts the result into a
 database table exactly once per micro-batch. Everything it needs is in one frozen
-:class:`PipelineConfig`; it reports every micro-batch to ``config.progress`` (a
-:class:`BatchProgress`) and returns a :class:`PipelineResult`. A config round-trips through JSON
+:class:`PipelineConfig`, made of the parts a job is made of (:mod:`.parts`) and the options of
+the run; it reports every micro-batch to ``config.progress`` (a :class:`BatchProgress`) and
+returns a :class:`PipelineResult`. A config round-trips through JSON
 (:meth:`PipelineConfig.to_json` / :meth:`PipelineConfig.from_json`; the progress callback is not
-serialised), which is how ``python -m upsertmat.spark CONFIG.json`` runs one in a subprocess.
+serialised), which is how the tests and tools run one in a subprocess of its own
+(``tests/spark/run_config.py``).
 """
 
 from __future__ import annotations
 
+import enum
 import json
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields, is_dataclass, replace
 from pathlib import Path
-from typing import Any
+from types import UnionType
+from typing import Any, get_args, get_origin, get_type_hints
 
 from ..impls.config import parse_duration_ms
 from ..impls.misses import MissSummary
 from ..impls.registry import PIPELINE_ONLY
-from ..impls.settings import (
-    DEFAULT_MISS_ROWS,
-    Backend,
-    ConflictBehavior,
-    Strategy,
-    TimeDomain,
-    TtlSettings,
-    UpdateType,
-)
+from ..impls.settings import Backend, ConflictBehavior, Settings, Strategy, TimeDomain
 from ..sinks import SinkUrlError, check_url
-from .sources.formats import DEFAULT, SourceFormat, pipeline_name, source_format
+from .parts import SinkSpec, SourceSpec, SparkOptions
+from .sources.formats import DEFAULT, SourceFormat, source_format
 
 ON_ERROR = ("fail", "skip")
 STATE_LAYOUTS = ("log", "blob")
@@ -83,227 +80,257 @@ class BatchProgress:
     (JVM round trips, and the decoding and encoding of whole-bucket blobs)."""
 
 
+PIPELINE_SETTINGS = Settings(strategy=Strategy.VALUE, backend=Backend.SPARK)
+"""The settings of a config that names none: VALUE on Spark's state store."""
+
+
 @dataclass(frozen=True)
 class PipelineConfig:
-    """One pipeline: source files -> (materializer) -> upsert sink.
+    """One pipeline run: source files -> (materializer) -> upsert sink.
 
-    Source: every file in ``source_path`` (a directory, watched as a stream; new files must
-    appear atomically, e.g. written elsewhere then renamed in) in ``source_format``, a name of the
-    table of formats (:mod:`upsertmat.spark.sources.formats`: ``json`` = JSON Lines, ``parquet``,
-    ``csv`` with a header, ``debezium-json``, ``canal-json``, ``maxwell-json``; the job file's
-    ``jsonl`` is taken too, and stored as ``json``), read with the DDL ``schema`` (e.g.
-    ``"seq LONG, op STRING, id LONG, level LONG, payload STRING"``). ``op_column`` holds
-    ``+I -U +U -D``; ``arrival_column`` (integer) gives the arrival order, which is the order the
-    materializer applies the events of one key in. ``columns``: the row's columns in order (the
-    sink table's columns); default: every schema column except op, arrival and ts. ``ts_column``:
-    optional event timestamp (ms). ``max_files_per_trigger``: files per micro-batch (None: all).
+    A config is made of the parts a job is made of (:mod:`.parts`; a job file's
+    :class:`~upsertmat.jobs.model.JobSpec` hands over its own objects:
+    :func:`upsertmat.jobs.runner.pipeline_config`), plus the options of one run.
 
-    Keys: ``pk`` names the sink primary key columns (state is keyed by them: ``groupBy(pk)``),
-    ``upsert_key`` the upsert key columns (empty: rows match on the whole row).
+    The parts: ``source`` (:class:`~.parts.SourceSpec`: the files, their format and columns, the
+    op / order / ts columns, bad input), ``sink`` (:class:`~.parts.SinkSpec`: URL and table),
+    ``primary_key`` (the sink's key columns: state is keyed by them, ``groupBy(primary_key)``),
+    ``upsert_key`` (empty: rows match on the whole row), ``checkpoint`` (Spark's offsets,
+    commits and state: restart on the same directory to continue), ``settings`` (the
+    materializer: the pipeline reads its ``strategy``, ``threshold_high`` / ``threshold_low``,
+    ``ttl`` and ``miss_rows``, and runs it on the ``spark`` backend whatever ``backend`` says),
+    ``materialize`` (False bypasses the materializer: the sink applies the raw changelog in
+    arrival order, ``+I``/``+U`` upsert, ``-U``/``-D`` delete, which shows the wrong result of a
+    sink without a materializer) and ``spark`` (:class:`~.parts.SparkOptions`: master, state
+    partitions, key buckets and state layout, files per micro-batch, session settings).
 
-    Materializer: ``strategy`` (VALUE, MAP, LEGACY, ADAPTIVE, SORTED) on the ``spark`` backend;
-    ``materialize=False`` bypasses it: the sink applies the raw changelog in arrival order
-    (``+I``/``+U`` upsert, ``-U``/``-D`` delete), which shows the wrong result of a sink without
-    a materializer. ``ttl`` is passed to the strategy.
-
-    Sink: ``sink_url`` is a URL of a kind in the table of sinks (:data:`upsertmat.sinks.KINDS`:
-    ``sqlite:///path/to.db`` or a plain file path, ``postgresql://user@host:port/db``,
-    ``delta:///dir``, ``iceberg:///dir``, ``paimon:///dir``); ``table`` is created if missing with
-    the PK as primary key. Each sink records the batch ids it committed in the same transaction
-    as the rows (the SQL sinks in ``_upsertmat_batches``, keyed by ``table``; the lakehouse sinks
-    in their commit metadata), so a replayed batch is skipped.
-
-    Spark: ``checkpoint_dir`` holds offsets, commits and state (restart on the same directory to
-    continue); ``available_now=True`` processes what is there and stops, otherwise the query runs
-    with ``trigger_interval`` until ``timeout_seconds`` (None: until stopped).
-    ``shuffle_partitions`` is the number of state partitions (pinned in the checkpoint).
-    ``key_buckets``: None groups by the PK columns (one Spark grouping key per sink key); ``n``
-    groups by ``pmod(xxhash64(pk), n)`` instead — state stays keyed by the sink PK inside each
-    bucket, events of each key still apply in arrival order, outputs are identical, but Spark's
-    per-grouping-key cost (about 0.3 ms per key per batch, the dominant cost) is paid per bucket;
-    a bucket's state is laid out as ``state_layout`` says (``log``: appended changes read through
-    a machine-local copy, so a batch costs what it touches; ``blob``: one blob per bucket, read
-    and rewritten whole by each batch touching it); buckets also emit
-    only the last change per sink key of a batch
-    (what the sink keeps, as one msgpack output row per bucket), and, when every column is an
-    integer, double, boolean or string, pack each source Arrow batch's changes per bucket
-    before the shuffle (``upsertmat.spark.packing``; docs/spark.md).
-    Pinned in the checkpoint like ``shuffle_partitions``. ``master``: the Spark master the
-    pipeline starts its session on when it starts one (``local[2]``, ``spark://host:7077``...;
-    the checkpoint, source and sink must then be reachable from every executor);
-    ``spark_conf``: more Spark settings for that session (e.g. ``spark.executor.memory``).
-    ``changelog``: the sink also records each committed batch's table changes (``+I -U +U -D``,
-    read with :mod:`upsertmat.sinks`); ``query_name``: Spark's name of the query.
+    The run: ``available_now=True`` processes what is there and stops, otherwise the query runs
+    with ``trigger_interval`` until ``timeout_seconds`` (None: until stopped). ``conflict``:
+    ``ON CONFLICT DO ERROR | NOTHING`` (:mod:`upsertmat.spark.conflict`) needs
+    ``source.ts_column``: the watermark trails the greatest ts seen by ``watermark_delay`` (a
+    Spark interval, e.g. ``"5 seconds"``); ``settings.conflict`` is not read, so a job (which
+    declares no event-time column) always deduplicates. ``changelog``: the sink also records each
+    committed batch's table changes (``+I -U +U -D``, read with :mod:`upsertmat.sinks`);
+    ``query_name``: Spark's name of the query (unique among a session's active queries; default
+    ``upsertmat_<table>``); ``progress`` sees every micro-batch.
     """
 
-    source_path: Path
-    schema: str
-    pk: tuple[str, ...]
-    checkpoint_dir: Path
-    sink_url: str
+    source: SourceSpec
+    sink: SinkSpec
+    primary_key: tuple[str, ...]
+    checkpoint: Path
     upsert_key: tuple[str, ...] = ()
-    columns: tuple[str, ...] | None = None
-    source_format: str = pipeline_name(DEFAULT)
-    op_column: str = "op"
-    arrival_column: str = "seq"
-    ts_column: str | None = None
-    max_files_per_trigger: int | None = None
-    table: str = "sink"
+    settings: Settings = PIPELINE_SETTINGS
     materialize: bool = True
-    strategy: Strategy = Strategy.VALUE
-    threshold_high: int | None = None
-    threshold_low: int | None = None
-    ttl: TtlSettings = field(default_factory=TtlSettings)
+    spark: SparkOptions = field(default_factory=SparkOptions)
     available_now: bool = True
     trigger_interval: str = "1 second"
     timeout_seconds: float | None = None
-    shuffle_partitions: int = 2
-    key_buckets: int | None = None
-    # With key buckets: "log" (each bucket's state an append-only log in Spark read through a
-    # machine-local copy: a batch costs what it touches) or "blob" (one blob per bucket, read and
-    # rewritten whole by every batch that touches it). docs/spark.md, "State at table scale".
-    state_layout: str = "log"
-    # ON CONFLICT DO ERROR | NOTHING (upsertmat.spark.conflict): needs ts_column; the watermark
-    # trails the greatest ts seen by watermark_delay (a Spark interval, e.g. "5 seconds").
     conflict: ConflictBehavior = ConflictBehavior.DEDUPLICATE
     watermark_delay: str = "0 seconds"
-    master: str = "local[2]"
-    spark_conf: dict[str, str] = field(default_factory=dict)
-    # The sink records every committed batch's table changes (upsertmat.sinks reads them).
     changelog: bool = False
-    # Spark's name of the query (unique among a session's active queries); default upsertmat_<table>.
     query_name: str | None = None
-    # upsertmat.misses.max-rows: explain each miss from at most this many stored rows (0: off);
-    # the explanations go to the sink database's _upsertmat_misses table.
-    miss_rows: int = DEFAULT_MISS_ROWS
-    # A source row that cannot be a change: "fail" stops the batch before the sink commits it,
-    # "skip" writes it to dead_letter_dir (default <checkpoint_dir>/dead-letter) and goes on.
-    on_error: str = "fail"
-    dead_letter_dir: Path | None = None
     progress: Callable[[BatchProgress], None] | None = field(default=None, compare=False)
 
     def to_json(self) -> str:
-        """The config as JSON (without ``progress``)."""
-        data: dict[str, Any] = {}
-        for item in fields(self):
-            if item.name == "progress":
-                continue
-            value = getattr(self, item.name)
-            if isinstance(value, Path):
-                value = str(value)
-            elif isinstance(value, Strategy | ConflictBehavior):
-                value = value.value
-            elif isinstance(value, TtlSettings):
-                value = asdict(value)
-                value["time_domain"] = self.ttl.time_domain.value
-                value["update_type"] = self.ttl.update_type.value
-            elif isinstance(value, tuple):
-                value = list(value)
-            data[item.name] = value
+        """The config as JSON (without ``progress``): each part an object of its fields."""
+        data = _plain(self)
+        del data["progress"]
         return json.dumps(data, indent=2)
 
     @classmethod
     def from_json(cls, text: str) -> PipelineConfig:
-        """The config :meth:`to_json` wrote. PipelineConfigError on unknown or missing fields."""
+        """The config :meth:`to_json` wrote, or one of the flat layout written before configs were
+        made of parts (``source_path``, ``schema``, ``pk``...: :func:`_from_flat`).
+        PipelineConfigError on unknown or missing fields."""
         data = json.loads(text)
-        known = {item.name for item in fields(cls)} - {"progress"}
-        unknown = set(data) - known
-        if unknown:
-            raise PipelineConfigError(f"unknown pipeline config fields: {sorted(unknown)}")
         try:
-            for name in ("source_path", "checkpoint_dir"):
-                data[name] = Path(data[name])
-            if data.get("dead_letter_dir") is not None:
-                data["dead_letter_dir"] = Path(data["dead_letter_dir"])
-            for name in ("pk", "upsert_key", "columns"):
-                if data.get(name) is not None:
-                    data[name] = tuple(data[name])
-            if "strategy" in data:
-                data["strategy"] = Strategy(data["strategy"])
-            if "conflict" in data:
-                data["conflict"] = ConflictBehavior(data["conflict"])
-            if "ttl" in data:
-                ttl = data["ttl"]
-                data["ttl"] = TtlSettings(
-                    ttl_ms=int(ttl.get("ttl_ms", 0)),
-                    time_domain=TimeDomain(ttl.get("time_domain", TimeDomain.PROCESSING_TIME.value)),
-                    update_type=UpdateType(ttl.get("update_type", UpdateType.ON_CREATE_AND_WRITE.value)),
-                )
-            config = cls(**data)
+            if isinstance(data, dict) and "source_path" in data:
+                data = _from_flat(data)
+            config: PipelineConfig = _build(cls, data)
+        except PipelineConfigError:
+            raise
         except (KeyError, TypeError, ValueError) as error:
             raise PipelineConfigError(f"bad pipeline config: {error}") from error
         return config
 
     def __post_init__(self) -> None:
         check_config(self)
-        # One spelling per format in a config: a job file's "jsonl" is stored as "json".
-        object.__setattr__(self, "source_format", pipeline_name(self.format))
-
-    @property
-    def format(self) -> SourceFormat:
-        """The source format's entry in the table of formats."""
-        return source_format(self.source_format)
 
     @property
     def dead_letters(self) -> Path:
         """The dead-letter directory of ``on_error="skip"`` (default ``<checkpoint>/dead-letter``)."""
-        return (
-            self.dead_letter_dir if self.dead_letter_dir is not None else self.checkpoint_dir / "dead-letter"
-        )
+        given = self.source.dead_letter
+        return given if given is not None else self.checkpoint / "dead-letter"
 
     def with_progress(self, progress: Callable[[BatchProgress], None] | None) -> PipelineConfig:
         """A copy reporting to ``progress``."""
         return replace(self, progress=progress)
 
 
+def _plain(value: Any) -> Any:
+    """``value`` as JSON values: a dataclass as an object of its fields, an enum as its value."""
+    if is_dataclass(value) and not isinstance(value, type):
+        return {item.name: _plain(getattr(value, item.name)) for item in fields(value)}
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, Path):
+        return str(value)
+    if isinstance(value, tuple | list):
+        return [_plain(item) for item in value]
+    if isinstance(value, dict):
+        return {key: _plain(item) for key, item in value.items()}
+    return value
+
+
+def _build(cls: type[Any], data: Any) -> Any:
+    """The dataclass ``cls`` from the object :func:`_plain` made of one, by its field types."""
+    if not isinstance(data, dict):
+        raise PipelineConfigError(f"{cls.__name__} must be an object, got {data!r}")
+    known = {item.name for item in fields(cls)} - {"progress"}
+    unknown = set(data) - known
+    if unknown:
+        raise PipelineConfigError(f"unknown {cls.__name__} fields: {sorted(unknown)}")
+    hints = get_type_hints(cls)
+    return cls(**{name: _value(hints[name], value) for name, value in data.items()})
+
+
+def _value(kind: Any, value: Any) -> Any:
+    if value is None:
+        return None
+    if get_origin(kind) is UnionType:  # X | None
+        (kind,) = (arg for arg in get_args(kind) if arg is not type(None))
+    if get_origin(kind) is tuple:
+        return tuple(_value(get_args(kind)[0], item) for item in value)
+    if kind is SourceFormat:
+        return source_format(value)  # either spelling (formats.PIPELINE_NAMES)
+    if kind is Path:
+        return Path(value)
+    if isinstance(kind, type) and issubclass(kind, enum.Enum):
+        return kind(value)
+    if isinstance(kind, type) and is_dataclass(kind):
+        return _build(kind, value)
+    return value
+
+
+_FLAT: dict[str, tuple[str, str]] = {
+    "source_path": ("source", "path"),
+    "source_format": ("source", "format"),
+    "op_column": ("source", "op_column"),
+    "arrival_column": ("source", "order_column"),
+    "ts_column": ("source", "ts_column"),
+    "on_error": ("source", "on_error"),
+    "dead_letter_dir": ("source", "dead_letter"),
+    "sink_url": ("sink", "url"),
+    "table": ("sink", "table"),
+    "pk": ("", "primary_key"),
+    "checkpoint_dir": ("", "checkpoint"),
+    "strategy": ("settings", "strategy"),
+    "threshold_high": ("settings", "threshold_high"),
+    "threshold_low": ("settings", "threshold_low"),
+    "ttl": ("settings", "ttl"),
+    "miss_rows": ("settings", "miss_rows"),
+    "master": ("spark", "master"),
+    "shuffle_partitions": ("spark", "shuffle_partitions"),
+    "max_files_per_trigger": ("spark", "max_files_per_trigger"),
+    "key_buckets": ("spark", "key_buckets"),
+    "state_layout": ("spark", "state_layout"),
+    "spark_conf": ("spark", "conf"),
+}
+"""A flat config's field -> (its part, the part's field; "": the config's own field). The
+fields not named here (``upsert_key``, ``materialize``, the run's options) kept their names;
+``schema`` and ``columns`` become ``source.columns``."""
+
+
+def _from_flat(flat: dict[str, Any]) -> dict[str, Any]:
+    """A flat config (``source_path``, ``schema``, ``pk``, ``sink_url``...; JSON Lines spelled
+    ``json``; no format: JSON Lines) as the parts' layout, for :meth:`PipelineConfig.from_json`.
+    The source's columns are ``columns`` (default: every field of ``schema`` but op, arrival and
+    ts), typed as ``schema`` says; its record is read in :meth:`~.parts.SourceSpec.ddl`'s order."""
+    data: dict[str, Any] = {
+        "source": {"format": DEFAULT.value},
+        "sink": {"table": "sink"},
+        "settings": {"strategy": PIPELINE_SETTINGS.strategy.value, "backend": Backend.SPARK.value},
+        "spark": {},
+    }
+    types = _ddl_fields(flat.pop("schema"))
+    names = flat.pop("columns", None)
+    for name, value in flat.items():
+        part, field_name = _FLAT.get(name, ("", name))
+        (data[part] if part else data)[field_name] = value
+    special = {flat.get("op_column", "op"), flat.get("arrival_column", "seq"), flat.get("ts_column")}
+    names = names if names is not None else [name for name in types if name not in special]
+    data["source"]["columns"] = [{"name": name, "type": types[name]} for name in names]
+    return data
+
+
+def _ddl_fields(ddl: str) -> dict[str, str]:
+    """``"seq LONG, `op` STRING, d DECIMAL(10,2)"`` -> ``{"seq": "long", "op": "string", "d":
+    "decimal(10,2)"}``: a flat config's ``schema``, field by field (commas inside parentheses
+    or angle brackets belong to the type)."""
+    found: dict[str, str] = {}
+    depth, start = 0, 0
+    for index, char in enumerate(ddl + ","):
+        depth += char in "(<"
+        depth -= char in ")>"
+        if char == "," and depth == 0:
+            name, _, kind = ddl[start:index].strip().partition(" ")
+            found[name.strip("`")] = kind.strip().lower()
+            start = index + 1
+    return found
+
+
 def check_config(config: PipelineConfig) -> None:
     """PipelineConfigError naming the first field of ``config`` that cannot run: everything that
     can be known without Spark, so that a config is refused when it is made, not once Spark has
-    started (the column names are checked against the source schema when the query starts).
-    O(len(pk) + len(sink_url))."""
-    if config.key_buckets is not None and config.key_buckets < 1:
-        raise PipelineConfigError(f"key_buckets must be >= 1 (or None), got {config.key_buckets}")
-    if config.shuffle_partitions < 1:
-        raise PipelineConfigError(f"shuffle_partitions must be >= 1, got {config.shuffle_partitions}")
-    if config.max_files_per_trigger is not None and config.max_files_per_trigger < 1:
+    started. O(len(columns) * len(keys) + len(sink.url))."""
+    spark = config.spark
+    if spark.key_buckets is not None and spark.key_buckets < 1:
+        raise PipelineConfigError(f"spark.key_buckets must be >= 1 (or None), got {spark.key_buckets}")
+    if spark.shuffle_partitions < 1:
+        raise PipelineConfigError(f"spark.shuffle_partitions must be >= 1, got {spark.shuffle_partitions}")
+    if spark.max_files_per_trigger is not None and spark.max_files_per_trigger < 1:
         raise PipelineConfigError(
-            f"max_files_per_trigger must be >= 1 (or None), got {config.max_files_per_trigger}"
+            f"spark.max_files_per_trigger must be >= 1 (or None), got {spark.max_files_per_trigger}"
+        )
+    if spark.state_layout not in STATE_LAYOUTS:
+        raise PipelineConfigError(
+            f"spark.state_layout must be one of {', '.join(STATE_LAYOUTS)}, got {spark.state_layout!r}"
+        )
+    if not config.primary_key:
+        raise PipelineConfigError("the sink primary key (primary_key) needs at least one column")
+    columns = config.source.column_names
+    for name in (*config.primary_key, *config.upsert_key):
+        if name not in columns:
+            raise PipelineConfigError(f"key column {name!r} is not one of the row columns {list(columns)}")
+    if config.source.on_error not in ON_ERROR:
+        raise PipelineConfigError(
+            f"source.on_error must be one of {', '.join(ON_ERROR)}, got {config.source.on_error!r}"
         )
     try:
-        source_format(config.source_format)
-    except ValueError as error:
-        raise PipelineConfigError(str(error)) from None
-    if not config.pk:
-        raise PipelineConfigError("the sink primary key (pk) needs at least one column")
-    if config.state_layout not in STATE_LAYOUTS:
-        raise PipelineConfigError(
-            f"state_layout must be one of {', '.join(STATE_LAYOUTS)}, got {config.state_layout!r}"
-        )
-    if config.on_error not in ON_ERROR:
-        raise PipelineConfigError(f"on_error must be one of {', '.join(ON_ERROR)}, got {config.on_error!r}")
-    try:
-        check_url(config.sink_url)
+        check_url(config.sink.url)
     except SinkUrlError as error:
-        raise PipelineConfigError(f"sink_url: {error}") from None
+        raise PipelineConfigError(f"sink.url: {error}") from None
     try:
         parse_duration_ms(config.trigger_interval)
     except ValueError as error:
         raise PipelineConfigError(f"trigger_interval: {error}") from None
-    if config.strategy not in PIPELINE_STRATEGIES:
+    settings = config.settings
+    if settings.strategy not in PIPELINE_STRATEGIES:
         names = ", ".join(strategy.value for strategy in PIPELINE_STRATEGIES)
         raise PipelineConfigError(
-            f"strategy {config.strategy.value} does not run on the pipeline (Spark's state store has no "
+            f"strategy {settings.strategy.value} does not run on the pipeline (Spark's state store has no "
             f"ordered seek); use one of {names}"
         )
-    if config.ttl.enabled and config.ttl.time_domain is not TimeDomain.PROCESSING_TIME:
+    if settings.ttl.enabled and settings.ttl.time_domain is not TimeDomain.PROCESSING_TIME:
         raise PipelineConfigError(
             "the Spark pipeline supports processing-time state TTL only "
             "(upsertmat.state.ttl.time-domain = processing_time); see docs/spark.md"
         )
-    if config.conflict.compacting and config.ts_column is None:
+    if config.conflict.compacting and config.source.ts_column is None:
         raise PipelineConfigError(
             f"table.exec.sink.conflict-strategy={config.conflict.value} compacts at event-time watermarks: "
-            "set ts_column (the changes' event time in ms)"
+            "set source.ts_column (the changes' event time in ms)"
         )
 
 

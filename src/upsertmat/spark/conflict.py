@@ -137,7 +137,7 @@ def build_conflict_frame(config: Any, source: DataFrame, layout: Any) -> tuple[D
 
     ``config`` is a :class:`~.config.PipelineConfig` and ``layout`` its resolved layout (typed as
     Any to keep this module free of the pipeline's imports). The source gets a watermark of
-    ``config.watermark_delay`` on ``config.ts_column`` (a config under ERROR or NOTHING has one:
+    ``config.watermark_delay`` on ``config.source.ts_column`` (a config under ERROR or NOTHING has one:
     :func:`~.config.check_config`); rows are grouped
     by the sink key or by key bucket as for DEDUPLICATE (typed columns; no packed input), and run
     through :class:`ConflictProcessor` in event-time mode. Returns ``(frame, None, time mode)``
@@ -147,17 +147,19 @@ def build_conflict_frame(config: Any, source: DataFrame, layout: Any) -> tuple[D
         keys=layout.keys,
         settings=Settings(backend=Backend.SPARK, conflict=config.conflict),
         columns=layout.columns,
-        op=config.op_column,
-        arrival=config.arrival_column,
-        ts=config.ts_column,
-        blob_state=config.key_buckets is not None,
+        op=config.source.op_column,
+        arrival=config.source.order_column,
+        ts=config.source.ts_column,
+        blob_state=config.spark.key_buckets is not None,
     )
-    source = source.withColumn(EVENT_TIME, functions.timestamp_millis(functions.col(config.ts_column)))
+    source = source.withColumn(EVENT_TIME, functions.timestamp_millis(functions.col(config.source.ts_column)))
     source = source.withWatermark(EVENT_TIME, config.watermark_delay)
-    if config.key_buckets is None:
-        grouped = source.groupBy(*config.pk)
+    if config.spark.key_buckets is None:
+        grouped = source.groupBy(*config.primary_key)
     else:
-        grouped = source.withColumn(BUCKET, key_bucket(config.pk, config.key_buckets)).groupBy(BUCKET)
+        grouped = source.withColumn(BUCKET, key_bucket(config.primary_key, config.spark.key_buckets)).groupBy(
+            BUCKET
+        )
     frame = grouped.transformWithState(
         ConflictProcessor(spec, config.conflict), OUTPUT_SCHEMA, "Append", "EventTime"
     )

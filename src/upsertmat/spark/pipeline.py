@@ -7,7 +7,7 @@ the tasks write their keys' files and the driver commits their messages once wit
 (:mod:`.executorwrite`: the driver handles metadata, not rows); for the others, collect the batch
 on the driver, order it by arrival, and apply it to the sink in one transaction together with the
 batch id (:mod:`upsertmat.sinks`). Checkpointed in
-``config.checkpoint_dir``: offsets, commits and the RocksDB state store. Restarting on the same
+``config.checkpoint``: offsets, commits and the RocksDB state store. Restarting on the same
 checkpoint continues where the last committed batch ended; a batch re-run after a crash is
 recognised by its id and skipped in the sink, so the table sees every batch exactly once.
 """
@@ -95,35 +95,28 @@ class Layout:
 
 
 def resolve_layout(config: PipelineConfig, types: dict[str, str]) -> Layout:
-    """Check the config's column names against the source schema (``name -> simple type``)."""
-    special = {config.op_column, config.arrival_column} | ({config.ts_column} if config.ts_column else set())
-    for name in special:
-        if name not in types:
-            raise PipelineConfigError(f"column {name!r} is not in the source schema {list(types)}")
-    columns = config.columns or tuple(name for name in types if name not in special)
-    for name in (*columns, *config.pk, *config.upsert_key):
-        if name not in types:
-            raise PipelineConfigError(f"column {name!r} is not in the source schema {list(types)}")
-    for name in (*config.pk, *config.upsert_key):
-        if name not in columns:
-            raise PipelineConfigError(f"key column {name!r} is not one of the row columns {list(columns)}")
+    """The layout of ``config``'s source read with its DDL (``types``: the frame's ``name ->
+    simple type``). The key columns were checked against the row's columns when the config was
+    made (:func:`~.config.check_config`)."""
+    columns = config.source.column_names
     keys = Keys(
-        pk=tuple(columns.index(name) for name in config.pk),
+        pk=tuple(columns.index(name) for name in config.primary_key),
         upsert_key=tuple(columns.index(name) for name in config.upsert_key),
     )
     return Layout(columns, keys, tuple(Column(name, types[name]) for name in columns))
 
 
 def materializer_settings(config: PipelineConfig) -> Settings:
-    """The strategy settings of ``config`` on the spark backend (a config runs only strategies
-    and TTL settings the pipeline supports: :func:`~.config.check_config`)."""
+    """The strategy settings of ``config`` on the spark backend: the strategy, its thresholds,
+    TTL and miss rows of ``config.settings`` (a config runs only strategies and TTL settings the
+    pipeline supports: :func:`~.config.check_config`); the rest are the library's defaults."""
     return Settings(
-        strategy=config.strategy,
+        strategy=config.settings.strategy,
         backend=Backend.SPARK,
-        ttl=config.ttl,
-        threshold_high=config.threshold_high,
-        threshold_low=config.threshold_low,
-        miss_rows=config.miss_rows,
+        ttl=config.settings.ttl,
+        threshold_high=config.settings.threshold_high,
+        threshold_low=config.settings.threshold_low,
+        miss_rows=config.settings.miss_rows,
     )
 
 
@@ -141,7 +134,7 @@ def build_query_frame(
     per-row pickling through py4j) and returns its ``(arrival, op, row)`` changes, unsorted.
     """
     if not config.materialize:
-        columns, arrival, op = layout.columns, config.arrival_column, config.op_column
+        columns, arrival, op = layout.columns, config.source.order_column, config.source.op_column
 
         def raw(table: Any) -> list[Change]:
             values = [table.column(name).to_pylist() for name in columns]
@@ -158,33 +151,34 @@ def build_query_frame(
         keys=layout.keys,
         settings=settings,
         columns=layout.columns,
-        op=config.op_column,
-        arrival=config.arrival_column,
-        ts=config.ts_column,
+        op=config.source.op_column,
+        arrival=config.source.order_column,
+        ts=config.source.ts_column,
         # The sink keeps only the last change per key of a batch: with buckets, reduce before
         # shipping (a bucket holds many changes of each key; every row costs ~10 µs to ship).
-        last_per_key=config.key_buckets is not None,
+        last_per_key=config.spark.key_buckets is not None,
         # A bucket's state in one Spark value (blob), or logged and read through a local copy.
-        blob_state=config.key_buckets is not None,
-        log_scope=str(Path(config.checkpoint_dir).resolve()) if config.state_layout == "log" else None,
+        blob_state=config.spark.key_buckets is not None,
+        log_scope=str(Path(config.checkpoint).resolve()) if config.spark.state_layout == "log" else None,
         # A local query keeps the copy in its checkpoint (deleted with it); executors elsewhere
         # keep theirs on their own disk.
-        log_home=str(Path(config.checkpoint_dir).resolve() / STATE_COPY)
-        if config.master.startswith("local")
+        log_home=str(Path(config.checkpoint).resolve() / STATE_COPY)
+        if config.spark.master.startswith("local")
         else None,
-        packed=config.key_buckets is not None and packable(column_types(source), spec_fields(config, layout)),
+        packed=config.spark.key_buckets is not None
+        and packable(column_types(source), spec_fields(config, layout)),
         # One output row per bucket and batch holding all its changes (the bucket's keys are
         # reduced to their last change first): pyspark's per-row conversions are paid per bucket.
-        batched_output=config.key_buckets is not None,
+        batched_output=config.spark.key_buckets is not None,
         traffic=traffic,
     )
     # TTL needs the batch timestamp (and cleanup timers): processing-time mode. The session
     # must disable no-data micro-batches, or availableNow never ends in this mode.
     time_mode = "ProcessingTime" if settings.ttl.enabled else "None"
-    if config.key_buckets is None:
-        grouped = source.groupBy(*config.pk)
+    if config.spark.key_buckets is None:
+        grouped = source.groupBy(*config.primary_key)
     else:
-        bucket = key_bucket(config.pk, config.key_buckets)
+        bucket = key_bucket(config.primary_key, config.spark.key_buckets)
         if spec.packed:
             # One row per bucket and Arrow batch instead of one per change (upsertmat.spark.packing).
             fields = [functions.col(name) for name in spec.packed_fields()]
@@ -225,8 +219,8 @@ def materialized_changes(table: Any) -> list[Change]:
 
 def spec_fields(config: PipelineConfig, layout: Layout) -> list[str]:
     """The source columns the processor reads: arrival, op, ts (if set), the row's columns."""
-    ts = [config.ts_column] if config.ts_column else []
-    return [config.arrival_column, config.op_column, *ts, *layout.columns]
+    ts = [config.source.ts_column] if config.source.ts_column else []
+    return [config.source.order_column, config.source.op_column, *ts, *layout.columns]
 
 
 def column_types(frame: DataFrame) -> dict[str, str]:
@@ -267,15 +261,15 @@ def check_state_layout(config: PipelineConfig) -> None:
     """PipelineConfigError when ``config`` asks for the blob layout on a checkpoint whose state
     is logged (the blob layout cannot read logs: it would see empty buckets); with the log layout,
     mark the checkpoint so. O(1)."""
-    if config.key_buckets is None or not config.materialize:
+    if config.spark.key_buckets is None or not config.materialize:
         return
-    mark = Path(config.checkpoint_dir) / LAYOUT_MARK
-    if config.state_layout == "blob" and mark.exists():
+    mark = Path(config.checkpoint) / LAYOUT_MARK
+    if config.spark.state_layout == "blob" and mark.exists():
         raise PipelineConfigError(
-            f"the checkpoint {config.checkpoint_dir} holds its state in the log layout: run it with "
+            f"the checkpoint {config.checkpoint} holds its state in the log layout: run it with "
             "state_layout log (job files: spark.state-layout: log), or start a new checkpoint and sink"
         )
-    if config.state_layout == "log" and not mark.exists():
+    if config.spark.state_layout == "log" and not mark.exists():
         mark.parent.mkdir(parents=True, exist_ok=True)
         mark.write_text("log\n", encoding="utf-8")
 
@@ -285,10 +279,13 @@ def start_pipeline(config: PipelineConfig, spark: SparkSession | None = None) ->
     check_state_layout(config)
     if spark is None:
         spark = build_session(
-            master=config.master, shuffle_partitions=config.shuffle_partitions, conf=config.spark_conf
+            master=config.spark.master,
+            shuffle_partitions=config.spark.shuffle_partitions,
+            conf=config.spark.conf,
+            ui=config.spark.ui,
         )
     else:
-        spark.conf.set("spark.sql.shuffle.partitions", str(config.shuffle_partitions))
+        spark.conf.set("spark.sql.shuffle.partitions", str(config.spark.shuffle_partitions))
     if not config.available_now:
         spark.conf.set(POLLING_DELAY_CONF, f"{interval_ms(config.trigger_interval)}ms")
     source = read_changelog(spark, config)
@@ -299,9 +296,15 @@ def start_pipeline(config: PipelineConfig, spark: SparkSession | None = None) ->
         context.accumulator(0), context.accumulator(0), context.accumulator(0), context.accumulator(0.0)
     )
     frame, decode, _time_mode = build_query_frame(config, source, layout, traffic)
-    shape = SourceShape(config.source_format, types, config.op_column, config.arrival_column, config.pk)
+    shape = SourceShape(
+        config.source.format.value,
+        types,
+        config.source.op_column,
+        config.source.order_column,
+        config.primary_key,
+    )
     sink = open_sink(
-        config.sink_url, config.table, layout.sink_columns, layout.keys.pk, changelog=config.changelog
+        config.sink.url, config.sink.table, layout.sink_columns, layout.keys.pk, changelog=config.changelog
     )
     try:
         return PipelineRun(config, frame, decode, sink, layout.columns, shape, traffic)
@@ -335,7 +338,11 @@ class PipelineRun:
         self.traffic = traffic
         self._traffic_seen = (0, 0, 0, 0.0)
         self.shape = shape or SourceShape(
-            config.source_format, {}, config.op_column, config.arrival_column, config.pk
+            config.source.format.value,
+            {},
+            config.source.op_column,
+            config.source.order_column,
+            config.primary_key,
         )
         self.dead_letters = DeadLetters(config.dead_letters)
         self.sink = sink
@@ -343,7 +350,9 @@ class PipelineRun:
         self.columns = columns  # the source's column names, for the miss summaries
         self.batches: list[BatchProgress] = []
         self.misses = MissSummary()  # every explained miss of this run (upsertmat.spark.misses)
-        self.explained = config.materialize and not config.conflict.compacting and config.miss_rows > 0
+        self.explained = (
+            config.materialize and not config.conflict.compacting and config.settings.miss_rows > 0
+        )
         # Raised inside Spark's foreachBatch: reported as they are.
         self.failures: list[SinkFailure | BadInput] = []
         self.query_ids: list[str] = []
@@ -362,8 +371,8 @@ class PipelineRun:
         )
         writer = (
             frame.writeStream.foreachBatch(self._apply)
-            .option("checkpointLocation", str(config.checkpoint_dir))
-            .queryName(config.query_name or f"upsertmat_{config.table}")
+            .option("checkpointLocation", str(config.checkpoint))
+            .queryName(config.query_name or f"upsertmat_{config.sink.table}")
         )
         writer = (
             writer.trigger(availableNow=True)
@@ -395,7 +404,7 @@ class PipelineRun:
         config = self.config
         begin = time.monotonic()
         if not self.query_ids:
-            self.query_ids.append(checkpoint_query_id(config.checkpoint_dir))
+            self.query_ids.append(checkpoint_query_id(config.checkpoint))
         query_id = self.query_ids[0]
         writer = self.sink.task_writer(query_id, batch_id) if self.executor_write else None
         try:
@@ -470,7 +479,7 @@ class PipelineRun:
                 writer,
                 self.query_ids[0],
                 batch_id,
-                repartition_by=() if config.materialize else config.pk,
+                repartition_by=() if config.materialize else config.primary_key,
             )
 
     def _collect(self, batch: DataFrame, batch_id: int) -> Any:
@@ -497,7 +506,7 @@ class PipelineRun:
         """The batch's bad rows, located in their files: :class:`BadInput` (the batch is not
         committed) with ``on_error="fail"``, else written to the dead-letter directory first."""
         rows = locate(infos, self.shape)
-        if self.config.on_error == "fail":
+        if self.config.source.on_error == "fail":
             failure = BadInput(batch_id, rows)
             self.failures.append(failure)
             raise failure
@@ -629,7 +638,7 @@ def read_table(config: PipelineConfig, spark: SparkSession | None = None) -> lis
 
 def _open_config_sink(config: PipelineConfig, spark: SparkSession | None) -> BatchSink:
     spark = spark or build_session(
-        master=config.master, shuffle_partitions=config.shuffle_partitions, conf=config.spark_conf
+        master=config.spark.master, shuffle_partitions=config.spark.shuffle_partitions, conf=config.spark.conf
     )
-    layout = resolve_layout(config, column_types(spark.createDataFrame([], config.schema)))
-    return open_sink(config.sink_url, config.table, layout.sink_columns, layout.keys.pk)
+    layout = resolve_layout(config, column_types(spark.createDataFrame([], config.source.ddl())))
+    return open_sink(config.sink.url, config.sink.table, layout.sink_columns, layout.keys.pk)

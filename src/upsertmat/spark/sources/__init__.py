@@ -38,9 +38,9 @@ __all__ = ["SourceFormat", "read_changelog", "source_format"]
 
 
 def read_changelog(spark: SparkSession, config: PipelineConfig) -> DataFrame:
-    """The streaming DataFrame of ``config.source_path`` with ``config.schema``'s columns, bad rows
+    """The streaming DataFrame of ``config.source.path`` with ``config.source.ddl()``'s columns, bad rows
     marked (their op is a :data:`~.badinput.BAD_OP` marker), read as the format's table entry
     says (:data:`~.files.READERS`)."""
     from .files import READERS
 
-    return READERS[config.format.reader](spark, config)
+    return READERS[config.source.format.reader](spark, config)

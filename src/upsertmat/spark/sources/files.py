@@ -51,8 +51,8 @@ BYTES_COLUMN = "_upsertmat_bytes"
 
 def _reader(spark: SparkSession, config: PipelineConfig) -> DataStreamReader:
     reader = spark.readStream
-    if config.max_files_per_trigger is not None:
-        reader = reader.option("maxFilesPerTrigger", config.max_files_per_trigger)
+    if config.spark.max_files_per_trigger is not None:
+        reader = reader.option("maxFilesPerTrigger", config.spark.max_files_per_trigger)
     return reader
 
 
@@ -61,7 +61,7 @@ def _with_corrupt(schema: StructType) -> StructType:
 
 
 def _schema(spark: SparkSession, config: PipelineConfig) -> StructType:
-    return spark.createDataFrame([], config.schema).schema
+    return spark.createDataFrame([], config.source.ddl()).schema
 
 
 def _marked(
@@ -75,7 +75,7 @@ def _marked(
     names = schema.fieldNames()
     marked = _marked_op(config, names, text, row, refused or Refused())
     return frame.select(
-        *[marked.alias(name) if name == config.op_column else functions.col(name) for name in names]
+        *[marked.alias(name) if name == config.source.op_column else functions.col(name) for name in names]
     )
 
 
@@ -83,7 +83,7 @@ def read_lines(spark: SparkSession, config: PipelineConfig) -> DataFrame:
     """JSON Lines: the text source, each non-blank line parsed with ``from_json`` (or
     :data:`~.jsonlines.JSON_LINE_PARSER`), its raw text kept for a bad line."""
     schema = _schema(spark, config)
-    lines = _reader(spark, config).format("text").load(str(config.source_path))
+    lines = _reader(spark, config).format("text").load(str(config.source.path))
     lines = lines.select(
         functions.col("value"), functions.col("_metadata.file_path").alias(FILE_COLUMN)
     ).where(functions.trim(functions.col("value")) != "")
@@ -132,7 +132,7 @@ def read_csv(spark: SparkSession, config: PipelineConfig) -> DataFrame:
         .option("sep", "\u0000")
         .option("quote", "")
         .format("csv")
-        .load(str(config.source_path))
+        .load(str(config.source.path))
     )
     raw = functions.encode(
         functions.coalesce(functions.col(CORRUPT_COLUMN), functions.col(LINE_COLUMN)), "ISO-8859-1"
@@ -166,7 +166,7 @@ def read_csv(spark: SparkSession, config: PipelineConfig) -> DataFrame:
 def read_parquet(spark: SparkSession, config: PipelineConfig) -> DataFrame:
     """Parquet with the job's schema; a bad row is named by its row index in its file."""
     schema = _schema(spark, config)
-    frame = _reader(spark, config).schema(schema).format("parquet").load(str(config.source_path))
+    frame = _reader(spark, config).schema(schema).format("parquet").load(str(config.source.path))
     frame = frame.select(
         "*",
         functions.col("_metadata.file_path").alias(FILE_COLUMN),
@@ -191,15 +191,15 @@ def _marked_op(
     """The op column, or for a bad row the marker: ``?B`` + JSON (code, file, text, row, op,
     order, column, bytes). One CASE per row; the JSON is built for bad rows only. A line
     the reader refused (``refused.code``) is bad whatever was parsed from it."""
-    op = functions.col(config.op_column)
-    order = functions.col(config.arrival_column)
+    op = functions.col(config.source.op_column)
+    order = functions.col(config.source.order_column)
     code = functions.when(refused.code.isNotNull(), refused.code)
     code = code.when(functions.col(CORRUPT_COLUMN).isNotNull(), functions.lit(CORRUPT))
     code = code.when(op.isNull(), functions.lit(NO_OP))
     code = code.when(~op.isin(*OPS), functions.lit(UNKNOWN_OP))
     code = code.when(order.isNull(), functions.lit(NO_ORDER))
     column: Column = functions.lit(None).cast("string")
-    for key in reversed([name for name in config.pk if name in names]):
+    for key in reversed([name for name in config.primary_key if name in names]):
         column = functions.when(functions.col(key).isNull(), functions.lit(key)).otherwise(column)
     code = code.when(column.isNotNull(), functions.lit(NO_KEY))
     info = functions.to_json(
@@ -218,25 +218,22 @@ def _marked_op(
 
 
 def cdc_spec(config: PipelineConfig, types: dict[str, str]) -> CdcSpec:
-    """The parser's spec for a CDC config (``types``: the schema's ``name -> simple type``)."""
-    special = {config.op_column, config.arrival_column}
-    if config.ts_column is not None:
-        raise PipelineConfigError(f"a {config.format.title} source has no ts column (event time)")
-    columns = config.columns or tuple(name for name in types if name not in special)
-    for name in (config.op_column, config.arrival_column, *columns):
-        if name not in types:
-            raise PipelineConfigError(f"column {name!r} is not in the source schema {list(types)}")
-    if config.max_files_per_trigger not in (None, 1):
+    """The parser's spec for a CDC config (``types``: its DDL's ``name -> simple type``)."""
+    if config.source.ts_column is not None:
+        raise PipelineConfigError(f"a {config.source.format.title} source has no ts column (event time)")
+    columns = config.source.column_names
+    if config.spark.max_files_per_trigger not in (None, 1):
         raise PipelineConfigError(
-            f"a {config.format.title} source reads one file per micro-batch (its arrival order is the "
-            f"line order of a file); max_files_per_trigger must be 1, got {config.max_files_per_trigger}"
+            f"a {config.source.format.title} source reads one file per micro-batch (its arrival order is the "
+            f"line order of a file); spark.max_files_per_trigger must be 1, got "
+            f"{config.spark.max_files_per_trigger}"
         )
     return CdcSpec(
-        format=config.format.value,
+        format=config.source.format.value,
         columns=tuple((name, types[name]) for name in columns),
-        op_column=config.op_column,
-        arrival_column=config.arrival_column,
-        pk=tuple(config.pk),
+        op_column=config.source.op_column,
+        arrival_column=config.source.order_column,
+        pk=tuple(config.primary_key),
     )
 
 
@@ -250,7 +247,7 @@ def read_envelopes(spark: SparkSession, config: PipelineConfig) -> DataFrame:
         spark.readStream.format("text")
         .option("wholetext", "true")
         .option("maxFilesPerTrigger", 1)
-        .load(str(config.source_path))
+        .load(str(config.source.path))
     )
     files = files.select(
         functions.col("_metadata.file_path").alias("path"),

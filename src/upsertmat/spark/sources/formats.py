@@ -6,7 +6,8 @@ Each member of :class:`SourceFormat` is one format: its name as job files and pl
 functions are :data:`upsertmat.spark.sources.files.READERS`). Whether it is a CDC envelope
 format and whether it is text (and so under the invalid-UTF-8 rule, docs/spark.md, "Bad
 input") follow from the reader. Every other module asks the table: the job loader
-(:func:`source_format` parses ``source.format``), :class:`~upsertmat.spark.config.PipelineConfig`,
+(:func:`source_format` parses ``source.format``), :class:`~upsertmat.spark.parts.SourceSpec`
+(a job's and a pipeline config's source), :meth:`~upsertmat.spark.config.PipelineConfig.from_json`,
 :func:`~upsertmat.spark.sources.read_changelog`, the CDC parser (its envelope mappings keyed by
 member), the driver's bad-row messages.
 
@@ -69,19 +70,20 @@ class SourceFormat(enum.Enum):
 
 
 PIPELINE_NAMES: dict[SourceFormat, str] = {SourceFormat.JSONL: "json"}
-"""Where ``PipelineConfig.source_format`` spells a format otherwise than job files: JSON Lines is
-``json`` there, the name of Spark's reader of its records, which configs written so far hold and
+"""Where a format has a second spelling: JSON Lines is also ``json``, the name of Spark's reader of
+its records, which the flat pipeline configs written before configs were made of parts hold
+(``source_format``, read by :meth:`~upsertmat.spark.config.PipelineConfig.from_json`) and
 ``upsertmat bench --pipeline`` reads the files with. The only other spelling of a format, here
 in the table; :func:`source_format` reads both."""
 
 NAMES: tuple[str, ...] = tuple(member.value for member in SourceFormat)
 DEFAULT: SourceFormat = SourceFormat.JSONL
-"""The format of a source that names none (job files, PipelineConfig)."""
+"""The format of a job file's source that names none."""
 _BY_PIPELINE_NAME = {name: member for member, name in PIPELINE_NAMES.items()}
 
 
 def pipeline_name(member: SourceFormat) -> str:
-    """``member``'s name in ``PipelineConfig.source_format`` (:data:`PIPELINE_NAMES`)."""
+    """``member``'s Spark reader name, as flat pipeline configs spelled it (:data:`PIPELINE_NAMES`)."""
     name = PIPELINE_NAMES.get(member)
     return member._value_ if name is None else name
 
