@@ -125,12 +125,14 @@ def measure(spark: Any, root: Path, size: int, groups: int, batches: int) -> dic
 
 
 def line(points: list[tuple[float, float]]) -> dict[str, float]:
-    """Least squares ``y = per_call + per_kib * x`` over (KiB, microseconds) points."""
+    """Least squares ``y = per_call + per_kib * x`` over (KiB, microseconds) points (one size:
+    no slope, the mean)."""
     xs, ys = [x for x, _ in points], [y for _, y in points]
-    mean_x, mean_y = statistics.fmean(xs), statistics.fmean(ys)
-    spread = sum((x - mean_x) ** 2 for x in xs)
-    slope = sum((x - mean_x) * (y - mean_y) for x, y in points) / spread if spread else 0.0
-    return {"per_call_us": round(mean_y - slope * mean_x, 1), "per_kib_us": round(slope, 2)}
+    if len(set(xs)) < 2:
+        slope, intercept = 0.0, statistics.fmean(ys)
+    else:
+        slope, intercept = statistics.linear_regression(xs, ys)
+    return {"per_call_us": round(intercept, 1), "per_kib_us": round(slope, 2)}
 
 
 def main(argv: list[str] | None = None) -> int:
