@@ -27,6 +27,8 @@ from typing import TYPE_CHECKING, Any
 
 import msgpack
 
+from ..sinks.arrow import column_values
+
 if TYPE_CHECKING:
     from pyspark.sql import Column
 
@@ -66,7 +68,7 @@ def pack_changes(batches: Iterator[Any]) -> Iterator[Any]:
             continue
         ordered = batch.take(pc.sort_indices(batch.column(0)))
         runs = pc.run_end_encode(ordered.column(0))
-        columns = [ordered.column(index).to_pylist() for index in range(1, ordered.num_columns)]
+        columns = [column_values(ordered.column(index)) for index in range(1, ordered.num_columns)]
         records = list(zip(*columns, strict=True))
         blobs, start = [], 0
         for end in runs.run_ends.to_pylist():
