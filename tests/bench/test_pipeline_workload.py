@@ -10,7 +10,14 @@ from pathlib import Path
 import pytest
 
 from upsertmat.bench.footprint import RssSampler
-from upsertmat.bench.pipeline import PipelineBench, PipelineFigures, report, write_workload
+from upsertmat.bench.pipeline import (
+    LIBRARIES,
+    PipelineBench,
+    PipelineFigures,
+    library_versions,
+    report,
+    write_workload,
+)
 from upsertmat.jobs.model import SourceFormat
 
 
@@ -67,6 +74,23 @@ def test_stages_and_report() -> None:
     assert "end to end, upsert key id: 2.0 s = 500 changes/s" in text
     assert "peak RSS: driver (Python) 80 MiB, Spark JVM 900 MiB, Python workers 210 MiB (summed)" in text
     assert "shuffle + materializer       2.0 s" in text
+
+
+def test_the_library_versions_are_recorded_and_reported() -> None:
+    """Two builds compared side by side must name pyarrow and pyspark: an extra's pins can move
+    them (pypaimon pins pyarrow < 20)."""
+    import pyarrow as pa
+
+    found = library_versions()
+    assert set(found) == set(LIBRARIES)
+    assert found["pyarrow"] == pa.__version__ and found["msgpack"] != "absent"
+    figures = PipelineFigures(
+        changes=10, keys=1, files=1, strategy="VALUE", source_format="jsonl", session_seconds=1.0,
+        write_seconds=0.1, source_seconds=1.0, materializer_run_seconds=1.0, end_to_end_seconds=1.0,
+        sink_timer_seconds=1.0, batches=1, libraries={"pyspark": "4.3.0", "pyarrow": "19.0.1"},
+    )  # fmt: skip
+    assert "libraries: pyspark 4.3.0, pyarrow 19.0.1" in report(figures)
+    assert figures.as_dict()["libraries"] == {"pyspark": "4.3.0", "pyarrow": "19.0.1"}
 
 
 def test_the_rss_sampler_sees_this_process_and_its_children() -> None:

@@ -36,6 +36,7 @@ rewritten, the sink transaction). Reported next to the median batch of run 3.
 
 from __future__ import annotations
 
+import importlib.metadata
 import itertools
 import json
 import random
@@ -133,6 +134,10 @@ class PipelineFigures:
     sink: str = "sqlite"
     sink_bytes: int = 0
     """Bytes of the files the sink wrote in the end-to-end run (with ``--pipeline-sink``)."""
+    libraries: dict[str, str] | None = None
+    """Versions of the libraries the figures depend on (:func:`library_versions`): two builds
+    compared side by side must name them, an install's pins can move them (pypaimon 2.1 pins
+    pyarrow below 20, whose column conversion is ~7x slower)."""
 
     @property
     def end_to_end_rate(self) -> float:
@@ -373,7 +378,23 @@ def run_pipeline_bench(
             peak_rss_mb={role: round(peak / 2**20, 1) for role, peak in rss.peaks.items()},
             sink=bench.sink,
             sink_bytes=written,
+            libraries=library_versions(),
         )
+
+
+LIBRARIES = ("pyspark", "pyarrow", "msgpack", "numpy")
+"""The installed distributions whose versions :class:`PipelineFigures` records."""
+
+
+def library_versions() -> dict[str, str]:
+    """``{distribution: version}`` of :data:`LIBRARIES` as installed (``"absent"`` when not)."""
+    found: dict[str, str] = {}
+    for name in LIBRARIES:
+        try:
+            found[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            found[name] = "absent"
+    return found
 
 
 def fixed_cost_batches(job: JobSpec, source: Path, changes: int) -> tuple[int, ...]:
@@ -408,6 +429,10 @@ def report(figures: PipelineFigures) -> str:
     if keyed is not None and figures.keyed_end_to_end_seconds is not None:
         seconds = figures.keyed_end_to_end_seconds
         lines.append(f"end to end, upsert key {','.join(KEYED)}: {seconds:.1f} s = {keyed:,.0f} changes/s")
+    if figures.libraries:
+        lines.append(
+            "libraries: " + ", ".join(f"{name} {version}" for name, version in figures.libraries.items())
+        )
     if figures.peak_rss_mb:
         peaks = figures.peak_rss_mb
         lines.append(

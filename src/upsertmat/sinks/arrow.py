@@ -52,7 +52,7 @@ def column_values(array: Any) -> list[Any]:
     pyarrow < 20, so an install with the ``lakehouse`` extra has it), ~7x slower than NumPy's
     loop over the whole buffer: 100,000 64-bit integers in ~42 ms against ~2 ms, which made a
     quarter of the pipeline's packing step (docs/benchmarks.md, Pipeline). O(len(array))."""
-    import pyarrow as pa  # type: ignore[import-untyped]
+    import pyarrow as pa
 
     kind = array.type
     if (
@@ -71,7 +71,7 @@ def column_values(array: Any) -> list[Any]:
 
 def columns_of(rows: Sequence[Row], schema: Any) -> Any:
     """``rows`` (tuples in the schema's column order) as an Arrow table of ``schema``. O(rows)."""
-    import pyarrow as pa  # type: ignore[import-untyped]
+    import pyarrow as pa
 
     columns: list[tuple[Any, ...]] = list(zip(*rows, strict=True)) if rows else [() for _ in schema]
     return pa.Table.from_arrays(
@@ -84,7 +84,7 @@ def net_arrays(schema: Any, pk: Sequence[int], batch: NetBatch) -> list[Any]:
     """The Arrow arrays (one per column of ``schema``) of ``batch``'s upserts, then of its deletes:
     each delete a row holding its key (``pk``: the key columns' indexes), its other columns null.
     The sink adds its own op column. O(rows)."""
-    import pyarrow as pa  # type: ignore[import-untyped]
+    import pyarrow as pa
 
     columns: list[list[Any]] = [[] for _ in schema]
     for row in batch.upserts:
