@@ -50,8 +50,9 @@ def column_values(array: Any) -> list[Any]:
     type, or an integer or float column with a null (NumPy would make it a float NaN), goes
     through ``to_pylist``. Why: pyarrow before 20 converts element by element (pypaimon 2.1 pins
     pyarrow < 20, so an install with the ``lakehouse`` extra has it), ~7x slower than NumPy's
-    loop over the whole buffer: 100,000 64-bit integers in ~42 ms against ~2 ms, which made a
-    quarter of the pipeline's packing step (docs/benchmarks.md, Pipeline). O(len(array))."""
+    loop over the whole buffer: 100,000 64-bit integers in ~42 ms against ~2 ms, which doubled
+    the pipeline's map stage (reading, parsing and packing a batch: docs/benchmarks.md, *The
+    Spark pipeline*). O(len(array))."""
     import pyarrow as pa
 
     kind = array.type
