@@ -62,3 +62,10 @@ def test_the_report_gives_the_ratio_to_the_smallest_size_per_sink_and_mode() -> 
 
     text = report(ScaleFigures(ScaleBench(), [run(1_000, 2.0), run(10_000, 3.0)]))
     assert "(1.00x)" in text and "(1.50x)" in text and "= model" in text
+
+
+def test_the_sweep_records_the_library_versions_it_ran_with() -> None:
+    figures = ScaleFigures(ScaleBench(), [], {"pyspark": "4.3.0", "pyarrow": "19.0.1"})
+    assert "libraries: pyspark 4.3.0, pyarrow 19.0.1" in report(figures)
+    assert figures.as_dict()["libraries"] == {"pyspark": "4.3.0", "pyarrow": "19.0.1"}
+    assert set(ScaleFigures(ScaleBench()).libraries) == {"pyspark", "pyarrow", "msgpack", "numpy"}

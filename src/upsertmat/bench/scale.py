@@ -42,6 +42,7 @@ from ..impls.settings import Backend, Settings, Strategy
 from ..jobs.model import Column, JobSpec, SinkSpec, SourceFormat, SourceSpec, SparkOptions
 from ..sinks import kind_named, kind_of
 from .footprint import RssSampler, jvm_cpu_seconds
+from .pipeline import library_versions
 
 COLUMNS = (Column("id", "long"), Column("version", "long"), Column("payload", "string"))
 WARM_UP_KEYS = 20_000
@@ -113,6 +114,8 @@ class ScaleFigures:
 
     bench: ScaleBench
     runs: list[ScaleRun] = field(default_factory=list)
+    libraries: dict[str, str] = field(default_factory=library_versions)
+    """The versions of pyspark, pyarrow, msgpack and numpy the sweep ran with."""
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready figures, with each run's medians."""
@@ -123,7 +126,7 @@ class ScaleFigures:
             data = asdict(run)
             data["medians"] = {name: run.median(name) for name in _MEDIANS}
             runs.append(data)
-        return {"bench": bench, "runs": runs}
+        return {"bench": bench, "libraries": self.libraries, "runs": runs}
 
 
 _MEDIANS = (
@@ -371,7 +374,8 @@ def report(figures: ScaleFigures) -> str:
         f"scale: batches of {figures.bench.batch_changes:,} changes of random keys, "
         f"{figures.bench.batches} measured per run, key buckets {figures.bench.key_buckets} "
         f"({figures.bench.state_layout} layout), "
-        f"strategy {figures.bench.strategy.value}, local[2]"
+        f"strategy {figures.bench.strategy.value}, local[2]",
+        "  libraries: " + ", ".join(f"{name} {version}" for name, version in figures.libraries.items()),
     ]
     smallest: dict[tuple[str, bool], float] = {}
     for run in figures.runs:
