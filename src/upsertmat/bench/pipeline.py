@@ -397,6 +397,11 @@ def library_versions() -> dict[str, str]:
     return found
 
 
+def libraries_line(libraries: dict[str, str]) -> str:
+    """``libraries: pyspark 4.3.0, pyarrow 19.0.1, ...``: the line the reports give them in."""
+    return "libraries: " + ", ".join(f"{name} {version}" for name, version in libraries.items())
+
+
 def fixed_cost_batches(job: JobSpec, source: Path, changes: int) -> tuple[int, ...]:
     """Continue ``job`` on its checkpoint with :data:`FIXED_BATCHES` one-change files (one
     micro-batch each: an update of key 0); the time in ms (Spark's report) of each batch but
@@ -430,9 +435,7 @@ def report(figures: PipelineFigures) -> str:
         seconds = figures.keyed_end_to_end_seconds
         lines.append(f"end to end, upsert key {','.join(KEYED)}: {seconds:.1f} s = {keyed:,.0f} changes/s")
     if figures.libraries:
-        lines.append(
-            "libraries: " + ", ".join(f"{name} {version}" for name, version in figures.libraries.items())
-        )
+        lines.append(libraries_line(figures.libraries))
     if figures.peak_rss_mb:
         peaks = figures.peak_rss_mb
         lines.append(

@@ -42,7 +42,7 @@ from ..impls.settings import Backend, Settings, Strategy
 from ..jobs.model import Column, JobSpec, SinkSpec, SourceFormat, SourceSpec, SparkOptions
 from ..sinks import kind_named, kind_of
 from .footprint import RssSampler, jvm_cpu_seconds
-from .pipeline import library_versions
+from .pipeline import libraries_line, library_versions
 
 COLUMNS = (Column("id", "long"), Column("version", "long"), Column("payload", "string"))
 WARM_UP_KEYS = 20_000
@@ -375,7 +375,7 @@ def report(figures: ScaleFigures) -> str:
         f"{figures.bench.batches} measured per run, key buckets {figures.bench.key_buckets} "
         f"({figures.bench.state_layout} layout), "
         f"strategy {figures.bench.strategy.value}, local[2]",
-        "  libraries: " + ", ".join(f"{name} {version}" for name, version in figures.libraries.items()),
+        "  " + libraries_line(figures.libraries),
     ]
     smallest: dict[tuple[str, bool], float] = {}
     for run in figures.runs:

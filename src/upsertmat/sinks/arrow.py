@@ -5,7 +5,7 @@ Arrow tables into rows ordered by key, and an Arrow column's values as Python ob
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from ..spec.changes import Row
@@ -38,7 +38,13 @@ def sorted_rows(data: Any, names: Sequence[str], keys: Sequence[str], limit: int
         data = data.sort_by([(key, "ascending") for key in keys])
     if limit is not None:
         data = data.slice(0, limit)
-    return [tuple(row) for row in zip(*(column_values(data.column(name)) for name in names), strict=True)]
+    return list(column_rows(data, names))
+
+
+def column_rows(data: Any, names: Sequence[str]) -> Iterator[Row]:
+    """The rows of the Arrow table ``data``'s ``names`` columns, in table order, each a tuple of
+    the columns' :func:`column_values`. O(rows x columns)."""
+    return zip(*(column_values(data.column(name)) for name in names), strict=True)
 
 
 def column_values(array: Any) -> list[Any]:

@@ -36,7 +36,7 @@ from typing import Any
 from upsertmat.impls.build import needs_extra
 
 from ..spec.changes import Row
-from .arrow import arrow_schema, column_values, net_arrays, sorted_rows
+from .arrow import arrow_schema, column_rows, net_arrays, sorted_rows
 from .base import BatchSink, Column, NetBatch, SinkError
 from .kind import SinkKind, SinkUrlError
 from .reading import NO_TABLE, TableChange, TableSnapshot, guarded, position
@@ -288,7 +288,7 @@ def read_changes(
     for version, batch in reversed(wanted):
         feed = pa.table(table.load_cdf(starting_version=version, ending_version=version).read_all())
         kinds = feed.column("_change_type").to_pylist()
-        values = list(zip(*(column_values(feed.column(name)) for name in names), strict=True))
+        values = list(column_rows(feed, names))
         key_index = [names.index(key) for key in pk]
         ordered = sorted(
             zip(kinds, values, strict=True),

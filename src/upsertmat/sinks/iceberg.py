@@ -34,7 +34,7 @@ from typing import Any
 from upsertmat.impls.build import needs_extra
 
 from ..spec.changes import Row
-from .arrow import arrow_schema, column_values, columns_of, sorted_rows
+from .arrow import arrow_schema, column_rows, columns_of, sorted_rows
 from .base import BatchSink, Column, NetBatch, SinkError
 from .kind import SinkKind, SinkUrlError
 from .reading import NO_TABLE, TableChange, TableSnapshot, guarded, position, same_row
@@ -376,7 +376,7 @@ def batch_changes(
             if path in both:
                 continue
             data = pq.read_table(table.io.new_input(path).open()).select(list(names))
-            for row in zip(*(column_values(data.column(name)) for name in names), strict=True):
+            for row in column_rows(data, names):
                 found[tuple(row[i] for i in key_index)] = tuple(row)
         return found
 

@@ -72,7 +72,7 @@ from typing import Any
 from upsertmat.impls.build import needs_extra
 
 from ..spec.changes import Row
-from .arrow import arrow_schema, column_values, net_arrays, sorted_rows
+from .arrow import arrow_schema, column_rows, net_arrays, sorted_rows
 from .base import BatchSink, Column, NetBatch, SinkError, TaskOutput, TaskWriter
 from .kind import SinkKind
 from .reading import NO_TABLE, TableChange, TableSnapshot, guarded, position, same_row
@@ -625,8 +625,7 @@ def _compute_changes(table: Any, snapshot: Any) -> list[tuple[str, Row]] | None:
     key_index = [names.index(key) for key in keys]
 
     def by_key(data: Any) -> dict[Row, Row]:
-        rows = zip(*(column_values(data.column(name)) for name in names), strict=True)
-        return {tuple(_key_identity(row[i]) for i in key_index): tuple(row) for row in rows}
+        return {tuple(_key_identity(row[i]) for i in key_index): row for row in column_rows(data, names)}
 
     old, new = by_key(before), by_key(after)
     changes: list[tuple[str, Row]] = [("-D", old[key]) for key in sorted(set(old) - set(new))]

@@ -32,7 +32,7 @@ from ..impls.config import parse_duration_ms
 from ..impls.misses import MissSummary
 from ..impls.settings import Backend, Settings
 from ..sinks import BatchSink, Column, SinkFailure, open_sink
-from ..sinks.arrow import column_values
+from ..sinks.arrow import column_rows, column_values
 from ..sinks.base import TaskOutput, TaskWriter
 from ..spec import Keys
 from ..spec.changes import Row
@@ -138,8 +138,7 @@ def build_query_frame(
         columns, arrival, op = layout.columns, config.source.order_column, config.source.op_column
 
         def raw(table: Any) -> list[Change]:
-            values = [column_values(table.column(name)) for name in columns]
-            rows = zip(*values, strict=True) if values else iter(())
+            rows = column_rows(table, columns)
             arrivals, ops = column_values(table.column(arrival)), column_values(table.column(op))
             return list(zip(arrivals, ops, rows, strict=True))
 
