@@ -36,7 +36,7 @@ from __future__ import annotations
 import os
 import time
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any, Protocol
 
 import msgpack
@@ -335,6 +335,11 @@ LOG_CHUNK = 16384
 """Entries per element of a compacted log (an element is one value through Spark's state server)."""
 COMPACT_MIN = 1024
 """A log is compacted once it holds more logged entries than twice the live ones plus this."""
+INLINE_MAX = 32768
+"""A state whose stored entries (:func:`encode_blob`) take at most this many bytes is kept whole in
+its head (:class:`LogSparkMap`'s inline form); above it, as a log. Measured: at 100,000 keys in 256
+buckets a bucket's entries take ~15 KB, where the inline form's two calls beat the log's three plus
+the local copy (docs/spark.md, "Inline heads")."""
 
 
 def _chunk(entries: list[Any]) -> bytes:
@@ -347,25 +352,37 @@ def _chunk(entries: list[Any]) -> bytes:
 class LogSparkMap(CachedSparkMap):
     """One state of a grouping key as an append-only log in Spark, read through a machine-local
     copy (:mod:`.spark_cache`): what a batch reads and writes follows the entries it touches,
-    not the entries the grouping key holds.
+    not the entries the grouping key holds; a small state is kept whole in its head instead.
 
-    In Spark, per grouping key: a ``ListState`` ``NAME~log`` whose elements are the changed
-    entries of one write each (:func:`_chunk`, appended with ONE ``appendList`` call), and a
-    ``ValueState`` ``NAME~head`` holding ``[token, logged, live]``: the random token of the
-    version, the entries the log holds and the live ones. When ``logged`` passes
-    ``2 * live + COMPACT_MIN`` the log is rewritten as the live entries (``put``), so a log is
-    O(live) and the writes amortised O(changed entries) per batch.
+    In Spark, per grouping key, a ``ValueState`` ``NAME~head`` in one of two forms:
 
-    Reads: the head (one call), then each touched entry from the local copy if it holds the
-    head's token (no Spark call, no decoding of others), else the whole log is read once and the
-    copy rebuilt (the first batch on a machine, after a failed task, after the copy was lost).
-    Writes (:meth:`flush`): one ``appendList`` (or ``put``), one head update, then the copy
-    moved to the new token. Per grouping key and batch: three Spark calls and O(touched
-    entries) bytes on a warm copy.
+    - inline, ``[entries]``: the state's entries as one blob (:func:`encode_blob` of
+      ``[key, value, ...]``), while it takes at most ``inline_max`` bytes. Read with the head,
+      written back whole: two Spark calls per batch, no log, no local copy (the blob layout's
+      cost, which is the cheaper one for small states).
+    - log, ``[token, logged, live]``: the random token of the version, the entries the log holds
+      and the live ones; the entries are in a ``ListState`` ``NAME~log`` whose elements are the
+      changed entries of one write each (:func:`_chunk`, appended with ONE ``appendList`` call).
+      When ``logged`` passes ``2 * live + COMPACT_MIN`` the log is rewritten as the live entries
+      (``put``), so a log is O(live) and the writes amortised O(changed entries) per batch.
+
+    A state written inline that outgrows ``inline_max`` is written as a log (one ``put`` of all of
+    its entries); a log whose compaction finds its entries under half of ``inline_max`` goes back
+    inline (the log cleared): the gap between the two keeps a state at the border from
+    alternating, and each move is paid by the batches since the last one.
+
+    Reads of the log form: the head (one call), then each touched entry from the local copy if
+    it holds the head's token (no Spark call, no decoding of others), else the whole log is read
+    once and the copy rebuilt (the first batch on a machine, after a failed task, after the copy
+    was lost). Writes (:meth:`flush`): one ``appendList`` (or ``put``), one head update, then the
+    copy moved to the new token. Per grouping key and batch: three Spark calls and O(touched
+    entries) bytes on a warm copy. A state in the inline form never reads the copy, so a task
+    whose state Spark did not commit cannot leave anything behind that a retry would trust.
 
     Migration: a grouping key whose head is absent but whose blob of the ``blob`` layout
     (:class:`BlobSparkMap`, ValueState ``NAME``) exists is read from the blob once; its first
-    write stores the full log and clears the blob. So a checkpoint written with blobs continues.
+    write stores it inline or as a log and clears the blob. So a checkpoint written with blobs
+    continues, as does one whose heads are all of the log form (builds before the inline form).
     """
 
     def __init__(
@@ -377,6 +394,7 @@ class LogSparkMap(CachedSparkMap):
         codec: ValueCodec,
         cache: LocalStateCache,
         scope: str,
+        inline_max: int = INLINE_MAX,
     ) -> None:
         # Not CachedSparkMap.__init__: there is no MapState; every method using one is overridden.
         self.name = name
@@ -386,6 +404,7 @@ class LogSparkMap(CachedSparkMap):
         self._codec = codec
         self._local = cache
         self._scope = scope
+        self._inline_max = inline_max
         self._space = b""
         self._cache: dict[bytes, Value | None] = {}
         self._dirty: set[bytes] = set()
@@ -402,6 +421,7 @@ class LogSparkMap(CachedSparkMap):
         self._reader: Any = None
         self._entries: dict[bytes, bytes] | None = None  # the whole state when not read from the copy
         self._migrated = False
+        self._written = b""  # the token of the version the last log write stored
 
     def begin(self, group: bytes) -> None:
         """Start work on grouping key ``group`` (its msgpack encoding)."""
@@ -413,18 +433,17 @@ class LogSparkMap(CachedSparkMap):
         stored = self._head.get()
         if stored is not None:
             self.bytes_read += len(stored[0])
-            try:
-                token, logged, live = msgpack.unpackb(stored[0], raw=False)
-            except Exception as error:
-                raise CorruptStateError(
-                    f"state {self.name!r}: cannot decode the log's head: {error}"
-                ) from error
-            self._token, self._logged, self._live = bytes(token), int(logged), int(live)
-            self._reader = self._local.begin(self._space, self._token)
-            if self._reader is None:
-                self._entries = self._read_log()
-                self.rebuilds += 1
-                self._local.replace(self._space, self._token, self._entries)
+            head = _head_of(stored[0], self.name)
+            if len(head) == 1:  # inline: [entries]
+                self._entries = _blob_entries(head[0], self.name)
+                self._live = len(self._entries)
+            else:  # log: [token, logged, live]
+                self._token, self._logged, self._live = bytes(head[0]), int(head[1]), int(head[2])
+                self._reader = self._local.begin(self._space, self._token)
+                if self._reader is None:
+                    self._entries = self._read_log()
+                    self.rebuilds += 1
+                    self._local.replace(self._space, self._token, self._entries)
         else:
             self._token, self._logged, self._live = None, 0, 0
             self._entries = {}
@@ -486,7 +505,9 @@ class LogSparkMap(CachedSparkMap):
         return _scanned(self._cache, self._all(), self._codec, self.name)
 
     def flush(self) -> None:
-        """Log the changed entries (one call), write the head (one call), move the local copy."""
+        """Write the changed entries: the head whole (inline form: one call), or logged (one
+        call) and the head (one call) with the local copy moved; see the class for when the
+        form changes."""
         if self._dirty:
             if not self._loaded:
                 self._load()
@@ -503,44 +524,63 @@ class LogSparkMap(CachedSparkMap):
                 else:
                     changes[key] = pack(value)
                     live += not before
-            token = os.urandom(16)
+            logs = self._token is not None  # the stored form is the log
             logged = self._logged + len(changes)
-            if live == 0:
-                self.round_trips += 2
-                self._log.clear()
-                self._head.clear()
-                if self._migrated:
+            whole = None
+            if live > 0 and not (logs and logged <= 2 * live + COMPACT_MIN):
+                whole = _applied(self._all(), changes)  # inline, or a compacted log
+            # Every read of the copy is done: its read transaction must end before it is written.
+            self._local.end(self._reader)
+            self._reader = None
+            if whole is None and live > 0:
+                self._write_log([(_chunk(_flat(dict(sorted(changes.items())))),)], logged, live, False)
+                self._local.update(self._space, self._token, self._written, changes)
+            elif whole is not None and not self._write_inline(whole, logs):
+                flat = _flat(dict(sorted(whole.items())))
+                chunks = [
+                    (_chunk(flat[start : start + 2 * LOG_CHUNK]),)
+                    for start in range(0, len(flat), 2 * LOG_CHUNK)
+                ]
+                self._write_log(chunks, live, live, True)
+                self._local.replace(self._space, self._written, whole)
+            else:  # empty, or now inline: no log, no copy
+                if whole is None:
                     self.round_trips += 1
-                    self._legacy.clear()
-                self._local.drop(self._space)
-            else:
-                if self._migrated or logged > 2 * live + COMPACT_MIN:
-                    entries = _applied(self._all(), changes)
-                    flat = [item for pair in sorted(entries.items()) for item in pair]
-                    elements = [
-                        (_chunk(flat[start : start + 2 * LOG_CHUNK]),)
-                        for start in range(0, len(flat), 2 * LOG_CHUNK)
-                    ]
-                    self._log.put(elements)
-                    logged = live
-                else:
-                    elements = [(_chunk([item for pair in sorted(changes.items()) for item in pair]),)]
-                    self._log.appendList(elements)
-                head = msgpack.packb([token, logged, live], use_bin_type=True)
-                self._head.update((head,))
-                self.round_trips += 2
-                self.bytes_written += sum(len(element[0]) for element in elements) + len(head)
-                if self._migrated:
+                    self._head.clear()
+                if logs:
                     self.round_trips += 1
-                    self._legacy.clear()
-                self._local.end(self._reader)
-                self._reader = None
-                if self._entries is None or self._token is not None:
-                    self._local.update(self._space, self._token, token, changes)
-                else:  # migrated or new: the copy is the whole state
-                    self._local.replace(self._space, token, _applied(self._entries, changes))
+                    self._log.clear()
+                    self._local.drop(self._space)
+            if self._migrated:
+                self.round_trips += 1
+                self._legacy.clear()
             self.seconds += time.perf_counter() - started
         self.discard()
+
+    def _write_inline(self, entries: dict[bytes, bytes], logs: bool) -> bool:
+        """Write the head as the inline form of ``entries`` if they fit (a log must fit in half of
+        ``inline_max`` to move back); whether it was written."""
+        blob = encode_blob(msgpack.packb(_flat(entries), use_bin_type=True))
+        if len(blob) > (self._inline_max // 2 if logs else self._inline_max):
+            return False
+        head = msgpack.packb([blob], use_bin_type=True)
+        self._head.update((head,))
+        self.round_trips += 1
+        self.bytes_written += len(head)
+        return True
+
+    def _write_log(self, elements: list[tuple[bytes]], logged: int, live: int, rewrite: bool) -> None:
+        """Append ``elements`` to the log (or, with ``rewrite``, make them the log), then write the
+        head with a new token (:attr:`_written`)."""
+        if rewrite:
+            self._log.put(elements)
+        else:
+            self._log.appendList(elements)
+        self._written = os.urandom(16)
+        head = msgpack.packb([self._written, logged, live], use_bin_type=True)
+        self._head.update((head,))
+        self.round_trips += 2
+        self.bytes_written += sum(len(element[0]) for element in elements) + len(head)
 
     def discard(self) -> None:
         """Forget what this grouping key read and buffered (the local copy stays as it was)."""
@@ -553,6 +593,25 @@ class LogSparkMap(CachedSparkMap):
         self._dirty.clear()
         self._loaded = False
         self.bulk = False
+
+
+def _flat(entries: Mapping[bytes, bytes | None]) -> list[bytes | None]:
+    """``[key, value, key, value, ...]`` of ``entries``, in their order."""
+    return [item for pair in entries.items() for item in pair]
+
+
+def _head_of(stored: bytes, name: str) -> list[Any]:
+    """The decoded head of a :class:`LogSparkMap`: ``[entries blob]`` or ``[token, logged, live]``."""
+    try:
+        head = msgpack.unpackb(stored, raw=False)
+        if isinstance(head, list) and (
+            (len(head) == 1 and isinstance(head[0], bytes))
+            or (len(head) == 3 and isinstance(head[0], bytes) and all(isinstance(n, int) for n in head[1:]))
+        ):
+            return head
+        raise ValueError(f"not a head: {head!r:.80}")
+    except Exception as error:
+        raise CorruptStateError(f"state {name!r}: cannot decode the log's head: {error}") from error
 
 
 def _applied(entries: dict[bytes, bytes], changes: dict[bytes, bytes | None]) -> dict[bytes, bytes]:
@@ -697,6 +756,7 @@ class SparkBackend:
         value_schema: Any = VALUE_SCHEMA,
         log_scope: str | None = None,
         log_home: str | None = None,
+        inline_max: int = INLINE_MAX,
     ) -> None:
         # The schemas: DDL strings, or the equal pyspark StructTypes, which spare pyspark two
         # round trips to the JVM per registered state and task (a DDL string is parsed by the
@@ -709,6 +769,7 @@ class SparkBackend:
         self._stores: dict[str, CachedSparkMap] = {}
         self._log_scope = log_scope
         self._log_home = log_home
+        self._inline_max = inline_max
         self._group = b""
 
     def begin(self, group: bytes) -> None:
@@ -734,6 +795,7 @@ class SparkBackend:
                     self._codec,
                     local_cache(scope, self._log_home),
                     scope,
+                    self._inline_max,
                 )
                 log_store.begin(self._group)
                 store = self._stores[name] = log_store

@@ -7,16 +7,21 @@ is warm, lost or stale; a warm batch costs three state calls per state and group
 only the head; a task whose state Spark did not commit (its copy moved on anyway) is never read
 back from the copy (the retry of the batch rebuilds it from Spark's log); a grouping key written
 by the blob layout continues on the log layout; the log is compacted and stays O(live entries).
+A small state is kept whole in its head (two calls a batch, no log, no copy), moves to the log
+when it outgrows the inline bound and back when a compaction finds it under half of it, and a
+retry across either move sees the committed form.
 """
 
 from __future__ import annotations
 
 import json
+import random
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import msgpack
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -24,7 +29,7 @@ from pyspark.sql import Row as SparkRow
 from pyspark.sql.streaming.tws_tester import TwsTester
 
 from upsertmat.impls.settings import Settings, Strategy
-from upsertmat.impls.state.spark import COMPACT_MIN, HEAD_SUFFIX, LOG_SUFFIX, SparkBackend
+from upsertmat.impls.state.spark import COMPACT_MIN, HEAD_SUFFIX, INLINE_MAX, LOG_SUFFIX, SparkBackend
 from upsertmat.impls.state.spark_cache import DIRECTORY_VARIABLE
 from upsertmat.spark.misses import MISS_OP
 from upsertmat.spark.processor import MaterializerProcessor, ProcessorSpec
@@ -55,7 +60,11 @@ def copies(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     spark_cache._CACHES.clear()
 
 
-def processor(strategy: Strategy, scope: str | None = "query-1") -> MaterializerProcessor:
+def processor(
+    strategy: Strategy, scope: str | None = "query-1", inline_max: int = 0
+) -> MaterializerProcessor:
+    """The processor under test; ``inline_max`` 0 (the default here) keeps every state in the log
+    form, which most tests are about (the layout's own default keeps small states inline)."""
     return MaterializerProcessor(
         ProcessorSpec(
             keys=KEYS,
@@ -64,6 +73,7 @@ def processor(strategy: Strategy, scope: str | None = "query-1") -> Materializer
             arrival="arrival",
             blob_state=True,
             log_scope=scope,
+            log_inline_max=inline_max,
         )
     )
 
@@ -266,13 +276,16 @@ def test_every_key_deleted_clears_the_log_and_the_head() -> None:
         ),
         min_size=1,
         max_size=8,
-    )
+    ),
+    st.sampled_from([0, 40, 90, INLINE_MAX]),
 )
 def test_generated_batches_equal_the_model_whatever_happens_to_the_copy(
-    steps: list[tuple[list[tuple[str, int, int]], str]],
+    steps: list[tuple[list[tuple[str, int, int]], str]], inline_max: int
 ) -> None:
     """Random batches (adds and retractions of few keys and values), each after one of: a warm
-    copy, a lost copy, or a retry of the previous batch whose state Spark did not commit."""
+    copy, a lost copy, or a retry of the previous batch whose state Spark did not commit; the
+    inline bound such that states stay logged (0), move to the log after a few entries (40, 90)
+    or stay inline."""
     import tempfile
 
     from upsertmat.impls.state import spark_cache
@@ -280,7 +293,7 @@ def test_generated_batches_equal_the_model_whatever_happens_to_the_copy(
     with tempfile.TemporaryDirectory() as scratch, pytest.MonkeyPatch.context() as patch:
         patch.setenv(DIRECTORY_VARIABLE, scratch)
         spark_cache._CACHES.clear()
-        tested = processor(Strategy.ADAPTIVE)
+        tested = processor(Strategy.ADAPTIVE, inline_max=inline_max)
         tester = TwsTester(tested)
         model, start = ModelMaterializer(KEYS), 0
         names = list(backend_of(tested)._stores)
@@ -343,3 +356,120 @@ def test_a_copy_that_cannot_be_opened_turns_itself_off_with_one_warning(
     assert cache.begin(space, b"T") is None and not cache.enabled
     warnings = [record.getMessage() for record in caplog.records if record.name == "upsertmat.spark.state"]
     assert len(warnings) == 1 and "is off in this process" in warnings[0]
+
+
+def form_of(tester: TwsTester, name: str) -> str:
+    """``inline``, ``log`` or ``empty``: how Spark holds state ``name`` of the grouping key."""
+    head, log = state_of(tester, name)
+    if head is None:
+        assert log == []
+        return "empty"
+    decoded = msgpack.unpackb(head[0], raw=False)
+    if len(decoded) == 1:
+        assert log == []  # an inline state has no log
+        return "inline"
+    assert len(decoded) == 3 and log
+    return "log"
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_a_small_state_is_kept_inline_and_a_warm_batch_makes_two_calls_per_state(strategy: Strategy) -> None:
+    tested = processor(strategy, inline_max=INLINE_MAX)
+    tester = TwsTester(tested)
+    start = 0
+    for number, (batch, expected) in enumerate(zip(BATCHES, expected_outputs(BATCHES), strict=True)):
+        before = backend_of(tested).traffic()
+        assert feed(tester, batch, start) == expected
+        start += len(batch)
+        backend = backend_of(tested)
+        names = [name for name in backend._stores if form_of(tester, name) != "empty"]
+        assert names and all(form_of(tester, name) == "inline" for name in names)
+        if number > 0 and strategy is Strategy.VALUE:  # one state, touched every batch
+            assert backend.traffic()[0] - before[0] == 2  # the head read, the head written
+    assert backend_of(tested).rebuilds == 0  # the local copy is never read
+
+
+def _long_rows(count: int, rng: random.Random) -> dict[int, str]:
+    return {key: rng.randbytes(16).hex() for key in range(count)}  # incompressible: sizes known
+
+
+def test_a_state_moves_to_the_log_when_it_outgrows_the_head_and_back_after_compaction() -> None:
+    """With an inline bound of 2,000 bytes: 300 keys of 32 incompressible characters (~15 KB)
+    go to the log; once all but 5 are deleted, the compaction (logged > 2 * live + COMPACT_MIN)
+    brings them back inline. Each move is then retried as Spark would after a failed task (the
+    state store as before the batch): the retry must see the committed form, not the copy."""
+    rng = random.Random(43)
+    tested = processor(Strategy.VALUE, inline_max=2000)
+    tester = TwsTester(tested)
+    model, start = ModelMaterializer(KEYS), 0
+    rows = _long_rows(300, rng)
+    name = "?"
+
+    def run(batch: list[Change], retry: bool = False) -> None:
+        nonlocal start
+        committed = state_of(tester, name) if retry else None
+        outs = [(start + i, out) for i, c in enumerate(batch) if (out := model.process(c)) is not None]
+        if committed is not None:
+            assert feed(tester, batch, start) == sorted(outs)  # its state is thrown away:
+            head, log = committed
+            if head is None:
+                tester.deleteState(name + HEAD_SUFFIX, GROUP)
+            else:
+                tester.updateValueState(name + HEAD_SUFFIX, GROUP, head)
+            tester.updateListState(name + LOG_SUFFIX, GROUP, log)
+        assert feed(tester, batch, start) == sorted(outs)
+        start += len(batch)
+
+    run([insert(key, 0, rows[key]) for key in range(3)])
+    name = next(iter(backend_of(tested)._stores))
+    assert form_of(tester, name) == "inline"
+    run([insert(key, 0, rows[key]) for key in range(3, 300)], retry=True)  # inline -> log, retried
+    assert form_of(tester, name) == "log"
+    for _ in (1, 2):  # rewrite every key twice: 600 more logged entries
+        batch = []
+        for key in range(300):
+            new = rng.randbytes(16).hex()
+            batch += [update_before(key, 0, rows[key]), update_after(key, 0, new)]
+            rows[key] = new
+        run(batch)
+        assert form_of(tester, name) == "log"
+    run([delete(key, 0, rows[key]) for key in range(5, 300)], retry=True)  # compacted: back inline
+    assert form_of(tester, name) == "inline"
+    run([update_before(0, 0, rows[0]), update_after(0, 1, "after")])
+    assert form_of(tester, name) == "inline"
+    run([delete(key, 0, rows[key]) for key in range(1, 5)] + [delete(0, 1, "after")])
+    assert form_of(tester, name) == "empty"
+
+
+def test_a_head_of_the_earlier_log_only_form_continues() -> None:
+    """A checkpoint whose heads are all ``[token, logged, live]`` (written before the inline form
+    existed, here: with inline_max 0) continues under the default bound, and compaction of a
+    small log brings it inline."""
+    old = processor(Strategy.MAP)
+    old_tester = TwsTester(old)
+    expected = expected_outputs(BATCHES)
+    assert feed(old_tester, BATCHES[0], 0) == expected[0]
+    new = processor(Strategy.MAP, inline_max=INLINE_MAX)
+    tester = TwsTester(new)
+    names = [name for name in backend_of(old)._stores if state_of(old_tester, name)[0] is not None]
+    for name in names:
+        head, log = state_of(old_tester, name)
+        tester.updateValueState(name + HEAD_SUFFIX, GROUP, head)
+        tester.updateListState(name + LOG_SUFFIX, GROUP, log)
+    assert names and all(form_of(tester, name) == "log" for name in names)
+    start = len(BATCHES[0])
+    for batch, outs in zip(BATCHES[1:], expected[1:], strict=True):
+        assert feed(tester, batch, start) == outs
+        start += len(batch)
+
+
+def test_a_damaged_head_is_refused_with_the_state_named() -> None:
+    from upsertmat.impls.state.errors import CorruptStateError
+
+    tested = processor(Strategy.VALUE, inline_max=INLINE_MAX)
+    tester = TwsTester(tested)
+    feed(tester, BATCHES[0], 0)
+    name = next(iter(backend_of(tested)._stores))
+    tester.updateValueState(name + HEAD_SUFFIX, GROUP, (msgpack.packb([1, 2], use_bin_type=True),))
+    with pytest.raises(CorruptStateError, match=f"state {name!r}: cannot decode the log's head"):
+        feed(tester, BATCHES[1], len(BATCHES[0]))

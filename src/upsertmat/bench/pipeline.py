@@ -81,6 +81,7 @@ class PipelineBench:
     shuffle_partitions: int = 2
     sink: str = "sqlite"  # a kind of SINKS
     state_layout: str = "log"  # with key buckets: log or blob (docs/spark.md, State at table scale)
+    state_inline_bytes: int = SparkOptions.state_inline_bytes  # with log: the inline bound
 
 
 SINKS = tuple(kind.name for kind in KINDS if kind.local)
@@ -279,6 +280,7 @@ def bench_job(
             max_files_per_trigger=1,
             key_buckets=bench.key_buckets,
             state_layout=bench.state_layout,
+            state_inline_bytes=bench.state_inline_bytes,
         ),
     )
 

@@ -116,6 +116,7 @@ def pipeline_bench(
     shuffle_partitions: int | None,
     sink: str,
     state_layout: str,
+    state_inline_bytes: int,
 ) -> PipelineBench:
     """The :class:`~upsertmat.bench.pipeline.PipelineBench` of ``--pipeline``/``--gateway``
     (the first strategy asked for, VALUE if none)."""
@@ -130,6 +131,7 @@ def pipeline_bench(
         shuffle_partitions=shuffle_partitions or PipelineBench.shuffle_partitions,
         sink=sink,
         state_layout=state_layout,
+        state_inline_bytes=state_inline_bytes,
     )
 
 
@@ -141,6 +143,7 @@ def scale_bench(
     sinks: tuple[str, ...],
     postgres_url: str | None,
     state_layout: str,
+    state_inline_bytes: int,
     key_buckets: int | None,
     shuffle_partitions: int | None,
 ) -> ScaleBench:
@@ -152,6 +155,7 @@ def scale_bench(
         batches=batches,
         sinks=sinks + (("postgresql",) if postgres_url else ()),
         state_layout=state_layout,
+        state_inline_bytes=state_inline_bytes,
         server_urls=(("postgresql", postgres_url),) if postgres_url else (),
         key_buckets=key_buckets_of(key_buckets),
         shuffle_partitions=shuffle_partitions or 2,

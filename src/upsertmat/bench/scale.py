@@ -66,6 +66,7 @@ class ScaleBench:
     keyed: tuple[bool, ...] = (False, True)
     seed: int = 0
     state_layout: str = "log"
+    state_inline_bytes: int = SparkOptions.state_inline_bytes
     server_urls: tuple[tuple[str, str], ...] = ()
     """``(kind, URL)`` of the sinks that live on a server (``postgresql``): each run writes a table
     of its own there and drops it afterwards."""
@@ -225,6 +226,7 @@ def scale_job(directory: Path, source: Path, bench: ScaleBench, sink: str, upser
             max_files_per_trigger=1,
             key_buckets=bench.key_buckets,
             state_layout=bench.state_layout,
+            state_inline_bytes=bench.state_inline_bytes,
         ),
     )
 

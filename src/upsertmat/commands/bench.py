@@ -46,6 +46,7 @@ from upsertmat.errors import CliError, ExitCode
 from upsertmat.impls.build import needs_extra
 from upsertmat.impls.settings import DEFAULT_CHECKPOINT_INTERVAL
 from upsertmat.spark.config import STATE_LAYOUTS
+from upsertmat.spark.parts import SparkOptions
 
 NAME = "bench"
 
@@ -211,6 +212,15 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "rewritten whole by every batch touching the bucket)",
     )
     pipe.add_argument(
+        "--state-inline-bytes",
+        type=non_negative_int,
+        default=SparkOptions.state_inline_bytes,
+        metavar="BYTES",
+        help="with --state-layout log: a bucket's state of at most BYTES stored bytes is kept whole "
+        f"in its head (two state calls a batch, no local copy); 0: every state as a log "
+        f"(default {SparkOptions.state_inline_bytes})",
+    )
+    pipe.add_argument(
         "--table-sizes",
         type=_sizes,
         metavar="N[,N...]",
@@ -355,6 +365,7 @@ def pipeline_bench(args: argparse.Namespace) -> PipelineBench:
         shuffle_partitions=args.shuffle_partitions,
         sink=_one_sink(args),
         state_layout=args.state_layout,
+        state_inline_bytes=args.state_inline_bytes,
     )
 
 
@@ -447,6 +458,7 @@ def run_table_sizes(args: argparse.Namespace) -> int:
         sinks=args.pipeline_sink,
         postgres_url=args.postgres_url,
         state_layout=args.state_layout,
+        state_inline_bytes=args.state_inline_bytes,
         key_buckets=args.key_buckets,
         shuffle_partitions=args.shuffle_partitions,
     )

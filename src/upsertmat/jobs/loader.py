@@ -94,7 +94,15 @@ _SOURCE = ("path", "format", "columns", "op-column", "order-column", "on-error",
 ON_ERROR = ("fail", "skip")
 _KEYS = ("primary-key", "upsert-key")
 _SINK = ("url", "table", "internal")
-_SPARK = ("master", "shuffle-partitions", "max-files-per-trigger", "key-buckets", "state-layout", "ui")
+_SPARK = (
+    "master",
+    "shuffle-partitions",
+    "max-files-per-trigger",
+    "key-buckets",
+    "state-layout",
+    "state-inline-bytes",
+    "ui",
+)
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -166,6 +174,12 @@ def _positive(value: Any, where: str) -> int:
     return value
 
 
+def _count(value: Any, where: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise JobError(f"{where} must be a non-negative integer, got {value!r}")
+    return value
+
+
 def _spark(value: Any, where: str) -> SparkOptions:
     data = _mapping(value, where, _SPARK)
     files = data.get("max-files-per-trigger")
@@ -176,6 +190,9 @@ def _spark(value: Any, where: str) -> SparkOptions:
         max_files_per_trigger=None if files is None else _positive(files, f"{where}.max-files-per-trigger"),
         key_buckets=None if buckets is None else _positive(buckets, f"{where}.key-buckets"),
         state_layout=_choice(data.get("state-layout", "log"), STATE_LAYOUTS, f"{where}.state-layout"),
+        state_inline_bytes=_count(
+            data.get("state-inline-bytes", SparkOptions.state_inline_bytes), f"{where}.state-inline-bytes"
+        ),
         ui=_flag(data.get("ui", False), f"{where}.ui"),
     )
 

@@ -235,6 +235,7 @@ _FLAT: dict[str, tuple[str, str]] = {
     "max_files_per_trigger": ("spark", "max_files_per_trigger"),
     "key_buckets": ("spark", "key_buckets"),
     "state_layout": ("spark", "state_layout"),
+    "state_inline_bytes": ("spark", "state_inline_bytes"),
     "spark_conf": ("spark", "conf"),
 }
 """A flat config's field -> (its part, the part's field; "": the config's own field). The
@@ -293,6 +294,8 @@ def check_config(config: PipelineConfig) -> None:
         raise PipelineConfigError(
             f"spark.max_files_per_trigger must be >= 1 (or None), got {spark.max_files_per_trigger}"
         )
+    if spark.state_inline_bytes < 0:
+        raise PipelineConfigError(f"spark.state_inline_bytes must be >= 0, got {spark.state_inline_bytes}")
     if spark.state_layout not in STATE_LAYOUTS:
         raise PipelineConfigError(
             f"spark.state_layout must be one of {', '.join(STATE_LAYOUTS)}, got {spark.state_layout!r}"

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..impls.state.spark import INLINE_MAX
 from ..sinks import SinkKind, kind_of
 from ..sinks.sqlite import sqlite_path
 from .sources.formats import SourceFormat
@@ -150,7 +151,10 @@ class SparkOptions:
     ``state_layout``: with key buckets, how a bucket's state is laid out: ``log`` (appended
     changes read through a machine-local copy: a batch costs what it touches) or ``blob`` (one
     blob per bucket, read and rewritten whole by each batch touching it); docs/spark.md, "State
-    at table scale".
+    at table scale". ``state_inline_bytes``: with the ``log`` layout, a bucket's state whose
+    stored entries take at most this many bytes is kept whole in its head instead (two state
+    calls per batch, no log, no local copy; 0: every state as a log); not pinned (both forms
+    read under any bound).
 
     ``ui``: start the Spark UI (off by default; on 127.0.0.1 for a local master). ``conf``: more
     Spark settings for the session the pipeline starts (e.g. ``spark.executor.memory``; job
@@ -162,5 +166,6 @@ class SparkOptions:
     max_files_per_trigger: int | None = None
     key_buckets: int | None = None
     state_layout: str = "log"
+    state_inline_bytes: int = INLINE_MAX
     ui: bool = False
     conf: dict[str, str] = field(default_factory=dict)

@@ -165,6 +165,7 @@ def build_query_frame(
         log_home=str(Path(config.checkpoint).resolve() / STATE_COPY)
         if config.spark.master.startswith("local")
         else None,
+        log_inline_max=config.spark.state_inline_bytes,
         packed=config.spark.key_buckets is not None
         and packable(column_types(source), spec_fields(config, layout)),
         # One output row per bucket and batch holding all its changes (the bucket's keys are

@@ -32,7 +32,7 @@ from pyspark.sql.types import BinaryType, StructField, StructType
 from ..impls.settings import Backend, Settings, Strategy
 from ..impls.state.base import StateBackend
 from ..impls.state.codec import decode_seq
-from ..impls.state.spark import SparkBackend
+from ..impls.state.spark import INLINE_MAX, SparkBackend
 from ..impls.strategies.adaptive import AdaptiveMaterializer
 from ..impls.strategies.common import changes_of_records
 from ..impls.strategies.legacy import LegacyMaterializer
@@ -147,6 +147,9 @@ class ProcessorSpec:
     log_home: str | None = None
     """Where the machine-local copy lives (None: under the temporary directory, per scope;
     :func:`~upsertmat.impls.state.spark_cache.cache_directory`)."""
+    log_inline_max: int = INLINE_MAX
+    """With ``log_scope``: a state of at most this many stored bytes is kept whole in its head
+    (two calls per batch, no copy), a larger one as the log."""
 
     def packed_fields(self) -> list[str]:
         """The names of a packed record's values, in order (arrival, op, ts if set, columns)."""
@@ -239,6 +242,7 @@ class MaterializerProcessor(StatefulProcessor):
             value_schema=VALUE_STRUCT,
             log_scope=self.spec.log_scope if self.spec.blob_state else None,
             log_home=self.spec.log_home,
+            inline_max=self.spec.log_inline_max,
         )
         self._ttl = self.spec.settings.ttl.enabled
         # Building one strategy here registers its state variables with Spark (only allowed in init).
