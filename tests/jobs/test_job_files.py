@@ -119,6 +119,12 @@ def test_sqlite_url_forms(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> No
             load_job(write_job(tmp_path / "jobs", MINIMAL + f"sink: {{url: '{url}'}}\n"))
 
 
+def test_the_inline_bound_of_the_bucket_state_is_read_from_the_spark_part(tmp_path: Path) -> None:
+    assert load_job(write_job(tmp_path, MINIMAL)).spark.state_inline_bytes == 32768
+    job = load_job(write_job(tmp_path, MINIMAL + "spark: {key-buckets: 8, state-inline-bytes: 0}\n"))
+    assert job.spark.state_inline_bytes == 0
+
+
 def test_internal_sink_has_no_url_until_a_client_gives_one(tmp_path: Path) -> None:
     job = load_job(write_job(tmp_path, MINIMAL + "sink: {internal: true}\n"))
     assert job.sink.internal and job.sink.url == INTERNAL_URL
@@ -135,6 +141,8 @@ def test_internal_sink_has_no_url_until_a_client_gives_one(tmp_path: Path) -> No
         ("config:\n  state.backend.type: heap\n", "state.backend.type must be spark, got heap"),
         ("materialize: sometimes\n", "materialize must be true or false"),
         ("spark: {shuffle-partitions: 0}\n", "shuffle-partitions must be a positive integer"),
+        ("spark: {state-inline-bytes: -5}\n", "state-inline-bytes must be a non-negative integer, got -5"),
+        ("spark: {state-inline-bytes: true}\n", "state-inline-bytes must be a non-negative integer, got Tr"),
         ("sink: {url: 'mysql://x'}\n", "unsupported database URL"),
         ("sink: {table: 'drop table'}\n", "sink.table must be an identifier"),
     ],
@@ -343,6 +351,7 @@ def a_config(**parts: Any) -> Any:
         ({"spark.key_buckets": 0}, "spark.key_buckets must be >= 1"),
         ({"spark.max_files_per_trigger": 0}, "spark.max_files_per_trigger must be >= 1"),
         ({"spark.state_layout": "tree"}, "spark.state_layout must be one of log, blob"),
+        ({"spark.state_inline_bytes": -1}, "spark.state_inline_bytes must be >= 0, got -1"),
     ],
 )
 def test_a_pipeline_config_is_checked_when_made(overrides: dict[str, Any], message: str) -> None:

@@ -217,7 +217,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         default=SparkOptions.state_inline_bytes,
         metavar="BYTES",
         help="with --state-layout log: a bucket's state of at most BYTES stored bytes is kept whole "
-        f"in its head (two state calls a batch, no local copy); 0: every state as a log "
+        "in its head (two state calls a batch, no local copy); 0: every state as a log "
         f"(default {SparkOptions.state_inline_bytes})",
     )
     pipe.add_argument(
