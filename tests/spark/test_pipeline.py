@@ -264,7 +264,8 @@ def test_a_checkpoint_of_the_blob_layout_continues_on_the_log_layout_and_batches
 ) -> None:
     """The first half on the blob layout (156d090's, and today's ``state_layout="blob"``), the rest
     on the log layout on the same checkpoint: the model's table. Each batch reports its state
-    traffic; on the log layout a batch after the first reads only the heads, not the buckets."""
+    traffic; on the log layout in its log form (``state_inline_bytes=0``: these buckets are small
+    enough to be kept inline otherwise) a batch after the first reads only the heads."""
     changes = changelog(seed=13, keys=300, updates=900)
     rows = records(changes)
     half = len(rows) // 2
@@ -273,7 +274,9 @@ def test_a_checkpoint_of_the_blob_layout_continues_on_the_log_layout_and_batches
     run_pipeline(config_for(tmp_path, spark=buckets(4, state_layout="blob"), progress=blob.append), spark)
     arrive_later(tmp_path, rows[half:], files=3)
     logged: list[BatchProgress] = []
-    config = config_for(tmp_path, spark=buckets(4, state_layout="log"), progress=logged.append)
+    config = config_for(
+        tmp_path, spark=buckets(4, state_layout="log", state_inline_bytes=0), progress=logged.append
+    )
     run_pipeline(config, spark)
     assert normalized(read_table(config, spark)) == normalized(model_table(changes))
     assert [batch.batch_id for batch in blob + logged] == [0, 1, 2, 3, 4]

@@ -210,13 +210,16 @@ def test_a_batch_whose_state_spark_did_not_commit_is_never_read_back_from_the_co
     assert feed(tester, BATCHES[3], start) == expected[3]
 
 
+@pytest.mark.parametrize("inline_max", [0, INLINE_MAX], ids=["to-log", "to-inline"])
 @pytest.mark.parametrize("strategy", STRATEGIES)
-def test_a_bucket_written_by_the_blob_layout_continues_on_the_log_layout(strategy: Strategy) -> None:
+def test_a_bucket_written_by_the_blob_layout_continues_on_the_log_layout(
+    strategy: Strategy, inline_max: int
+) -> None:
     expected = expected_outputs(BATCHES)
     old = processor(strategy, scope=None)  # the blob layout (earlier builds' checkpoints)
     old_tester = TwsTester(old)
     assert feed(old_tester, BATCHES[0], 0) == expected[0]
-    new = processor(strategy)
+    new = processor(strategy, inline_max=inline_max)
     tester = TwsTester(new)
     names = list(backend_of(old)._stores)
     for name in names:  # the checkpoint's state as the new build finds it
@@ -228,7 +231,8 @@ def test_a_bucket_written_by_the_blob_layout_continues_on_the_log_layout(strateg
         assert feed(tester, batch, start) == outs
         start += len(batch)
     for name in names:
-        assert tester.peekValueState(name, GROUP) is None  # the blob was cleared once logged
+        assert tester.peekValueState(name, GROUP) is None  # the blob was cleared once rewritten
+        assert form_of(tester, name) in ("empty", "inline" if inline_max else "log")
 
 
 def test_the_log_is_compacted_and_stays_proportional_to_the_live_entries() -> None:
