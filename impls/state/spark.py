@@ -311,8 +311,7 @@ class BlobSparkMap(CachedSparkMap):
                     stored[key] = pack(value)
             self.round_trips += 1
             if stored:
-                flat = [item for pair in stored.items() for item in pair]
-                blob = encode_blob(msgpack.packb(flat, use_bin_type=True))
+                blob = encode_blob(msgpack.packb(_flat(stored), use_bin_type=True))
                 self.bytes_written += len(blob)
                 self._blob.update((blob,))
             else:

@@ -99,12 +99,12 @@ def run_streams(
     return results
 
 
-def kill_after_batches(config: PipelineConfig, workdir: Path, batches: int) -> int:
-    """Run ``config`` in a subprocess (``tests/spark/run_config.py``); SIGKILL it and its JVM
-    after ``batches`` batch reports (each must be a JSON line). Returns the reports seen."""
+def start_run(config: PipelineConfig, workdir: Path) -> subprocess.Popen[str]:
+    """``config`` running in a subprocess of its own session (``tests/spark/run_config.py``, its
+    config in ``workdir / "config.json"``), its stdout (the JSON batch reports) piped."""
     path = workdir / "config.json"
     path.write_text(config.to_json())
-    process = subprocess.Popen(
+    return subprocess.Popen(
         [sys.executable, str(RUN_CONFIG), str(path)],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
@@ -112,6 +112,12 @@ def kill_after_batches(config: PipelineConfig, workdir: Path, batches: int) -> i
         start_new_session=True,
         env={**os.environ, "PYSPARK_PYTHON": sys.executable},
     )
+
+
+def kill_after_batches(config: PipelineConfig, workdir: Path, batches: int) -> int:
+    """Run ``config`` in a subprocess (:func:`start_run`); SIGKILL it and its JVM after
+    ``batches`` batch reports (each must be a JSON line). Returns the reports seen."""
+    process = start_run(config, workdir)
     reports = 0
     deadline = time.monotonic() + 240
     try:

@@ -10,15 +10,13 @@ from __future__ import annotations
 import json
 import os
 import random
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 from upsertmat.spark import PipelineConfig
 
 from .cluster import kill_tree
-from .run_config import SCRIPT as RUN_CONFIG
+from .harness import start_run
 
 KILLS = int(os.environ.get("UPSERTMAT_KILLS", "2"))
 
@@ -27,16 +25,7 @@ def run_until_killed(config: PipelineConfig, workdir: Path, rng: random.Random) 
     """Run ``config`` in a subprocess and SIGKILL its process tree after 0-2 batch reports plus
     0-2.5 s (so the kill lands anywhere: start-up, a batch, the sink's commit). False if the run
     ended by itself first."""
-    path = workdir / "config.json"
-    path.write_text(config.to_json())
-    process = subprocess.Popen(
-        [sys.executable, str(RUN_CONFIG), str(path)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        start_new_session=True,
-        env={**os.environ, "PYSPARK_PYTHON": sys.executable},
-    )
+    process = start_run(config, workdir)
     reports, wanted = 0, rng.choice([0, 1, 1, 2])
     delay = rng.uniform(0.0, 2.5)
     try:
