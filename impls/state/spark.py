@@ -421,6 +421,7 @@ class LogSparkMap(CachedSparkMap):
         self._entries: dict[bytes, bytes] | None = None  # the whole state when not read from the copy
         self._migrated = False
         self._written = b""  # the token of the version the last log write stored
+        self._found: dict[bytes, bool] = {}  # whether get found each key it read stored
 
     def begin(self, group: bytes) -> None:
         """Start work on grouping key ``group`` (its msgpack encoding)."""
@@ -487,6 +488,7 @@ class LogSparkMap(CachedSparkMap):
         if not self._loaded:
             self._load()
         data = self._stored(storage)
+        self._found[storage] = data is not None
         value = None if data is None else self._codec.unpack(data, self.name, storage)
         self._cache[storage] = value
         return value
@@ -514,9 +516,11 @@ class LogSparkMap(CachedSparkMap):
             pack = self._codec.pack
             changes: dict[bytes, bytes | None] = {}
             live = self._live
+            found, stored = self._found, self._stored
             for key in self._dirty:
                 value = self._cache[key]
-                before = self._stored(key) is not None
+                # A key get read is known (not looked up twice); one written unread is looked up.
+                before = found[key] if key in found else stored(key) is not None
                 if value is None:
                     changes[key] = None
                     live -= before
@@ -589,6 +593,7 @@ class LogSparkMap(CachedSparkMap):
         self._token = None
         self._migrated = False
         self._cache.clear()
+        self._found.clear()
         self._dirty.clear()
         self._loaded = False
         self.bulk = False

@@ -154,6 +154,29 @@ def test_a_warm_batch_reads_the_head_only_and_makes_three_calls_per_state() -> N
     assert 0 < written < 40 * 64  # what changed, not the bucket
 
 
+def test_a_warm_batch_looks_each_key_up_in_the_copy_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The flush knows which keys the batch read were stored (a second lookup per changed key
+    would double the copy's reads at table scale); a key written without being read is looked up
+    once, by the flush."""
+    from upsertmat.impls.state import spark_cache
+
+    looked_up: list[bytes] = []
+    real_get = spark_cache.LocalStateCache.get
+
+    def counting_get(self: Any, transaction: Any, space: bytes, key: bytes) -> bytes | None:
+        looked_up.append(space + key)
+        return real_get(self, transaction, space, key)
+
+    tested = processor(Strategy.VALUE)
+    tester = TwsTester(tested)
+    expected = expected_outputs(BATCHES[:2])
+    assert feed(tester, BATCHES[0], 0) == expected[0]
+    monkeypatch.setattr(spark_cache.LocalStateCache, "get", counting_get)
+    assert feed(tester, BATCHES[1], len(BATCHES[0])) == expected[1]
+    assert looked_up  # the batch was warm: it read its entries from the copy
+    assert len(looked_up) == len(set(looked_up))
+
+
 def test_a_task_on_a_machine_without_the_copy_rebuilds_it_from_the_log(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

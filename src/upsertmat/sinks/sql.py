@@ -66,6 +66,25 @@ def sql_type(column: Column) -> str:
         ) from None
 
 
+def in_key_order(rows: Sequence[Row], pk: Sequence[int]) -> list[Row]:
+    """``rows`` sorted by the values at ``pk`` (as given if those do not compare, e.g. a None).
+
+    Only the order of the statements changes, never what the batch writes (it holds one change
+    per primary key). A table clustered on its key (SQLite ``WITHOUT ROWID``, a PostgreSQL
+    primary-key index) then walks its B-tree once from left to right instead of jumping: with
+    50,000 upserts of random keys into 10,000,000 rows SQLite's transaction took 0.9-1.1 s
+    sorted against 1.3-1.4 s unsorted (docs/spark.md, the cost model). O(n log n)."""
+    column = pk[0] if len(pk) == 1 else -1
+
+    def key(row: Row) -> Any:
+        return row[column] if column >= 0 else tuple(row[index] for index in pk)
+
+    try:
+        return sorted(rows, key=key)
+    except TypeError:
+        return list(rows)
+
+
 class UpsertSink(BatchSink):
     """A SQL table keyed by ``pk`` (column indexes into ``columns``) plus the batch bookkeeping.
 
@@ -153,9 +172,9 @@ class UpsertSink(BatchSink):
         cursor = transaction
         self.record_changes(cursor, batch.batch_id, batch.upserts, batch.deletes)
         if batch.deletes:
-            cursor.executemany(self.delete_sql, batch.deletes)
+            cursor.executemany(self.delete_sql, in_key_order(batch.deletes, range(len(self.pk))))
         if batch.upserts:
-            cursor.executemany(self.upsert_sql, batch.upserts)
+            cursor.executemany(self.upsert_sql, in_key_order(batch.upserts, self.pk))
         if batch.misses:
             cursor.execute(self.create_misses_sql)
             cursor.executemany(
