@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from upsertmat.bench.plans import scale_bench
 from upsertmat.bench.scale import (
     BatchCost,
     ScaleBench,
@@ -69,3 +70,16 @@ def test_the_sweep_records_the_library_versions_it_ran_with() -> None:
     assert "libraries: pyspark 4.3.0, pyarrow 19.0.1" in report(figures)
     assert figures.as_dict()["libraries"] == {"pyspark": "4.3.0", "pyarrow": "19.0.1"}
     assert set(ScaleFigures(ScaleBench()).libraries) == {"pyspark", "pyarrow", "msgpack", "numpy"}
+
+
+def test_the_sweep_runs_the_matching_modes_upsert_key_asks_for() -> None:
+    def bench(upsert_keys: list[bool] | None) -> ScaleBench:
+        return scale_bench(
+            sizes=(1_000,), batch_changes=100, batches=1, sinks=("sqlite",), postgres_url=None,
+            state_layout="log", state_inline_bytes=0, key_buckets=None, shuffle_partitions=None,
+            upsert_keys=upsert_keys,
+        )  # fmt: skip
+
+    assert bench(None).keyed == (False, True)
+    assert bench([False]).keyed == (False,)
+    assert bench([True, False]).keyed == (True, False)

@@ -146,9 +146,11 @@ def scale_bench(
     state_inline_bytes: int,
     key_buckets: int | None,
     shuffle_partitions: int | None,
+    upsert_keys: Sequence[bool] | None = None,
 ) -> ScaleBench:
     """The :class:`~upsertmat.bench.scale.ScaleBench` of ``--pipeline --table-sizes``: every
-    sink kind asked for, and PostgreSQL at ``postgres_url`` when given."""
+    sink kind asked for, and PostgreSQL at ``postgres_url`` when given; the matching modes of
+    ``--upsert-key`` (default: whole rows, then with the upsert key)."""
     return ScaleBench(
         sizes=sizes,
         batch_changes=batch_changes,
@@ -159,6 +161,7 @@ def scale_bench(
         server_urls=(("postgresql", postgres_url),) if postgres_url else (),
         key_buckets=key_buckets_of(key_buckets),
         shuffle_partitions=shuffle_partitions or 2,
+        keyed=tuple(upsert_keys) if upsert_keys else ScaleBench.keyed,
     )
 
 

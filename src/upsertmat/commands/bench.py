@@ -98,7 +98,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
         action="append",
         type=list_of(on_off, "on/off value"),
         metavar="on,off",
-        help="upsert key = the id column (on) or whole-row matching (off); default: on,off",
+        help="upsert key = the id column (on) or whole-row matching (off); default: on,off "
+        "(with --table-sizes: the sweep's matching modes, default off,on)",
     )
     axes.add_argument(
         "--retract-delay",
@@ -461,6 +462,7 @@ def run_table_sizes(args: argparse.Namespace) -> int:
         state_inline_bytes=args.state_inline_bytes,
         key_buckets=args.key_buckets,
         shuffle_partitions=args.shuffle_partitions,
+        upsert_keys=flatten(args.upsert_key),
     )
 
     def keep(figures: Any) -> None:

@@ -20,6 +20,7 @@ from ..spec.changes import Row
 from .base import Column, SinkError
 from .kind import SinkUrlError
 from .sql import BATCHES_TABLE, SqlKind, UpsertSink, quote
+from .sqlite_checkpoint import WalCheckpointer
 
 PREFIX = "sqlite:///"
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")
@@ -30,7 +31,9 @@ class SqliteSink(UpsertSink):
 
     Durability: WAL journal with ``synchronous=FULL``, so a committed batch (its rows and its
     batch id) survives a crash of the process and of the machine; a WAL commit is one append
-    and one fsync of the log, not a rewrite of the table's pages. The table is created
+    and one fsync of the log, not a rewrite of the table's pages; copying the pages into the
+    database file (the checkpoint) runs after the commit on a thread of its own
+    (:mod:`.sqlite_checkpoint`), while Spark computes the next batch. The table is created
     ``WITHOUT ROWID`` (clustered on the primary key): an upsert or delete touches one B-tree
     instead of a rowid table plus a primary-key index. A 64 MiB page cache keeps the touched
     part of a large table in memory between batches.
@@ -49,6 +52,8 @@ class SqliteSink(UpsertSink):
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=FULL")
         self._db.execute("PRAGMA cache_size=-65536")
+        self._db.execute("PRAGMA wal_autocheckpoint=0")  # self._checkpointer copies the log instead
+        self._checkpointer = WalCheckpointer(path)
         for statement in self.create_sql:
             self._db.execute(statement)
         try:
@@ -68,6 +73,7 @@ class SqliteSink(UpsertSink):
                 cursor.execute("ROLLBACK")
             raise
         cursor.execute("COMMIT")
+        self._checkpointer.request()
 
     def rows(self) -> list[Row]:
         return [tuple(row) for row in self._db.execute(self._select_all())]
@@ -76,6 +82,7 @@ class SqliteSink(UpsertSink):
         return int(self._db.execute(f"SELECT count(*) FROM {BATCHES_TABLE}").fetchone()[0])
 
     def close(self) -> None:
+        self._checkpointer.close()
         self._db.close()
 
 
