@@ -24,20 +24,28 @@ key happen in one LMDB read transaction opened when its token was checked (a sna
 concurrent writer of the same namespace cannot change what the task reads), and an update is
 applied only if the copy still holds the token the task started from (compare and set).
 
-It is a cache: no fsync (``sync=False``), nothing in it is needed to recover. An LMDB error of
-any kind (the disk full, the map full, a damaged file after an OS crash) turns the cache off in
-that process with one warning; the backend then reads each touched grouping key's log from
-Spark, which is correct and costs what the bucket holds.
+It is a cache: no fsync (``sync=False``), nothing in it is needed to recover. Writes go straight
+into the memory map (``writemap=True``): a batch moves ~400 random entries of each of 256
+grouping keys, and LMDB's default copies every page a transaction dirties into a buffer and
+writes it back with ``pwrite``, which at 10,000,000 entries took 3.5x as long (measured:
+docs/benchmarks.md, "The local copy's write transactions"). A written map is a file as long as
+the map, so the map starts at :data:`MAP_SIZE_START` and doubles while the copy uses more than
+half of it (:meth:`LocalStateCache.reserve`; the file stays sparse beyond the pages written).
+A process may only resize its map while it holds no transaction: a write that finds the map full
+while one of its reads is open leaves the copy as it was (its token then differs from Spark's
+and the next batch rebuilds it), and the map grows before the next grouping key. An LMDB error
+of any other kind (the disk full, a damaged file after an OS crash) turns the cache off in that
+process with one warning; the backend then reads each touched grouping key's log from Spark,
+which is correct and costs what the bucket holds.
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import logging
 import os
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -46,8 +54,13 @@ import lmdb
 LOG = logging.getLogger("upsertmat.spark.state")
 TOKEN = b"t"
 ENTRY = b"e"
-MAP_SIZE = 1 << 40
-"""The environment's map size: 1 TiB of address space (a sparse file; pages are used as written)."""
+MAP_SIZE_START = 1 << 26
+"""The map size an environment is opened with (64 MiB; grown by :meth:`LocalStateCache.reserve`)."""
+MAP_SIZE_MAX = 1 << 40
+"""The largest map a copy grows to (1 TiB); a copy that fills it turns the cache off."""
+RETRIES = 64
+"""Attempts of one write (each after the map grew): more than the doublings from
+:data:`MAP_SIZE_START` to :data:`MAP_SIZE_MAX`."""
 DIRECTORY_VARIABLE = "UPSERTMAT_SPARK_STATE_CACHE"
 """Where the copies live, overriding the query's own place (``off`` turns the cache off)."""
 
@@ -77,20 +90,28 @@ def cache_directory(scope: str, home: str | None = None) -> Path | None:
 
 class LocalStateCache:
     """One LMDB environment (see the module); every method is O(entries touched) and never
-    raises: an LMDB error disables the cache (:attr:`enabled`) and the call answers "no copy"."""
+    raises: an LMDB error disables the cache (:attr:`enabled`) and the call answers "no copy".
 
-    def __init__(self, directory: Path | None) -> None:
+    ``map_size``: the map the environment is opened with (a test gives a small one to make it
+    grow)."""
+
+    def __init__(self, directory: Path | None, map_size: int = MAP_SIZE_START) -> None:
         self.enabled = directory is not None
         self._env: Any = None
         self._directory = directory
+        self._map_size = map_size
+        self._readers = 0  # read transactions of begin() not yet ended: the map cannot move
+        self._full = False  # a write found the map full: grow it at the next chance
+        self._psize = 0
+        self.resizes = 0
 
     def _open(self) -> Any:
         if self._env is None and self.enabled and self._directory is not None:
             try:
                 self._directory.mkdir(parents=True, exist_ok=True)
                 self._env = lmdb.open(
-                    str(self._directory), map_size=MAP_SIZE, sync=False, metasync=False,
-                    writemap=False, max_readers=256, readahead=False,
+                    str(self._directory), map_size=self._map_size, sync=False, metasync=False,
+                    writemap=True, max_readers=256, readahead=False,
                 )  # fmt: skip
             except Exception as error:
                 self._disable(error)
@@ -108,15 +129,48 @@ class LocalStateCache:
         self.enabled = False
         self._env = None
 
+    def reserve(self) -> None:
+        """Grow the map (doubling) if the copy uses more than half of it (another process's
+        writes included) or a write found it full, while this process holds no transaction on it
+        (else nothing: a later call grows it). O(1); called before every transaction."""
+        if self._readers or self._env is None:
+            return
+        try:
+            info = self._env.info()
+            used = (info["last_pgno"] + 1) * self._page_size()
+            current = target = info["map_size"]
+            if self._full:
+                target *= 2
+            while target < 2 * used:
+                target *= 2
+            if target > current:
+                if current >= MAP_SIZE_MAX:
+                    raise lmdb.MapFullError(f"the copy fills the largest map ({MAP_SIZE_MAX:,} bytes)")
+                self._env.set_mapsize(min(target, MAP_SIZE_MAX))
+                self.resizes += 1
+            self._full = False
+        except Exception as error:
+            self._disable(error)
+
+    def _page_size(self) -> int:
+        if not self._psize:
+            self._psize = int(self._env.stat()["psize"])
+        return self._psize
+
     def begin(self, space: bytes, token: bytes) -> Any | None:
         """A read transaction on the copy of ``space`` if it holds ``token`` (None otherwise:
         rebuild it). The caller ends it (:meth:`end`)."""
         env = self._open()
         if env is None:
             return None
+        self.reserve()
         try:
-            transaction = env.begin()
+            try:
+                transaction = env.begin()
+            except lmdb.MapResizedError:  # another process grew it while this one holds a read
+                return None
             if transaction.get(space + TOKEN) == token:
+                self._readers += 1
                 return transaction
             transaction.abort()
         except Exception as error:
@@ -142,24 +196,36 @@ class LocalStateCache:
     def end(self, transaction: Any | None) -> None:
         """End a read transaction of :meth:`begin`."""
         if transaction is not None:
+            self._readers -= 1
             try:
                 transaction.abort()
             except Exception as error:
                 self._disable(error)
 
-    @contextlib.contextmanager
-    def _writing(self) -> Iterator[Any | None]:
-        """One LMDB write transaction (None: the cache is off); an LMDB error inside it turns
-        the cache off instead of reaching the caller (the transaction is then not committed)."""
-        env = self._open()
-        if env is None:
-            yield None
-            return
-        try:
-            with env.begin(write=True) as transaction:
-                yield transaction
-        except Exception as error:
-            self._disable(error)
+    def _write(self, apply: Callable[[Any], None]) -> None:
+        """Run ``apply`` in one LMDB write transaction, committed if it returns. A map too small
+        for it is grown (doubling) and the write run again; a full map, or one another process
+        grew, while this process holds a read leaves the copy as it was (see the module); any
+        other LMDB error turns the cache off instead of reaching the caller."""
+        for _ in range(RETRIES):
+            env = self._open()
+            if env is None:
+                return
+            self.reserve()
+            try:
+                with env.begin(write=True) as transaction:
+                    apply(transaction)
+                return
+            except lmdb.MapFullError:
+                self._full = True
+                if self._readers:
+                    return
+            except lmdb.MapResizedError:  # another process grew it: reserve() takes it on
+                if self._readers:
+                    return
+            except Exception as error:
+                self._disable(error)
+                return
 
     def update(
         self, space: bytes, start: bytes | None, token: bytes, changes: Mapping[bytes, bytes | None]
@@ -167,8 +233,9 @@ class LocalStateCache:
         """Move the copy of ``space`` from token ``start`` to ``token`` by ``changes`` (None:
         deleted), in one transaction, only if it still holds ``start``; otherwise leave it (the
         next batch rebuilds it)."""
-        with self._writing() as transaction:
-            if transaction is None or transaction.get(space + TOKEN) != start:
+
+        def apply(transaction: Any) -> None:
+            if transaction.get(space + TOKEN) != start:
                 return
             prefix = space + ENTRY
             for key, value in changes.items():
@@ -178,22 +245,23 @@ class LocalStateCache:
                     transaction.put(prefix + key, value)
             transaction.put(space + TOKEN, token)
 
+        self._write(apply)
+
     def replace(self, space: bytes, token: bytes, entries: Mapping[bytes, bytes]) -> None:
         """Make the copy of ``space`` exactly ``entries`` at ``token`` (a rebuild from Spark's log)."""
-        with self._writing() as transaction:
-            if transaction is None:
-                return
+
+        def apply(transaction: Any) -> None:
             self._clear(transaction, space)
             prefix = space + ENTRY
             for key, value in entries.items():
                 transaction.put(prefix + key, value)
             transaction.put(space + TOKEN, token)
 
+        self._write(apply)
+
     def drop(self, space: bytes) -> None:
         """Forget the copy of ``space`` (its grouping key holds no state any more)."""
-        with self._writing() as transaction:
-            if transaction is not None:
-                self._clear(transaction, space)
+        self._write(lambda transaction: self._clear(transaction, space))
 
     @staticmethod
     def _clear(transaction: Any, space: bytes) -> None:
