@@ -36,11 +36,14 @@ while one of its reads is open leaves the copy as it was (its token then differs
 and the next batch rebuilds it), and the map grows before the next grouping key. An LMDB error
 of any other kind (the disk full, a damaged file after an OS crash) turns the cache off in that
 process with one warning; the backend then reads each touched grouping key's log from Spark,
-which is correct and costs what the bucket holds.
+which is correct and costs what the bucket holds. Since nothing is fsynced, a copy written
+before the operating system last booted is removed when a process first opens it
+(:func:`discard_after_reboot`): after an OS crash its pages may be any mix of old and new.
 """
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import logging
 import os
@@ -61,6 +64,10 @@ MAP_SIZE_MAX = 1 << 40
 RETRIES = 64
 """Attempts of one write (each after the map grew): more than the doublings from
 :data:`MAP_SIZE_START` to :data:`MAP_SIZE_MAX`."""
+BOOT_FILE = "boot-id"
+"""The file beside the environment naming the operating system boot that wrote it."""
+OPEN_LOCK = "open.lock"
+"""The file the processes of a machine hold (``flock``) while one checks the boot and opens."""
 DIRECTORY_VARIABLE = "UPSERTMAT_SPARK_STATE_CACHE"
 """Where the copies live, overriding the query's own place (``off`` turns the cache off)."""
 
@@ -72,6 +79,36 @@ def namespace(scope: str, state: str, group: bytes) -> bytes:
         digest.update(len(part).to_bytes(4, "big"))
         digest.update(part)
     return digest.digest()
+
+
+def boot_id() -> str:
+    """The running boot of the operating system (Linux's random boot id; empty where none)."""
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return ""
+
+
+def discard_after_reboot(directory: Path) -> bool:
+    """Remove the environment in ``directory`` if another boot wrote it (whether it did), and
+    name this boot in it. Nothing in the copy is fsynced, so an operating-system crash can leave
+    its pages in any mix of old and new, which no token can tell; a process crash cannot (the
+    kernel keeps what a process wrote). The caller holds :data:`OPEN_LOCK`."""
+    marker = directory / BOOT_FILE
+    current = boot_id()
+    try:
+        written = marker.read_text().strip()
+    except FileNotFoundError:
+        written = None
+    removed = False
+    if written != current:
+        for name in ("data.mdb", "lock.mdb"):
+            target = directory / name
+            if target.exists():
+                target.unlink()
+                removed = True
+        marker.write_text(current + "\n")
+    return removed
 
 
 def cache_directory(scope: str, home: str | None = None) -> Path | None:
@@ -109,10 +146,15 @@ class LocalStateCache:
         if self._env is None and self.enabled and self._directory is not None:
             try:
                 self._directory.mkdir(parents=True, exist_ok=True)
-                self._env = lmdb.open(
-                    str(self._directory), map_size=self._map_size, sync=False, metasync=False,
-                    writemap=True, max_readers=256, readahead=False,
-                )  # fmt: skip
+                with (self._directory / OPEN_LOCK).open("a") as lock:
+                    fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+                    if discard_after_reboot(self._directory):
+                        LOG.info("upsertmat: the local state copy %s was written before a reboot: "
+                                 "discarded, rebuilt from Spark's state", self._directory)  # fmt: skip
+                    self._env = lmdb.open(
+                        str(self._directory), map_size=self._map_size, sync=False, metasync=False,
+                        writemap=True, max_readers=256, readahead=False,
+                    )  # fmt: skip
             except Exception as error:
                 self._disable(error)
         return self._env

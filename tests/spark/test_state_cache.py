@@ -1,6 +1,7 @@
 """The Spark state's machine-local copy (LMDB, ``writemap``) grows its map as it fills: within one
 process, while a read is open (the write is left out, never half done), and when another process
-grew it. Real LMDB environments on disk; the second process is a real one."""
+grew it; a copy written before the operating system last booted is discarded. Real LMDB
+environments on disk; the second process is a real one."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from upsertmat.impls.state.spark_cache import LocalStateCache, namespace
+from upsertmat.impls.state.spark_cache import BOOT_FILE, LocalStateCache, boot_id, namespace
 
 SMALL_MAP = 1 << 20
 """1 MiB: a copy of a few MB must grow it several times."""
@@ -65,7 +66,7 @@ def test_a_write_while_a_read_is_open_leaves_a_full_map_and_the_copy_as_they_wer
 GROW_IN_ANOTHER_PROCESS = """
 import sys
 from pathlib import Path
-from upsertmat.impls.state.spark_cache import LocalStateCache, namespace
+from upsertmat.impls.state.spark_cache import BOOT_FILE, LocalStateCache, boot_id, namespace
 cache = LocalStateCache(Path(sys.argv[1]), map_size=1 << 20)
 space = namespace("query", "state", b"theirs")
 cache.replace(space, b"theirs", {index.to_bytes(4, "big"): bytes(200) for index in range(30_000)})
@@ -104,3 +105,18 @@ def test_a_map_another_process_grew_while_a_read_is_open_is_taken_on_after_it(tm
     assert found is not None and len(found) == 30_000
     assert read_back(cache, ours, b"ours2") is None and read_back(cache, ours, b"ours") is not None
     assert cache.enabled
+
+
+def test_a_copy_written_before_the_last_boot_is_discarded_when_first_opened(tmp_path: Path) -> None:
+    for name in ("same-boot", "rebooted"):
+        subprocess.run([sys.executable, "-c", GROW_IN_ANOTHER_PROCESS, str(tmp_path / name)], check=True)
+        assert (tmp_path / name / BOOT_FILE).read_text().strip() == boot_id()
+    # What an operating-system crash and reboot leave on disk: the copy, written by another boot.
+    (tmp_path / "rebooted" / BOOT_FILE).write_text("a boot before this one\n")
+    theirs = namespace("query", "state", b"theirs")
+    kept = read_back(LocalStateCache(tmp_path / "same-boot"), theirs, b"theirs")
+    assert kept is not None and len(kept) == 30_000
+    rebooted = LocalStateCache(tmp_path / "rebooted")
+    assert read_back(rebooted, theirs, b"theirs") is None  # gone: the bucket is rebuilt from Spark
+    assert rebooted.enabled
+    assert (tmp_path / "rebooted" / BOOT_FILE).read_text().strip() == boot_id()
