@@ -25,12 +25,14 @@ concurrent writer of the same namespace cannot change what the task reads), and 
 applied only if the copy still holds the token the task started from (compare and set).
 
 It is a cache: no fsync (``sync=False``), nothing in it is needed to recover. Writes go straight
-into the memory map (``writemap=True``): a batch moves ~400 random entries of each of 256
-grouping keys, and LMDB's default copies every page a transaction dirties into a buffer and
-writes it back with ``pwrite``, which at 10,000,000 entries took 3.5x as long (measured:
-docs/benchmarks.md, "The local copy's write transactions"). A written map is a file as long as
+into the memory map (``writemap=True``): a batch changes a few hundred random entries of each
+of 256 grouping keys, about a page each, and LMDB's default copies every page a transaction
+dirties into a buffer and writes it back with ``pwrite`` at the commit, which at 10,000,000
+entries took 1.6-2.5x as long and grew batch by batch (docs/benchmarks.md, "The local copy's
+write transactions"). A written map is a file as long as
 the map, so the map starts at :data:`MAP_SIZE_START` and doubles while the copy uses more than
-half of it (:meth:`LocalStateCache.reserve`; the file stays sparse beyond the pages written).
+half of it (:meth:`LocalStateCache.reserve`): the file is two to four times the pages LMDB has
+used, sparse beyond the pages written.
 A process may only resize its map while it holds no transaction: a write that finds the map full
 while one of its reads is open leaves the copy as it was (its token then differs from Spark's
 and the next batch rebuilds it), and the map grows before the next grouping key. An LMDB error
@@ -48,6 +50,7 @@ import hashlib
 import logging
 import os
 import tempfile
+import weakref
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -137,7 +140,10 @@ class LocalStateCache:
         self._env: Any = None
         self._directory = directory
         self._map_size = map_size
-        self._readers = 0  # read transactions of begin() not yet ended: the map cannot move
+        # The read transactions of begin() not yet ended or dropped (the map cannot move while one
+        # is open); weak, so that a task that failed between a read and its flush, whose
+        # transactions LMDB aborts when they are dropped, does not hold the map still for good.
+        self._readers: weakref.WeakSet[Any] = weakref.WeakSet()
         self._full = False  # a write found the map full: grow it at the next chance
         self._psize = 0
         self.resizes = 0
@@ -212,7 +218,7 @@ class LocalStateCache:
             except lmdb.MapResizedError:  # another process grew it while this one holds a read
                 return None
             if transaction.get(space + TOKEN) == token:
-                self._readers += 1
+                self._readers.add(transaction)
                 return transaction
             transaction.abort()
         except Exception as error:
@@ -238,7 +244,7 @@ class LocalStateCache:
     def end(self, transaction: Any | None) -> None:
         """End a read transaction of :meth:`begin`."""
         if transaction is not None:
-            self._readers -= 1
+            self._readers.discard(transaction)
             try:
                 transaction.abort()
             except Exception as error:

@@ -5,6 +5,7 @@ environments on disk; the second process is a real one."""
 
 from __future__ import annotations
 
+import gc
 import os
 import subprocess
 import sys
@@ -120,3 +121,18 @@ def test_a_copy_written_before_the_last_boot_is_discarded_when_first_opened(tmp_
     assert read_back(rebooted, theirs, b"theirs") is None  # gone: the bucket is rebuilt from Spark
     assert rebooted.enabled
     assert (tmp_path / "rebooted" / BOOT_FILE).read_text().strip() == boot_id()
+
+
+def test_a_read_a_failed_task_dropped_without_ending_it_does_not_hold_the_map_still(tmp_path: Path) -> None:
+    cache = LocalStateCache(tmp_path / "copy", map_size=SMALL_MAP)
+    small = namespace("query", "state", b"small")
+    cache.replace(small, b"one", entries(10))
+    reader = cache.begin(small, b"one")
+    assert reader is not None
+    del reader  # the task raised between its read and its flush: nothing ends the transaction
+    gc.collect()
+    big = namespace("query", "state", b"big")
+    written = entries(20_000)
+    cache.replace(big, b"two", written)
+    assert cache.resizes >= 1
+    assert read_back(cache, big, b"two") == written
