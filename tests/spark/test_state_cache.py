@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from upsertmat.impls.state.spark_cache import BOOT_FILE, LocalStateCache, boot_id, namespace
 
@@ -31,6 +32,16 @@ def read_back(cache: LocalStateCache, space: bytes, token: bytes) -> dict[bytes,
         cache.end(reader)
 
 
+def one_read_open(tmp_path: Path, group: bytes, count: int) -> tuple[LocalStateCache, bytes, Any]:
+    """A copy with a small map holding ``count`` entries of ``group``, and a read of them open."""
+    cache = LocalStateCache(tmp_path / "copy", map_size=SMALL_MAP)
+    space = namespace("query", "state", group)
+    cache.replace(space, group, entries(count))
+    reader = cache.begin(space, group)
+    assert reader is not None
+    return cache, space, reader
+
+
 def test_the_map_doubles_as_the_copy_fills_and_the_file_stays_its_size(tmp_path: Path) -> None:
     cache = LocalStateCache(tmp_path / "copy", map_size=SMALL_MAP)
     written: dict[bytes, dict[bytes, bytes]] = {}
@@ -47,12 +58,8 @@ def test_the_map_doubles_as_the_copy_fills_and_the_file_stays_its_size(tmp_path:
 
 
 def test_a_write_while_a_read_is_open_leaves_a_full_map_and_the_copy_as_they_were(tmp_path: Path) -> None:
-    cache = LocalStateCache(tmp_path / "copy", map_size=SMALL_MAP)
-    small = namespace("query", "state", b"small")
+    cache, small, reader = one_read_open(tmp_path, b"small", 10)
     big = namespace("query", "state", b"big")
-    cache.replace(small, b"one", entries(10))
-    reader = cache.begin(small, b"one")
-    assert reader is not None
     cache.replace(big, b"two", entries(20_000))  # ~4 MB: the map is full, and it cannot move now
     assert cache.enabled and cache.resizes == 0
     assert read_back(cache, big, b"two") is None  # left out whole: the next batch rebuilds it
@@ -91,11 +98,7 @@ def test_a_map_another_process_grew_is_taken_on(tmp_path: Path) -> None:
 
 
 def test_a_map_another_process_grew_while_a_read_is_open_is_taken_on_after_it(tmp_path: Path) -> None:
-    cache = LocalStateCache(tmp_path / "copy", map_size=SMALL_MAP)
-    ours = namespace("query", "state", b"ours")
-    cache.replace(ours, b"ours", entries(100))
-    reader = cache.begin(ours, b"ours")
-    assert reader is not None
+    cache, ours, reader = one_read_open(tmp_path, b"ours", 100)
     subprocess.run([sys.executable, "-c", GROW_IN_ANOTHER_PROCESS, str(tmp_path / "copy")], check=True)
     theirs = namespace("query", "state", b"theirs")
     assert cache.begin(theirs, b"theirs") is None  # beyond this process's map, which cannot move now
@@ -124,11 +127,7 @@ def test_a_copy_written_before_the_last_boot_is_discarded_when_first_opened(tmp_
 
 
 def test_a_read_a_failed_task_dropped_without_ending_it_does_not_hold_the_map_still(tmp_path: Path) -> None:
-    cache = LocalStateCache(tmp_path / "copy", map_size=SMALL_MAP)
-    small = namespace("query", "state", b"small")
-    cache.replace(small, b"one", entries(10))
-    reader = cache.begin(small, b"one")
-    assert reader is not None
+    cache, _, reader = one_read_open(tmp_path, b"small", 10)
     del reader  # the task raised between its read and its flush: nothing ends the transaction
     gc.collect()
     big = namespace("query", "state", b"big")
