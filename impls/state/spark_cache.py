@@ -28,14 +28,14 @@ It is a cache: no fsync (``sync=False``), nothing in it is needed to recover. Wr
 into the memory map (``writemap=True``): a batch changes a few hundred random entries of each
 of 256 grouping keys, about a page each, and LMDB's default copies every page a transaction
 dirties into a buffer and writes it back with ``pwrite`` at the commit, which at 10,000,000
-entries took 1.6-2.5x as long and grew batch by batch (docs/benchmarks.md, "The local copy's
-write transactions"). A written map is a file as long as
-the map, so the map starts at :data:`MAP_SIZE_START` and doubles while the copy uses more than
-half of it (:meth:`LocalStateCache.reserve`): the file is two to four times the pages LMDB has
-used, sparse beyond the pages written.
-A process may only resize its map while it holds no transaction: a write that finds the map full
-while one of its reads is open leaves the copy as it was (its token then differs from Spark's
-and the next batch rebuilds it), and the map grows before the next grouping key. An LMDB error
+entries took 1.4-3.0x as long, growing batch by batch (docs/benchmarks.md, "The local copy's
+write transactions"). A written map is a file as long as the map, so the map starts at
+:data:`MAP_SIZE_START` and doubles while the copy uses more than half of it
+(:meth:`LocalStateCache.reserve`): the file is two to four times the pages LMDB has used, sparse
+beyond the pages written. A process may only resize its map while it holds no transaction: a
+write that finds the map full while one of its reads is open leaves the copy as it was (its
+token then differs from Spark's and the next batch rebuilds it), and the map grows before the
+next grouping key. An LMDB error
 of any other kind (the disk full, a damaged file after an OS crash) turns the cache off in that
 process with one warning; the backend then reads each touched grouping key's log from Spark,
 which is correct and costs what the bucket holds. Since nothing is fsynced, a copy written
