@@ -4,6 +4,7 @@ plain SQL through psycopg, each test in a database of its own."""
 from __future__ import annotations
 
 import itertools
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -36,3 +37,41 @@ class TestPostgresSink(BatchSinkTests):
 
         with psycopg.connect(url) as connection:
             return [tuple(row) for row in connection.execute(f'SELECT * FROM "{table}"').fetchall()]
+
+
+def test_created_table_updates_rows_in_place(postgres_url: str) -> None:
+    """The sink creates its table with fillfactor 90 (upsertmat.sinks.postgresql.FILLFACTOR), so
+    updates of rows spread over its pages are HOT: every one of them, where at the default 100
+    a full page has no room and the new version moves (and gets an index entry)."""
+    import psycopg
+
+    from upsertmat.sinks.base import Column
+    from upsertmat.sinks.postgresql import FILLFACTOR, PostgresSink
+
+    name = f"hot_{next(_databases)}"
+    with psycopg.connect(postgres_url, autocommit=True) as admin:
+        admin.execute(f"CREATE DATABASE {name}")
+    url = postgres_url.rsplit("/", 1)[0] + f"/{name}"
+    columns = [Column("id", "bigint"), Column("version", "bigint"), Column("payload", "string")]
+
+    def row(key: int, version: int) -> tuple[int, int, str]:
+        return (key, version, f"{version:08d}-{key:015d}")
+
+    sink = PostgresSink(url, "t", columns, [0])
+    try:
+        sink.apply_batch("q", 0, [("+I", row(key, 0)) for key in range(2_000)])
+        sink.apply_batch("q", 1, [("+U", row(key, 1)) for key in range(0, 2_000, 20)])
+    finally:
+        sink.close()  # the server counts the session's updates when it ends
+    with psycopg.connect(url, autocommit=True) as connection:
+        options = connection.execute("SELECT reloptions FROM pg_class WHERE relname = 't'").fetchone()
+        assert options == ([f"fillfactor={FILLFACTOR}"],)
+        counts = None
+        for _ in range(100):
+            counts = connection.execute(
+                "SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables WHERE relname = 't'"
+            ).fetchone()
+            if counts is not None and counts[0] == 100:
+                break
+            time.sleep(0.1)
+        assert counts == (100, 100)
