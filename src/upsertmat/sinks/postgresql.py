@@ -17,10 +17,11 @@ FILLFACTOR = 90
 page to 90 %, so an upsert of an existing key finds room on its row's page and is a HOT update
 (no new index entry, the index pages untouched). At the default 100 the first update of each row
 of a full page moves the row to another page and inserts an index entry, and every page those
-writes touch first after a checkpoint costs a full-page image in the WAL. At 10,000,000 rows, 50,000
-random upserts per batch wrote 300-500 MB of WAL at fillfactor 100, nearly all of it 40,000-60,000
-full-page images, and 180-290 MB at 90 with every update HOT (docs/spark.md, *PostgreSQL at table
-scale*). A table the sink finds already there keeps its own setting."""
+writes touch first after a checkpoint costs a full-page image in the WAL. At 10,000,000 rows,
+50,000 random upserts per batch wrote 305-499 MB of WAL at fillfactor 100, nearly all of it
+37,000-62,000 full-page images, and 176-279 MB at 90 with every update HOT; the transaction's
+time changed within its spread (docs/spark.md, *PostgreSQL at table scale*). A table the sink
+finds already there keeps its own setting."""
 
 
 def without_password(url: str) -> str:
