@@ -27,6 +27,7 @@ import random
 import time
 from typing import Any
 
+from upsertmat.bench.scale import PAYLOAD
 from upsertmat.sinks.base import Column
 from upsertmat.sinks.postgresql import PostgresSink
 from upsertmat.sinks.sql import BATCHES_TABLE
@@ -40,7 +41,7 @@ STATS_WAIT = 15.0
 
 def row(key: int, version: int) -> tuple[int, int, str]:
     """The scale benchmark's row of ``key`` at ``version`` (``upsertmat.bench.scale``)."""
-    return (key, version, f"{version:08d}-{key:015d}"[:24])
+    return (key, version, f"{version:08d}-{key:015d}"[:PAYLOAD])
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -72,14 +73,11 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def load(admin: Any, url: str, table: str, size: int, fillfactor: int) -> None:
-    """Create ``table`` as the sink does (or with ``fillfactor``), COPY ``size`` rows, print the load."""
-    if not fillfactor:
-        PostgresSink(url, table, COLUMNS, [0]).close()  # the sink creates it with its own fillfactor
-    else:
-        admin.execute(
-            f'CREATE TABLE "{table}" (id BIGINT, version BIGINT, payload TEXT, PRIMARY KEY (id)) '
-            f"WITH (fillfactor = {fillfactor})"
-        )
+    """Create ``table`` as the sink does (with ``fillfactor`` instead of the sink's own, unless
+    0), COPY ``size`` rows, print the load."""
+    PostgresSink(url, table, COLUMNS, [0]).close()
+    if fillfactor:  # the table is empty: every page is written under the new setting
+        admin.execute(f'ALTER TABLE "{table}" SET (fillfactor = {fillfactor})')
     started = time.perf_counter()
     with admin.cursor() as cursor, cursor.copy(f'COPY "{table}" (id, version, payload) FROM STDIN') as copy:
         for key in range(size):

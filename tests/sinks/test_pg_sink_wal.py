@@ -3,23 +3,12 @@ WAL and update counters, on the tests' throw-away server."""
 
 from __future__ import annotations
 
-import itertools
 import json
 
 import pytest
 
+from ..spark.postgres import new_database
 from ..toolscripts import load
-
-_databases = itertools.count()
-
-
-def database(postgres_url: str) -> str:
-    import psycopg
-
-    name = f"wal_tool_{next(_databases)}"
-    with psycopg.connect(postgres_url, autocommit=True) as admin:
-        admin.execute(f"CREATE DATABASE {name}")
-    return postgres_url.rsplit("/", 1)[0] + f"/{name}"
 
 
 def tables(url: str) -> set[str]:
@@ -34,7 +23,7 @@ def tables(url: str) -> set[str]:
 def test_every_batch_is_counted_and_the_table_dropped(
     postgres_url: str, capsys: pytest.CaptureFixture[str], fillfactor: int, all_hot: bool
 ) -> None:
-    url = database(postgres_url)
+    url = new_database(postgres_url, "wal_tool")
     arguments = ["--url", url, "--size", "20000", "--batches", "2", "--upserts", "500"]
     load("pg_sink_wal").main([*arguments, "--fillfactor", str(fillfactor)])
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]

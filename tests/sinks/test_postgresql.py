@@ -3,16 +3,14 @@ plain SQL through psycopg, each test in a database of its own."""
 
 from __future__ import annotations
 
-import itertools
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from ..spark.postgres import new_database
 from .suite import BatchSinkTests, Row
-
-_databases = itertools.count()
 
 
 class TestPostgresSink(BatchSinkTests):
@@ -21,12 +19,7 @@ class TestPostgresSink(BatchSinkTests):
 
     @pytest.fixture
     def sink_url(self, postgres_url: str) -> Iterator[str]:
-        import psycopg
-
-        name = f"suite_{next(_databases)}"
-        with psycopg.connect(postgres_url, autocommit=True) as admin:
-            admin.execute(f"CREATE DATABASE {name}")
-        self._url = postgres_url.rsplit("/", 1)[0] + f"/{name}"
+        self._url = new_database(postgres_url, "suite")
         yield self._url
 
     def url(self, tmp_path: Path) -> str:
@@ -48,10 +41,7 @@ def test_created_table_updates_rows_in_place(postgres_url: str) -> None:
     from upsertmat.sinks.base import Column
     from upsertmat.sinks.postgresql import FILLFACTOR, PostgresSink
 
-    name = f"hot_{next(_databases)}"
-    with psycopg.connect(postgres_url, autocommit=True) as admin:
-        admin.execute(f"CREATE DATABASE {name}")
-    url = postgres_url.rsplit("/", 1)[0] + f"/{name}"
+    url = new_database(postgres_url, "hot")
     columns = [Column("id", "bigint"), Column("version", "bigint"), Column("payload", "string")]
 
     def row(key: int, version: int) -> tuple[int, int, str]:

@@ -9,6 +9,7 @@ stopped and the directory removed at teardown.
 from __future__ import annotations
 
 import glob
+import itertools
 import os
 import pwd
 import shutil
@@ -93,3 +94,17 @@ def postgres_server(binaries: Path) -> Iterator[str]:
     finally:
         server.stop()
         server.remove()
+
+
+_databases = itertools.count()
+
+
+def new_database(url: str, prefix: str) -> str:
+    """The URL of a new, empty database ``PREFIX_N`` on the server at ``url`` (N unique in the
+    test session), for a test that must not see another test's tables or statistics."""
+    import psycopg
+
+    name = f"{prefix}_{next(_databases)}"
+    with psycopg.connect(url, autocommit=True) as admin:
+        admin.execute(f"CREATE DATABASE {name}")
+    return url.rsplit("/", 1)[0] + f"/{name}"
