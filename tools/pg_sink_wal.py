@@ -13,7 +13,7 @@ runs ``--batches`` batches through :class:`~upsertmat.sinks.postgresql.PostgresS
 (records, full-page images, bytes), checkpoints (``pg_stat_bgwriter``), the table's updates and
 HOT updates (``pg_stat_user_tables``) — and the server's WAL settings at the end. Each batch
 opens a sink of its own and closes it, so the server counts the batch's statistics when the
-session ends (the tool waits for them); only the ``apply_batch`` call is timed. The table and
+session ends (the tool waits for all of them); only the ``apply_batch`` call is timed. The table and
 its batch records are dropped at the end. The server's counters are global: run it on a server
 nothing else writes to (docs/spark.md, *PostgreSQL at table scale*).
 """
@@ -128,7 +128,7 @@ def run(admin: Any, url: str, table: str, query: str, args: argparse.Namespace) 
         finally:
             sink.close()
         updated += keys  # every key of the batch is in the table: each upsert is an update
-        after = wait_for_updates(admin, table, updated)
+        after = wait_for_statistics(admin, table, updated, before[0] + keys)
         delta = [new - old for new, old in zip(after, before, strict=True)]
         print(
             json.dumps(
@@ -150,16 +150,24 @@ def run(admin: Any, url: str, table: str, query: str, args: argparse.Namespace) 
     print(json.dumps({"settings": settings}), flush=True)
 
 
-def wait_for_updates(admin: Any, table: str, updated: int) -> list[int]:
-    """The counters once the table's update count reaches ``updated`` (an ended session's
-    statistics reach the views shortly after it ends); RuntimeError after :data:`STATS_WAIT`."""
+def wait_for_statistics(admin: Any, table: str, updated: int, wal_records: int) -> list[int]:
+    """The counters once the table's update count reaches ``updated`` and the WAL record count
+    ``wal_records`` (each update writes at least one record); RuntimeError after
+    :data:`STATS_WAIT`.
+
+    An ended session's statistics reach the views shortly after it ends, and not all at once:
+    the server flushes the table's counters and the WAL's one after the other, so a reader can
+    see the updates counted and the WAL not yet. Waiting for both reads the batch whole."""
     deadline = time.monotonic() + STATS_WAIT
     while True:
         found = counters(admin, table)
-        if found[4] >= updated:
+        if found[4] >= updated and found[0] >= wal_records:
             return found
         if time.monotonic() > deadline:
-            raise RuntimeError(f"the server counted {found[4]} updates of {table}, expected {updated}")
+            raise RuntimeError(
+                f"the server counted {found[4]} updates of {table} (expected {updated}) and"
+                f" {found[0]} WAL records (expected at least {wal_records})"
+            )
         time.sleep(0.05)
 
 
