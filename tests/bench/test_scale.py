@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from upsertmat.bench.plans import scale_bench
 from upsertmat.bench.scale import (
     BatchCost,
@@ -16,6 +18,7 @@ from upsertmat.bench.scale import (
     table_digest,
     workload,
 )
+from upsertmat.cli import main
 from upsertmat.sinks import Column, open_sink
 
 
@@ -83,3 +86,36 @@ def test_the_sweep_runs_the_matching_modes_upsert_key_asks_for() -> None:
     assert bench(None).keyed == (False, True)
     assert bench([False]).keyed == (False,)
     assert bench([True, False]).keyed == (True, False)
+
+
+def test_postgresql_runs_beside_the_sinks_asked_for_or_alone_when_named() -> None:
+    def sinks(kinds: tuple[str, ...], url: str | None) -> tuple[str, ...]:
+        return scale_bench(
+            sizes=(1_000,), batch_changes=100, batches=1, sinks=kinds, postgres_url=url,
+            state_layout="log", state_inline_bytes=0, key_buckets=None, shuffle_partitions=None,
+        ).sinks  # fmt: skip
+
+    url = "postgresql://bench@127.0.0.1:55432/scale"
+    assert sinks(("sqlite",), None) == ("sqlite",)
+    assert sinks(("sqlite",), url) == ("sqlite", "postgresql")
+    assert sinks(("postgresql",), url) == ("postgresql",)
+    assert sinks(("postgresql", "paimon"), url) == ("postgresql", "paimon")
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (
+            ["--table-sizes", "1000", "--pipeline-sink", "postgresql"],
+            "--pipeline-sink postgresql needs --postgres-url",
+        ),
+        (["--pipeline-sink", "postgresql"], "--pipeline-sink postgresql: only with --table-sizes"),
+        (["--pipeline-sink", "mysql"], "expected sink kinds among sqlite"),
+    ],
+)
+def test_a_server_sink_without_its_server_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
+    assert main(["bench", "--pipeline", "--output-dir", str(tmp_path), *argv]) == 2
+    assert message in capsys.readouterr().err
+    assert not any(tmp_path.iterdir())  # refused before anything ran

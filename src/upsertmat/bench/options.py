@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 from ..impls import Backend, Strategy
-from .pipeline import SINKS
+from .pipeline import SERVER_SINKS, SINKS
 from .runner import WORKLOADS
 
 T = TypeVar("T")
@@ -102,11 +102,13 @@ def seconds(text: str) -> float:
 
 
 def sink_kinds(text: str) -> tuple[str, ...]:
-    """An argparse type: sink kinds the benchmark can make (``sqlite,delta``)."""
+    """An argparse type: sink kinds the benchmark can make (``sqlite,delta``), or a server's
+    (``postgresql``: the scale sweep's, at ``--postgres-url``)."""
+    known = SINKS + SERVER_SINKS
     kinds = tuple(part.strip() for part in text.split(",") if part.strip())
-    unknown = [kind for kind in kinds if kind not in SINKS]
+    unknown = [kind for kind in kinds if kind not in known]
     if not kinds or unknown:
-        raise argparse.ArgumentTypeError(f"expected sink kinds among {', '.join(SINKS)}, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected sink kinds among {', '.join(known)}, got {text!r}")
     return kinds
 
 

@@ -87,6 +87,10 @@ class PipelineBench:
 SINKS = tuple(kind.name for kind in KINDS if kind.local)
 """The sink kinds the benchmark can make in its directory (every kind but a database server)."""
 
+SERVER_SINKS = tuple(kind.name for kind in KINDS if not kind.local)
+"""The sink kinds on a database server (PostgreSQL): the scale sweep writes to one at a URL it is
+given (``--postgres-url``)."""
+
 
 def sink_url(directory: Path, sink: str, suffix: str = "") -> str:
     """The benchmark's sink in ``directory``: a SQLite file, a Delta table, an Iceberg

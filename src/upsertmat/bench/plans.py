@@ -149,13 +149,14 @@ def scale_bench(
     upsert_keys: Sequence[bool] | None = None,
 ) -> ScaleBench:
     """The :class:`~upsertmat.bench.scale.ScaleBench` of ``--pipeline --table-sizes``: every
-    sink kind asked for, and PostgreSQL at ``postgres_url`` when given; the matching modes of
+    sink kind asked for, and PostgreSQL at ``postgres_url`` when given (last, unless ``sinks``
+    names it: ``("postgresql",)`` is a sweep of PostgreSQL alone); the matching modes of
     ``--upsert-key`` (default: whole rows, then with the upsert key)."""
     return ScaleBench(
         sizes=sizes,
         batch_changes=batch_changes,
         batches=batches,
-        sinks=sinks + (("postgresql",) if postgres_url else ()),
+        sinks=sinks + (("postgresql",) if postgres_url and "postgresql" not in sinks else ()),
         state_layout=state_layout,
         state_inline_bytes=state_inline_bytes,
         server_urls=(("postgresql", postgres_url),) if postgres_url else (),

@@ -36,7 +36,7 @@ from upsertmat.bench.options import (
     strategy,
     workload,
 )
-from upsertmat.bench.pipeline import SINKS, PipelineBench
+from upsertmat.bench.pipeline import SERVER_SINKS, SINKS, PipelineBench
 from upsertmat.bench.presets import FULL, QUICK
 from upsertmat.bench.progress import Progress
 from upsertmat.bench.report import goals_table, machine_info, markdown_report, results_table
@@ -202,7 +202,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
         default=("sqlite",),
         metavar="KIND[,KIND...]",
         help=f"the end-to-end run's sink kind, one of {', '.join(SINKS)} (default sqlite; "
-        f"{', '.join(TABLE_FORMATS)} need the lakehouse extra); with --table-sizes a list",
+        f"{', '.join(TABLE_FORMATS)} need the lakehouse extra); with --table-sizes a list, which "
+        f"may name {', '.join(SERVER_SINKS)} (with --postgres-url)",
     )
     pipe.add_argument(
         "--state-layout",
@@ -233,7 +234,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--postgres-url",
         metavar="URL",
         help="with --table-sizes: also run every size into this PostgreSQL database (a table per run, "
-        "dropped after it)",
+        "dropped after it); --pipeline-sink postgresql: into it alone",
     )
     pipe.add_argument(
         "--batch-changes",
@@ -350,7 +351,14 @@ def _sizes(text: str) -> tuple[int, ...]:
 def _one_sink(args: argparse.Namespace) -> str:
     if len(args.pipeline_sink) != 1:
         raise CliError("--pipeline-sink takes one kind here (a list only with --table-sizes)", ExitCode.USAGE)
-    return str(args.pipeline_sink[0])
+    kind = str(args.pipeline_sink[0])
+    if kind in SERVER_SINKS:
+        raise CliError(
+            f"--pipeline-sink {kind}: only with --table-sizes and --postgres-url (the end-to-end run "
+            f"writes a sink in its own directory: one of {', '.join(SINKS)})",
+            ExitCode.USAGE,
+        )
+    return kind
 
 
 def pipeline_bench(args: argparse.Namespace) -> PipelineBench:
@@ -452,6 +460,11 @@ def run_table_sizes(args: argparse.Namespace) -> int:
     ``scale.png``."""
     from upsertmat.bench.scale import report, run_scale
 
+    servers = [kind for kind in args.pipeline_sink if kind in SERVER_SINKS]
+    if servers and not args.postgres_url:
+        raise CliError(
+            f"--pipeline-sink {servers[0]} needs --postgres-url URL (a database to write to)", ExitCode.USAGE
+        )
     bench = plans.scale_bench(
         sizes=args.table_sizes,
         batch_changes=args.batch_changes,
